@@ -1,0 +1,126 @@
+package simulator
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tidwall/gjson"
+)
+
+// behaviours are the switches a model name turns on (see the package documentation).
+type behaviours struct {
+	failStatus  int // 0: off
+	rateLimit   bool
+	slowHeaders time.Duration
+	drip        time.Duration
+	stall       bool
+	cut         bool
+	inbandError bool
+	toolCall    bool
+}
+
+func parseBehaviours(model string) behaviours {
+	var b behaviours
+	for part := range strings.SplitSeq(model, "+") {
+		switch part {
+		case "rate-limit":
+			b.rateLimit = true
+			continue
+		case "stall":
+			b.stall = true
+			continue
+		case "cut":
+			b.cut = true
+			continue
+		case "inband-error":
+			b.inbandError = true
+			continue
+		case "tool-call":
+			b.toolCall = true
+			continue
+		}
+		if code, ok := strings.CutPrefix(part, "fail-"); ok {
+			if n, err := strconv.Atoi(code); err == nil && len(code) == 3 && n >= 400 && n <= 599 {
+				b.failStatus = n
+			}
+		} else if d, ok := durationAfter(part, "slow-headers-"); ok {
+			b.slowHeaders = d
+		} else if d, ok := durationAfter(part, "drip-"); ok {
+			b.drip = d
+		}
+	}
+	return b
+}
+
+// durationAfter parses the positive Go duration that follows prefix in part.
+func durationAfter(part, prefix string) (time.Duration, bool) {
+	rest, ok := strings.CutPrefix(part, prefix)
+	if !ok {
+		return 0, false
+	}
+	d, err := time.ParseDuration(rest)
+	return d, err == nil && d > 0
+}
+
+// waitHeaders applies slow-headers; false means the client went away meanwhile.
+func (b behaviours) waitHeaders(ctx context.Context) bool {
+	return sleep(ctx, b.slowHeaders)
+}
+
+// sleep waits d, or less if ctx ends first; it reports whether the full wait elapsed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// toolCall is the call a tool-call generation answers with.
+type toolCall struct {
+	name string
+	args string // JSON object text
+}
+
+func newToolCall(name string) *toolCall {
+	args := "{}"
+	if name == "exec_command" {
+		args = `{"cmd":"echo simulated-tool"}`
+	}
+	return &toolCall{name: name, args: args}
+}
+
+func (t *toolCall) outputTokens() int { return tokens(len(t.name) + len(t.args)) }
+
+// pickToolCall applies the tool-call behaviour: a call of the first tool that name finds,
+// unless endsWithResult says the conversation already ends with a tool result.
+func (c *call) pickToolCall(tools gjson.Result, name func(tool gjson.Result) string, endsWithResult bool) *toolCall {
+	if !c.beh.toolCall || endsWithResult {
+		return nil
+	}
+	for _, tool := range tools.Array() {
+		if n := name(tool); n != "" {
+			return newToolCall(n)
+		}
+	}
+	return nil
+}
+
+// lastTurn is the last element of a message/item array, skipping system and developer turns.
+func lastTurn(turns gjson.Result) gjson.Result {
+	arr := turns.Array()
+	for i := len(arr) - 1; i >= 0; i-- {
+		if role := arr[i].Get("role").String(); role != "system" && role != "developer" {
+			return arr[i]
+		}
+	}
+	return gjson.Result{}
+}
