@@ -1,0 +1,100 @@
+// Package auth turns the API key a client presents into the identity it stands for. A
+// key is only ever held as its SHA-256 hash; the check per request is one hash and one
+// map lookup. It knows nothing about Caddy.
+package auth
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// Identity is what a valid key resolves to.
+type Identity struct {
+	// KeyID is safe to log and to meter by; it is never the key itself.
+	KeyID string
+	Name  string
+	// Models, when non-nil, is the set of service models the key may call; a key may not
+	// see or call any other.
+	Models map[string]bool
+}
+
+// MayCall reports whether the identity may use the service model.
+func (id *Identity) MayCall(model string) bool {
+	return id.Models == nil || id.Models[model]
+}
+
+// Hash is the stored form of a key.
+type Hash [sha256.Size]byte
+
+// HashKey hashes a presented key. Keys are long random strings, so a fast hash is the
+// right one: there is nothing to brute-force that a slow hash would protect.
+func HashKey(secret string) Hash { return sha256.Sum256([]byte(secret)) }
+
+// KeyFromRequest reads the key from `Authorization: Bearer <key>` or `x-api-key: <key>`,
+// the two styles both protocol families' clients use.
+func KeyFromRequest(h http.Header) string {
+	if v := h.Get("Authorization"); v != "" {
+		if scheme, token, ok := strings.Cut(v, " "); ok && strings.EqualFold(scheme, "Bearer") {
+			return strings.TrimSpace(token)
+		}
+	}
+	return strings.TrimSpace(h.Get("X-Api-Key"))
+}
+
+// Verifier resolves keys to identities.
+type Verifier interface {
+	Verify(secret string) (*Identity, bool)
+}
+
+// StaticKeys is a fixed set of keys from configuration.
+type StaticKeys struct {
+	byHash map[Hash]*Identity
+}
+
+// StaticKey is one configured key.
+type StaticKey struct {
+	Name   string
+	Secret string
+	Models []string // empty: every model
+}
+
+// ErrWeakKey is returned for a configured key too short to be a real secret.
+var ErrWeakKey = errors.New("key secret must be at least 16 characters")
+
+// NewStaticKeys indexes configured keys by hash.
+func NewStaticKeys(keys []StaticKey) (*StaticKeys, error) {
+	s := &StaticKeys{byHash: make(map[Hash]*Identity, len(keys))}
+	for _, k := range keys {
+		if k.Name == "" {
+			return nil, fmt.Errorf("key: a name is required")
+		}
+		if len(k.Secret) < 16 {
+			return nil, fmt.Errorf("key %q: %w", k.Name, ErrWeakKey)
+		}
+		h := HashKey(k.Secret)
+		if _, dup := s.byHash[h]; dup {
+			return nil, fmt.Errorf("key %q: the same secret is configured twice", k.Name)
+		}
+		id := &Identity{KeyID: "static:" + k.Name, Name: k.Name}
+		if len(k.Models) > 0 {
+			id.Models = make(map[string]bool, len(k.Models))
+			for _, m := range k.Models {
+				id.Models[m] = true
+			}
+		}
+		s.byHash[h] = id
+	}
+	return s, nil
+}
+
+// Verify implements Verifier.
+func (s *StaticKeys) Verify(secret string) (*Identity, bool) {
+	if secret == "" {
+		return nil, false
+	}
+	id, ok := s.byHash[HashKey(secret)]
+	return id, ok
+}

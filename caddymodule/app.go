@@ -1,0 +1,294 @@
+// Package caddymodule is the thin layer that puts Switchyard into Caddy: the `switchyard`
+// app (models, candidates, keys), the HTTP handler modules, and their Caddyfile syntax.
+// Protocol, routing and relay logic live in their own packages.
+package caddymodule
+
+import (
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
+
+	"github.com/switchyard-gw/switchyard/auth"
+	"github.com/switchyard-gw/switchyard/protocols"
+	"github.com/switchyard-gw/switchyard/relay"
+	"github.com/switchyard-gw/switchyard/routing"
+)
+
+func init() {
+	caddy.RegisterModule(App{})
+}
+
+// DefaultMaxRequestBody is the largest request body accepted when none is configured:
+// the size Family B's native API accepts.
+const DefaultMaxRequestBody = 32 << 20
+
+// App is the `switchyard` app: the service models, their candidates, and the keys that
+// may call them. The handler modules read it.
+type App struct {
+	// Models are the service models, in the order GET /v1/models lists them.
+	Models []ModelConfig `json:"models,omitempty"`
+	// Keys are static API keys.
+	Keys []KeyConfig `json:"keys,omitempty"`
+	// MaxRequestBody is the largest request body accepted, in bytes.
+	MaxRequestBody int64 `json:"max_request_body,omitempty"`
+
+	catalog   *routing.Catalog
+	verifier  auth.Verifier
+	upstreams map[*routing.Candidate]*relay.Upstream
+	models    *modelList
+	logger    *zap.Logger
+}
+
+// ModelConfig declares one service model.
+type ModelConfig struct {
+	// ID is the service model identifier clients send; matched exactly, case included.
+	ID          string `json:"id"`
+	DisplayName string `json:"display_name,omitempty"`
+	OwnedBy     string `json:"owned_by,omitempty"`
+	// Created is when the model was added (RFC 3339 date or time); reported by GET /v1/models.
+	Created string `json:"created,omitempty"`
+	// Protocols lists the protocol tokens the model is offered on (family_a, family_b).
+	// When empty, it is the set of its candidates' protocols.
+	Protocols []string `json:"protocols,omitempty"`
+	// Capabilities are boolean capability tags; `reasoning` is always reported.
+	Capabilities map[string]bool   `json:"capabilities,omitempty"`
+	Prices       *PriceConfig      `json:"prices,omitempty"`
+	Candidates   []CandidateConfig `json:"candidates,omitempty"`
+}
+
+// PriceConfig holds decimal prices per million tokens.
+type PriceConfig struct {
+	Input       string `json:"input,omitempty"`
+	CachedInput string `json:"cached_input,omitempty"`
+	CacheWrite  string `json:"cache_write,omitempty"`
+	Output      string `json:"output,omitempty"`
+	// Reasoning is the price of reasoning and thinking output; it defaults to Output.
+	Reasoning string `json:"reasoning,omitempty"`
+}
+
+// CandidateConfig declares one supply channel of a model.
+type CandidateConfig struct {
+	// Name identifies the candidate in logs, metrics and health; never shown to clients.
+	Name     string `json:"name"`
+	Protocol string `json:"protocol"`
+	// URL is the upstream base URL, path prefix included. Family A bases end where the
+	// family's SDKs expect (for example https://api.example.com/v1); Family B bases are
+	// the API root (https://api.example.com).
+	URL           string `json:"url"`
+	UpstreamModel string `json:"upstream_model"`
+	// Credential is sent in the protocol's native header; placeholders such as
+	// {env.UPSTREAM_KEY} are replaced when the config loads.
+	Credential    string         `json:"credential,omitempty"`
+	Priority      int            `json:"priority,omitempty"`
+	Weight        int            `json:"weight,omitempty"`
+	DialTimeout   caddy.Duration `json:"dial_timeout,omitempty"`
+	HeaderTimeout caddy.Duration `json:"header_timeout,omitempty"`
+}
+
+// KeyConfig is a static API key.
+type KeyConfig struct {
+	Name string `json:"name"`
+	// Secret is the key; placeholders such as {env.GATEWAY_KEY} are replaced at load.
+	Secret string `json:"secret"`
+	// Models, when set, limits the key to these service models.
+	Models []string `json:"models,omitempty"`
+}
+
+// CaddyModule returns the Caddy module information.
+func (App) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "switchyard", New: func() caddy.Module { return new(App) }}
+}
+
+// Provision builds the catalog, the key verifier and one upstream per candidate.
+func (a *App) Provision(ctx caddy.Context) error {
+	a.logger = ctx.Logger()
+	repl := caddy.NewReplacer()
+	now := time.Now().UTC().Truncate(time.Second)
+
+	models := make([]*routing.Model, 0, len(a.Models))
+	for _, mc := range a.Models {
+		m, err := mc.build(repl, now)
+		if err != nil {
+			return err
+		}
+		models = append(models, m)
+	}
+	catalog, err := routing.NewCatalog(models)
+	if err != nil {
+		return err
+	}
+	a.catalog = catalog
+
+	keys := make([]auth.StaticKey, 0, len(a.Keys))
+	for _, k := range a.Keys {
+		for _, m := range k.Models {
+			if _, ok := catalog.Lookup(m); !ok {
+				return fmt.Errorf("key %q: models: %q is not a declared model", k.Name, m)
+			}
+		}
+		keys = append(keys, auth.StaticKey{Name: k.Name, Secret: repl.ReplaceKnown(k.Secret, ""), Models: k.Models})
+	}
+	if a.verifier, err = auth.NewStaticKeys(keys); err != nil {
+		return err
+	}
+
+	a.upstreams = make(map[*routing.Candidate]*relay.Upstream)
+	for _, m := range catalog.Models() {
+		for _, c := range m.Candidates {
+			a.upstreams[c] = relay.NewUpstream(m.ID, c, relay.Options{})
+		}
+	}
+	a.models = newModelList(catalog)
+	if a.MaxRequestBody <= 0 {
+		a.MaxRequestBody = DefaultMaxRequestBody
+	}
+	return nil
+}
+
+func (mc ModelConfig) build(repl *caddy.Replacer, now time.Time) (*routing.Model, error) {
+	m := &routing.Model{
+		ID:          mc.ID,
+		DisplayName: mc.DisplayName,
+		OwnedBy:     mc.OwnedBy,
+		Created:     now,
+	}
+	if m.DisplayName == "" {
+		m.DisplayName = mc.ID
+	}
+	if m.OwnedBy == "" {
+		m.OwnedBy = "switchyard"
+	}
+	if mc.Created != "" {
+		t, err := parseCreated(mc.Created)
+		if err != nil {
+			return nil, fmt.Errorf("model %q: created: %v", mc.ID, err)
+		}
+		m.Created = t
+	}
+	for _, tok := range mc.Protocols {
+		f, ok := protocols.ParseFamily(tok)
+		if !ok {
+			return nil, fmt.Errorf("model %q: protocols: %q is not a protocol token (family_a, family_b)", mc.ID, tok)
+		}
+		m.Protocols = append(m.Protocols, f)
+	}
+	for tag, on := range mc.Capabilities {
+		if tag == "reasoning" {
+			m.Capabilities.Reasoning = on
+			continue
+		}
+		if m.Capabilities.Tags == nil {
+			m.Capabilities.Tags = map[string]bool{}
+		}
+		m.Capabilities.Tags[tag] = on
+	}
+	if mc.Prices != nil {
+		p, err := mc.Prices.build()
+		if err != nil {
+			return nil, fmt.Errorf("model %q: prices: %v", mc.ID, err)
+		}
+		m.Prices = p
+	}
+	for _, cc := range mc.Candidates {
+		c, err := cc.build(repl)
+		if err != nil {
+			return nil, fmt.Errorf("model %q, candidate %q: %v", mc.ID, cc.Name, err)
+		}
+		m.Candidates = append(m.Candidates, c)
+	}
+	return m, nil
+}
+
+func parseCreated(s string) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t.UTC(), nil
+	}
+	t, err := time.Parse(time.DateOnly, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%q is neither an RFC 3339 time nor a YYYY-MM-DD date", s)
+	}
+	return t, nil
+}
+
+func (pc PriceConfig) build() (routing.Prices, error) {
+	var p routing.Prices
+	for _, f := range []struct {
+		name string
+		in   string
+		out  *int64
+	}{
+		{"input", pc.Input, &p.Input},
+		{"cached_input", pc.CachedInput, &p.CachedInput},
+		{"cache_write", pc.CacheWrite, &p.CacheWrite},
+		{"output", pc.Output, &p.Output},
+		{"reasoning", pc.Reasoning, &p.Reasoning},
+	} {
+		if f.in == "" {
+			continue
+		}
+		v, err := routing.ParsePrice(f.in)
+		if err != nil {
+			return p, fmt.Errorf("%s: %v", f.name, err)
+		}
+		*f.out = v
+	}
+	return p, nil
+}
+
+func (cc CandidateConfig) build(repl *caddy.Replacer) (*routing.Candidate, error) {
+	f, ok := protocols.ParseFamily(cc.Protocol)
+	if !ok {
+		return nil, fmt.Errorf("protocol: %q is not a protocol token (family_a, family_b)", cc.Protocol)
+	}
+	raw := repl.ReplaceKnown(cc.URL, "")
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("url: %q must be an absolute http or https URL", cc.URL)
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("url: %q must not have a query or fragment", cc.URL)
+	}
+	return &routing.Candidate{
+		Name:          cc.Name,
+		Protocol:      f,
+		BaseURL:       u,
+		UpstreamModel: cc.UpstreamModel,
+		Credential:    repl.ReplaceKnown(cc.Credential, ""),
+		Priority:      cc.Priority,
+		Weight:        cc.Weight,
+		Timeouts: routing.Timeouts{
+			Dial:   time.Duration(cc.DialTimeout),
+			Header: time.Duration(cc.HeaderTimeout),
+		},
+	}, nil
+}
+
+// Start implements caddy.App.
+func (a *App) Start() error { return nil }
+
+// Stop implements caddy.App: idle upstream connections of this configuration are closed.
+func (a *App) Stop() error {
+	for _, u := range a.upstreams {
+		u.Close()
+	}
+	return nil
+}
+
+// upstreamsFor lists the upstreams of a model on one protocol, in the order to try them.
+func (a *App) upstreamsFor(m *routing.Model, f protocols.Family) []*relay.Upstream {
+	cands := m.CandidatesFor(f)
+	out := make([]*relay.Upstream, 0, len(cands))
+	for _, c := range cands {
+		out = append(out, a.upstreams[c])
+	}
+	return out
+}
+
+// Interface guards
+var (
+	_ caddy.App         = (*App)(nil)
+	_ caddy.Provisioner = (*App)(nil)
+)

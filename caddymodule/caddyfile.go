@@ -1,0 +1,257 @@
+package caddymodule
+
+import (
+	"strconv"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/dustin/go-humanize"
+)
+
+func init() {
+	httpcaddyfile.RegisterGlobalOption("switchyard", parseGlobalOption)
+	for _, dir := range []string{"switchyard_auth", "switchyard_model", "switchyard_proxy", "switchyard_errors", "switchyard_simulator"} {
+		httpcaddyfile.RegisterHandlerDirective(dir, parseHandlerDirective)
+		// Each lands just before reverse_proxy, in this order, so a site block needs no
+		// `route` to run them in sequence.
+		httpcaddyfile.RegisterDirectiveOrder(dir, httpcaddyfile.Before, "reverse_proxy")
+	}
+}
+
+// parseGlobalOption reads the `switchyard` global option:
+//
+//	switchyard {
+//		max_request_body <size>
+//		key <name> <secret> {
+//			models <model...>
+//		}
+//		model <id> {
+//			display_name <text>
+//			owned_by <text>
+//			created <YYYY-MM-DD>
+//			protocols <family_a|family_b...>
+//			reasoning [true|false]
+//			capability <tag> [true|false]
+//			price <input|cached_input|cache_write|output|reasoning> <per-million> ...
+//			candidate <name> {
+//				protocol <family_a|family_b>
+//				url <base url>
+//				upstream_model <name>
+//				credential <secret or {env.VAR}>
+//				priority <n>
+//				weight <n>
+//				dial_timeout <duration>
+//				header_timeout <duration>
+//			}
+//		}
+//	}
+func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
+	app := new(App)
+	d.Next() // the option name
+	if d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	for d.NextBlock(0) {
+		switch d.Val() {
+		case "max_request_body":
+			if !d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			size, err := humanize.ParseBytes(d.Val())
+			if err != nil || size == 0 {
+				return nil, d.Errf("max_request_body: %q is not a size", d.Val())
+			}
+			app.MaxRequestBody = int64(size)
+		case "key":
+			k, err := parseKey(d)
+			if err != nil {
+				return nil, err
+			}
+			app.Keys = append(app.Keys, k)
+		case "model":
+			m, err := parseModel(d)
+			if err != nil {
+				return nil, err
+			}
+			app.Models = append(app.Models, m)
+		default:
+			return nil, d.Errf("switchyard: unknown option %q", d.Val())
+		}
+	}
+	return httpcaddyfile.App{Name: "switchyard", Value: caddyconfig.JSON(app, nil)}, nil
+}
+
+func parseKey(d *caddyfile.Dispenser) (KeyConfig, error) {
+	var k KeyConfig
+	if !d.Args(&k.Name, &k.Secret) {
+		return k, d.Errf("key: expected `key <name> <secret>`")
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		switch d.Val() {
+		case "models":
+			k.Models = append(k.Models, d.RemainingArgs()...)
+		default:
+			return k, d.Errf("key %q: unknown option %q", k.Name, d.Val())
+		}
+	}
+	return k, nil
+}
+
+func parseModel(d *caddyfile.Dispenser) (ModelConfig, error) {
+	var m ModelConfig
+	if !d.Args(&m.ID) {
+		return m, d.Errf("model: expected `model <id> { ... }`")
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		opt := d.Val()
+		switch opt {
+		case "display_name", "owned_by", "created":
+			var v string
+			if !d.Args(&v) {
+				return m, d.Errf("model %q: %s: expected one value", m.ID, opt)
+			}
+			switch opt {
+			case "display_name":
+				m.DisplayName = v
+			case "owned_by":
+				m.OwnedBy = v
+			default:
+				m.Created = v
+			}
+		case "protocols":
+			m.Protocols = append(m.Protocols, d.RemainingArgs()...)
+			if len(m.Protocols) == 0 {
+				return m, d.Errf("model %q: protocols: expected family_a and/or family_b", m.ID)
+			}
+		case "reasoning", "capability":
+			tag := "reasoning"
+			if opt == "capability" && !d.Args(&tag) {
+				return m, d.Errf("model %q: capability: expected `capability <tag> [true|false]`", m.ID)
+			}
+			on := true
+			if d.NextArg() {
+				v, err := strconv.ParseBool(d.Val())
+				if err != nil {
+					return m, d.Errf("model %q: %s: %q is not true or false", m.ID, opt, d.Val())
+				}
+				on = v
+			}
+			if m.Capabilities == nil {
+				m.Capabilities = map[string]bool{}
+			}
+			m.Capabilities[tag] = on
+		case "price":
+			if m.Prices == nil {
+				m.Prices = new(PriceConfig)
+			}
+			args := d.RemainingArgs()
+			if len(args) == 0 || len(args)%2 != 0 {
+				return m, d.Errf("model %q: price: expected pairs like `price input 0.15 output 0.60`", m.ID)
+			}
+			for i := 0; i < len(args); i += 2 {
+				target := map[string]*string{
+					"input": &m.Prices.Input, "cached_input": &m.Prices.CachedInput,
+					"cache_write": &m.Prices.CacheWrite, "output": &m.Prices.Output,
+					"reasoning": &m.Prices.Reasoning,
+				}[args[i]]
+				if target == nil {
+					return m, d.Errf("model %q: price: unknown kind %q (input, cached_input, cache_write, output, reasoning)", m.ID, args[i])
+				}
+				*target = args[i+1]
+			}
+		case "candidate":
+			c, err := parseCandidate(d, m.ID)
+			if err != nil {
+				return m, err
+			}
+			m.Candidates = append(m.Candidates, c)
+		default:
+			return m, d.Errf("model %q: unknown option %q", m.ID, opt)
+		}
+	}
+	return m, nil
+}
+
+func parseCandidate(d *caddyfile.Dispenser, modelID string) (CandidateConfig, error) {
+	var c CandidateConfig
+	if !d.Args(&c.Name) {
+		return c, d.Errf("model %q: candidate: expected `candidate <name> { ... }`", modelID)
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		opt := d.Val()
+		var v string
+		if !d.Args(&v) {
+			return c, d.Errf("model %q, candidate %q: %s: expected one value", modelID, c.Name, opt)
+		}
+		switch opt {
+		case "protocol":
+			c.Protocol = v
+		case "url":
+			c.URL = v
+		case "upstream_model":
+			c.UpstreamModel = v
+		case "credential":
+			c.Credential = v
+		case "priority", "weight":
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return c, d.Errf("model %q, candidate %q: %s: %q is not a whole number", modelID, c.Name, opt, v)
+			}
+			if opt == "priority" {
+				c.Priority = n
+			} else {
+				c.Weight = n
+			}
+		case "dial_timeout", "header_timeout":
+			dur, err := caddy.ParseDuration(v)
+			if err != nil || dur <= 0 {
+				return c, d.Errf("model %q, candidate %q: %s: %q is not a duration", modelID, c.Name, opt, v)
+			}
+			if opt == "dial_timeout" {
+				c.DialTimeout = caddy.Duration(dur)
+			} else {
+				c.HeaderTimeout = caddy.Duration(dur)
+			}
+		default:
+			return c, d.Errf("model %q, candidate %q: unknown option %q", modelID, c.Name, opt)
+		}
+		if d.NextArg() {
+			return c, d.Errf("model %q, candidate %q: %s: takes one value", modelID, c.Name, opt)
+		}
+	}
+	return c, nil
+}
+
+// parseHandlerDirective builds the handler for one of the switchyard_* directives. None
+// takes arguments except the simulator's optional `api_key`.
+func parseHandlerDirective(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	h.Next() // the directive name
+	dir := h.Val()
+	var handler caddyhttp.MiddlewareHandler
+	switch dir {
+	case "switchyard_auth":
+		handler = new(Auth)
+	case "switchyard_model":
+		handler = new(Resolve)
+	case "switchyard_proxy":
+		handler = new(Proxy)
+	case "switchyard_errors":
+		handler = new(ErrorWriter)
+	case "switchyard_simulator":
+		sim := new(Simulator)
+		if err := sim.UnmarshalCaddyfile(h.Dispenser); err != nil {
+			return nil, err
+		}
+		return sim, nil
+	}
+	if h.NextArg() {
+		return nil, h.ArgErr()
+	}
+	if h.NextBlock(0) {
+		return nil, h.Errf("%s takes no options", dir)
+	}
+	return handler, nil
+}

@@ -1,0 +1,339 @@
+package caddymodule
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/switchyard-gw/switchyard/auth"
+	"github.com/switchyard-gw/switchyard/protocols"
+	"github.com/switchyard-gw/switchyard/relay"
+	"github.com/switchyard-gw/switchyard/routing"
+)
+
+func init() {
+	caddy.RegisterModule(Auth{})
+	caddy.RegisterModule(Resolve{})
+	caddy.RegisterModule(Proxy{})
+	caddy.RegisterModule(ErrorWriter{})
+}
+
+// RequestIDHeader carries the gateway's id of every request, on every response.
+const RequestIDHeader = "X-Switchyard-Request-Id"
+
+// Request variables shared by the handlers of one request.
+const (
+	varRequestID = "switchyard.request_id"
+	varIdentity  = "switchyard.identity"
+	varRoute     = "switchyard.route"
+)
+
+// route is what switchyard_model resolved, for switchyard_proxy.
+type route struct {
+	op     protocols.Operation
+	model  *routing.Model
+	parsed *protocols.ParsedRequest
+}
+
+func loadApp(ctx caddy.Context) (*App, error) {
+	a, err := ctx.App("switchyard")
+	if err != nil {
+		return nil, fmt.Errorf("loading the switchyard app: %v", err)
+	}
+	return a.(*App), nil
+}
+
+func newRequestID() string {
+	const hex = "0123456789abcdef"
+	var b [27]byte
+	copy(b[:], "sy_")
+	for i, v := 3, rand.Uint64(); i < 19; i, v = i+1, v>>4 {
+		b[i] = hex[v&0xf]
+	}
+	for i, v := 19, rand.Uint64(); i < len(b); i, v = i+1, v>>4 {
+		b[i] = hex[v&0xf]
+	}
+	return string(b[:])
+}
+
+func requestID(r *http.Request) string {
+	id, _ := caddyhttp.GetVar(r.Context(), varRequestID).(string)
+	return id
+}
+
+func logFields(r *http.Request, fields ...zap.Field) {
+	if extra, ok := r.Context().Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields); ok {
+		for _, f := range fields {
+			extra.Set(f)
+		}
+	}
+}
+
+// fail hands an APIError to Caddy's error routes, where switchyard_errors renders it.
+func fail(e *protocols.APIError) error { return caddyhttp.Error(e.Status, e) }
+
+// Auth is the `switchyard_auth` handler: it resolves the request's API key to an
+// identity and lets nothing else run for a missing, wrong or revoked key.
+type Auth struct {
+	app *App
+}
+
+// CaddyModule returns the Caddy module information.
+func (Auth) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "http.handlers.switchyard_auth", New: func() caddy.Module { return new(Auth) }}
+}
+
+// Provision implements caddy.Provisioner.
+func (h *Auth) Provision(ctx caddy.Context) (err error) {
+	h.app, err = loadApp(ctx)
+	return err
+}
+
+func (h *Auth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	id := newRequestID()
+	w.Header().Set(RequestIDHeader, id)
+	caddyhttp.SetVar(r.Context(), varRequestID, id)
+	logFields(r, zap.String("switchyard_request_id", id))
+
+	identity, ok := h.app.verifier.Verify(auth.KeyFromRequest(r.Header))
+	if !ok {
+		// Authentication comes before protocol handling, so the generic Family A
+		// envelope is used on every path, /v1/messages included.
+		return fail(&protocols.APIError{
+			Family: protocols.FamilyA, Status: http.StatusUnauthorized, Code: "invalid_api_key",
+			Message: "missing or invalid API key; send it as 'Authorization: Bearer <key>' or 'x-api-key: <key>'",
+		})
+	}
+	caddyhttp.SetVar(r.Context(), varIdentity, identity)
+	logFields(r, zap.String("switchyard_key_id", identity.KeyID))
+	return next.ServeHTTP(w, r)
+}
+
+// Resolve is the `switchyard_model` handler: it classifies the operation, reads the body
+// once, finds and checks the model, runs the family's validation, and answers
+// GET /v1/models itself.
+type Resolve struct {
+	app *App
+}
+
+// CaddyModule returns the Caddy module information.
+func (Resolve) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "http.handlers.switchyard_model", New: func() caddy.Module { return new(Resolve) }}
+}
+
+// Provision implements caddy.Provisioner.
+func (h *Resolve) Provision(ctx caddy.Context) (err error) {
+	h.app, err = loadApp(ctx)
+	return err
+}
+
+// familyOfPath is the family whose envelope errors on an unclassified path use.
+func familyOfPath(path string) protocols.Family {
+	if strings.HasPrefix(path, "/v1/messages") {
+		return protocols.FamilyB
+	}
+	return protocols.FamilyA
+}
+
+func (h *Resolve) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	identity, _ := caddyhttp.GetVar(r.Context(), varIdentity).(*auth.Identity)
+	if identity == nil {
+		return fail(protocols.Errorf(protocols.FamilyA, http.StatusInternalServerError, "",
+			"gateway misconfigured: switchyard_auth must run before switchyard_model"))
+	}
+	upgrade := strings.EqualFold(r.Header.Get("Upgrade"), "websocket")
+	op, known, methodOK := protocols.Classify(r.Method, r.URL.Path, upgrade)
+	if !known {
+		return fail(protocols.Errorf(familyOfPath(r.URL.Path), http.StatusNotFound, "unknown_url",
+			"unknown path %s %s", r.Method, r.URL.Path))
+	}
+	if !methodOK {
+		w.Header().Set("Allow", allowedMethods(op))
+		return fail(protocols.Errorf(op.Family, http.StatusMethodNotAllowed, "",
+			"%s is not allowed on %s; use %s", r.Method, r.URL.Path, allowedMethods(op)))
+	}
+	logFields(r, zap.String("switchyard_operation", op.Kind.String()))
+
+	switch op.Kind {
+	case protocols.KindModels:
+		return h.serveModels(w, identity, op)
+	case protocols.KindStatefulResponses:
+		return fail(protocols.Errorf(protocols.FamilyA, http.StatusNotImplemented, "unsupported_operation",
+			"this operation needs server-side response state, which this gateway does not keep"))
+	case protocols.KindResponsesWebSocket:
+		return fail(protocols.Errorf(protocols.FamilyA, http.StatusNotImplemented, "unsupported_operation",
+			"the WebSocket transport is not served; use HTTP POST /v1/responses"))
+	}
+
+	body, err := relay.ReadAll(http.MaxBytesReader(w, r.Body, h.app.MaxRequestBody), r.ContentLength, int(h.app.MaxRequestBody)+1)
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return fail(protocols.Errorf(op.Family, http.StatusRequestEntityTooLarge, "",
+				"the request body exceeds the gateway's limit of %d bytes", h.app.MaxRequestBody))
+		}
+		return fail(protocols.Errorf(op.Family, http.StatusBadRequest, "", "the request body could not be read"))
+	}
+	parsed, apiErr := protocols.ParseRequest(op.Family, body)
+	if apiErr != nil {
+		return fail(apiErr)
+	}
+	modelID, apiErr := parsed.Model(op.Family)
+	if apiErr != nil {
+		return fail(apiErr)
+	}
+	model, ok := h.app.catalog.Lookup(modelID)
+	if !ok || !identity.MayCall(modelID) {
+		e := protocols.Errorf(op.Family, http.StatusNotFound, "model_not_found",
+			"the model '%s' does not exist or you do not have access to it; GET /v1/models lists the models you can call (ids are case-sensitive)", modelID)
+		e.Param = "model"
+		return fail(e)
+	}
+	logFields(r, zap.String("switchyard_model", modelID))
+	if !model.Supports(op.Family) {
+		// Answered from memory: this will not change by retrying, so tell SDKs not to.
+		e := protocols.Errorf(op.Family, http.StatusServiceUnavailable, protocols.CodeNoChannel,
+			"model '%s' is not offered on the %s protocol; GET /v1/models lists the protocols of each model", modelID, op.Family.Token())
+		e.NoRetry = true
+		return fail(e)
+	}
+	if apiErr := parsed.Validate(op, r.Header); apiErr != nil {
+		return fail(apiErr)
+	}
+	caddyhttp.SetVar(r.Context(), varRoute, &route{op: op, model: model, parsed: parsed})
+	return next.ServeHTTP(w, r)
+}
+
+func allowedMethods(op protocols.Operation) string {
+	if op.Kind == protocols.KindModels {
+		return "GET"
+	}
+	return "POST"
+}
+
+func (h *Resolve) serveModels(w http.ResponseWriter, identity *auth.Identity, op protocols.Operation) error {
+	var body []byte
+	if op.ModelID != "" {
+		if body = h.app.models.one(identity, op.ModelID); body == nil {
+			return fail(protocols.Errorf(protocols.FamilyA, http.StatusNotFound, "model_not_found",
+				"the model '%s' does not exist or you do not have access to it", op.ModelID))
+		}
+	} else {
+		body = h.app.models.list(identity)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusOK)
+	_, err := w.Write(body)
+	return err
+}
+
+// Proxy is the `switchyard_proxy` handler: it sends the resolved request to the model's
+// candidates on the ingress protocol until one answers.
+type Proxy struct {
+	app    *App
+	logger *zap.Logger
+}
+
+// CaddyModule returns the Caddy module information.
+func (Proxy) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "http.handlers.switchyard_proxy", New: func() caddy.Module { return new(Proxy) }}
+}
+
+// Provision implements caddy.Provisioner.
+func (h *Proxy) Provision(ctx caddy.Context) (err error) {
+	h.logger = ctx.Logger()
+	h.app, err = loadApp(ctx)
+	return err
+}
+
+func (h *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
+	rt, _ := caddyhttp.GetVar(r.Context(), varRoute).(*route)
+	if rt == nil {
+		return fail(protocols.Errorf(familyOfPath(r.URL.Path), http.StatusInternalServerError, "",
+			"gateway misconfigured: switchyard_model must run before switchyard_proxy"))
+	}
+	outcome, apiErr := relay.Serve(r.Context(), w, &relay.Request{
+		Op:           rt.op,
+		ServiceModel: rt.model.ID,
+		Parsed:       rt.parsed,
+		Header:       r.Header,
+		Path:         r.URL.Path,
+		RawQuery:     r.URL.RawQuery,
+	}, h.app.upstreamsFor(rt.model, rt.op.Family))
+
+	reasons := make([]string, 0, len(outcome.Attempts))
+	for _, a := range outcome.Attempts {
+		if a.Reason != routing.ReasonNone {
+			reasons = append(reasons, a.Candidate+":"+string(a.Reason))
+		}
+	}
+	fields := []zap.Field{zap.Int("switchyard_attempts", len(outcome.Attempts))}
+	if outcome.Served != nil {
+		fields = append(fields, zap.String("switchyard_candidate", outcome.Served.Candidate.Name))
+	}
+	if len(reasons) > 0 {
+		fields = append(fields, zap.Strings("switchyard_failovers", reasons))
+	}
+	if outcome.StreamError != nil {
+		fields = append(fields, zap.Bool("switchyard_stream_interrupted", true))
+	}
+	logFields(r, fields...)
+	if apiErr != nil {
+		return fail(apiErr)
+	}
+	return nil
+}
+
+// ErrorWriter is the `switchyard_errors` handler, for `handle_errors`: it writes the
+// error in the native envelope of the request's protocol family. Internal error text is
+// never shown; only errors the gateway phrased for clients are.
+type ErrorWriter struct{}
+
+// CaddyModule returns the Caddy module information.
+func (ErrorWriter) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "http.handlers.switchyard_errors", New: func() caddy.Module { return new(ErrorWriter) }}
+}
+
+func (ErrorWriter) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
+	err, _ := r.Context().Value(caddyhttp.ErrorCtxKey).(error)
+	var apiErr *protocols.APIError
+	if !errors.As(err, &apiErr) {
+		status := http.StatusInternalServerError
+		var he caddyhttp.HandlerError
+		if errors.As(err, &he) && he.StatusCode != 0 {
+			status = he.StatusCode
+		}
+		apiErr = protocols.Errorf(familyOfPath(r.URL.Path), status, "", "%s", genericMessage(status))
+	}
+	apiErr.Write(w, requestID(r))
+	return nil
+}
+
+func genericMessage(status int) string {
+	if status >= 500 {
+		return "the gateway could not complete the request"
+	}
+	if t := http.StatusText(status); t != "" {
+		return strings.ToLower(t)
+	}
+	return "the request could not be handled"
+}
+
+// Interface guards
+var (
+	_ caddyhttp.MiddlewareHandler = (*Auth)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Resolve)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Proxy)(nil)
+	_ caddyhttp.MiddlewareHandler = (*ErrorWriter)(nil)
+	_ caddy.Provisioner           = (*Auth)(nil)
+	_ caddy.Provisioner           = (*Resolve)(nil)
+	_ caddy.Provisioner           = (*Proxy)(nil)
+)

@@ -1,0 +1,97 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"sort"
+	"time"
+
+	"github.com/switchyard-gw/switchyard/auth"
+	"github.com/switchyard-gw/switchyard/routing"
+)
+
+// modelEntry is one element of GET /v1/models: the fields both families' SDKs read
+// (Family A: id, object, created, owned_by; Family B: id, type, display_name, created_at)
+// plus the protocols and capabilities the specification adds.
+type modelEntry struct {
+	ID           string          `json:"id"`
+	Object       string          `json:"object"`
+	Type         string          `json:"type"`
+	Created      int64           `json:"created"`
+	CreatedAt    string          `json:"created_at"`
+	OwnedBy      string          `json:"owned_by"`
+	DisplayName  string          `json:"display_name"`
+	Protocols    []string        `json:"protocols"`
+	Capabilities map[string]bool `json:"capabilities"`
+}
+
+// modelList holds each model's entry rendered once per configuration; a request only
+// concatenates the entries its key may see.
+type modelList struct {
+	ids     []string
+	entries map[string][]byte
+}
+
+func newModelList(c *routing.Catalog) *modelList {
+	l := &modelList{entries: map[string][]byte{}}
+	for _, m := range c.Models() {
+		caps := map[string]bool{"reasoning": m.Capabilities.Reasoning}
+		for tag, on := range m.Capabilities.Tags {
+			caps[tag] = on
+		}
+		protos := make([]string, 0, len(m.Protocols))
+		for _, f := range m.Protocols {
+			protos = append(protos, f.Token())
+		}
+		sort.Strings(protos)
+		b, _ := json.Marshal(modelEntry{
+			ID: m.ID, Object: "model", Type: "model",
+			Created: m.Created.Unix(), CreatedAt: m.Created.Format(time.RFC3339),
+			OwnedBy: m.OwnedBy, DisplayName: m.DisplayName,
+			Protocols: protos, Capabilities: caps,
+		})
+		l.ids = append(l.ids, m.ID)
+		l.entries[m.ID] = b
+	}
+	return l
+}
+
+// list renders the envelope both SDKs parse: Family A's list object with Family B's
+// pagination fields.
+func (l *modelList) list(id *auth.Identity) []byte {
+	out := make([]byte, 0, 64+len(l.ids)*256)
+	out = append(out, `{"object":"list","data":[`...)
+	var first, last string
+	for _, mid := range l.ids {
+		if !id.MayCall(mid) {
+			continue
+		}
+		if first == "" {
+			first = mid
+		} else {
+			out = append(out, ',')
+		}
+		last = mid
+		out = append(out, l.entries[mid]...)
+	}
+	out = append(out, `],"has_more":false,"first_id":`...)
+	out = appendIDOrNull(out, first)
+	out = append(out, `,"last_id":`...)
+	out = appendIDOrNull(out, last)
+	return append(out, '}')
+}
+
+func appendIDOrNull(dst []byte, id string) []byte {
+	if id == "" {
+		return append(dst, "null"...)
+	}
+	b, _ := json.Marshal(id)
+	return append(dst, b...)
+}
+
+// one returns a single model's entry, or nil when it does not exist for this key.
+func (l *modelList) one(id *auth.Identity, modelID string) []byte {
+	if !id.MayCall(modelID) {
+		return nil
+	}
+	return l.entries[modelID]
+}

@@ -1,0 +1,265 @@
+// Package integration runs Switchyard end to end: Caddy in this process with the
+// switchyard modules, the simulated upstream behind it, and real clients in front.
+// Caddy's configuration is process-wide, so the tests of this package run one at a time.
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	_ "github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	_ "github.com/caddyserver/caddy/v2/modules/standard"
+	"github.com/stretchr/testify/require"
+
+	_ "github.com/switchyard-gw/switchyard/caddymodule"
+	"github.com/switchyard-gw/switchyard/simulator"
+)
+
+// Distinctive values that must never reach a client.
+const (
+	testKey        = "sk-test-key-0123456789abcdef"
+	limitedKey     = "sk-limited-key-0123456789ab"
+	upstreamCred   = "zz-upstream-credential-9c2e"
+	upstreamPrefix = "zz-hidden-upstream"
+)
+
+// upstream is a simulated provider that records what it received.
+type upstream struct {
+	*httptest.Server
+	mu       sync.Mutex
+	requests []seenRequest
+}
+
+type seenRequest struct {
+	Method, Path, RawQuery string
+	Header                 http.Header
+	Body                   []byte
+}
+
+func newUpstream(t *testing.T) *upstream {
+	u := &upstream{}
+	u.Server = httptest.NewServer(simulator.New(simulator.Config{
+		APIKey: upstreamCred,
+		Observe: func(r *http.Request, body []byte) {
+			u.mu.Lock()
+			defer u.mu.Unlock()
+			u.requests = append(u.requests, seenRequest{r.Method, r.URL.Path, r.URL.RawQuery, r.Header.Clone(), append([]byte(nil), body...)})
+		},
+	}))
+	t.Cleanup(u.Close)
+	return u
+}
+
+// last returns the most recent request the upstream received.
+func (u *upstream) last(t *testing.T) seenRequest {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	require.NotEmpty(t, u.requests, "the upstream received no request")
+	return u.requests[len(u.requests)-1]
+}
+
+func (u *upstream) count() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return len(u.requests)
+}
+
+// hostport is the upstream's address as "localhost:port", so that the host name in
+// candidate URLs is distinctive and can be searched for in what clients receive.
+func (u *upstream) hostport() string {
+	return "localhost:" + strconv.Itoa(u.Listener.Addr().(*net.TCPAddr).Port)
+}
+
+func freePort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// startCaddy adapts a Caddyfile and runs it in this process until the test ends.
+func startCaddy(t *testing.T, caddyfile string) {
+	t.Helper()
+	cfg, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(caddyfile), nil)
+	require.NoError(t, err, "adapting the Caddyfile")
+	require.NoError(t, caddy.Load(cfg, true), "loading the config")
+	t.Cleanup(func() { _ = caddy.Stop() })
+}
+
+// gateway is a running Switchyard in front of one simulated upstream.
+type gateway struct {
+	base string // http://127.0.0.1:port
+	up   *upstream
+}
+
+// standardModels declares the models most tests use. Upstream model names start with
+// upstreamPrefix so that any leak is easy to find; suffixes select simulator behaviours.
+func standardModels(up *upstream) string {
+	a := "http://" + up.hostport() + "/v1"
+	b := "http://" + up.hostport()
+	cand := func(name, proto, url, model string) string {
+		return "\t\t\tcandidate " + name + " {\n\t\t\t\tprotocol " + proto + "\n\t\t\t\turl " + url +
+			"\n\t\t\t\tupstream_model " + model + "\n\t\t\t\tcredential " + upstreamCred + "\n\t\t\t}\n"
+	}
+	return "" +
+		"\t\tmodel chat-a {\n\t\t\tprotocols family_a\n\t\t\treasoning true\n" + cand("main", "family_a", a, upstreamPrefix+"-a") + "\t\t}\n" +
+		"\t\tmodel msg-b {\n\t\t\tprotocols family_b\n\t\t\treasoning true\n" + cand("main", "family_b", b, upstreamPrefix+"-b") + "\t\t}\n" +
+		"\t\tmodel Both-AB {\n" + cand("a", "family_a", a, upstreamPrefix+"-ab") + cand("b", "family_b", b, upstreamPrefix+"-ab") + "\t\t}\n" +
+		"\t\tmodel failover-a {\n" +
+		cand("refused", "family_a", "http://127.0.0.1:1/v1", upstreamPrefix+"-dead") +
+		cand("broken", "family_a", a, upstreamPrefix+"-x+fail-503") +
+		cand("limited", "family_a", a, upstreamPrefix+"-x+rate-limit") +
+		cand("inband", "family_a", a, upstreamPrefix+"-x+inband-error") +
+		cand("good", "family_a", a, upstreamPrefix+"-good") + "\t\t}\n" +
+		"\t\tmodel failover-b {\n" +
+		cand("broken", "family_b", b, upstreamPrefix+"-x+fail-529") +
+		cand("inband", "family_b", b, upstreamPrefix+"-x+inband-error") +
+		cand("good", "family_b", b, upstreamPrefix+"-good") + "\t\t}\n" +
+		"\t\tmodel all-down {\n" +
+		cand("limited", "family_a", a, upstreamPrefix+"-x+rate-limit") +
+		cand("broken", "family_a", a, upstreamPrefix+"-x+fail-500") +
+		cand("limited-b", "family_b", b, upstreamPrefix+"-x+rate-limit") + "\t\t}\n" +
+		"\t\tmodel client-error {\n" + cand("a", "family_a", a, upstreamPrefix+"-x+fail-400") + cand("b", "family_b", b, upstreamPrefix+"-x+fail-400") + "\t\t}\n" +
+		"\t\tmodel drip-a {\n" + cand("a", "family_a", a, upstreamPrefix+"-x+drip-1500ms") + cand("b", "family_b", b, upstreamPrefix+"-x+drip-1500ms") + "\t\t}\n" +
+		"\t\tmodel cut-stream {\n" + cand("a", "family_a", a, upstreamPrefix+"-x+cut") + cand("b", "family_b", b, upstreamPrefix+"-x+cut") + "\t\t}\n"
+}
+
+// startGateway runs the gateway with the standard models (plus extra global lines).
+func startGateway(t *testing.T) *gateway {
+	t.Helper()
+	up := newUpstream(t)
+	port := freePort(t)
+	caddyfile := "{\n\tadmin off\n\tdefault_bind 127.0.0.1\n\tswitchyard {\n" +
+		"\t\tkey test " + testKey + "\n" +
+		"\t\tkey limited " + limitedKey + " {\n\t\t\tmodels chat-a\n\t\t}\n" +
+		standardModels(up) + "\t}\n}\n" +
+		"http://127.0.0.1:" + strconv.Itoa(port) + " {\n\tswitchyard_auth\n\tswitchyard_model\n\tswitchyard_proxy\n" +
+		"\thandle_errors {\n\t\tswitchyard_errors\n\t}\n}\n"
+	startCaddy(t, caddyfile)
+	g := &gateway{base: "http://127.0.0.1:" + strconv.Itoa(port), up: up}
+	g.waitReady(t)
+	return g
+}
+
+func (g *gateway) waitReady(t *testing.T) {
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(g.base + "/v1/models")
+		if err == nil {
+			resp.Body.Close()
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("the gateway did not start listening")
+}
+
+// call makes one request with the test key in Authorization (or the given headers).
+func (g *gateway) call(t *testing.T, method, path string, body string, headers ...string) *result {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, g.base+path, rd)
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	auth := true
+	for i := 0; i+1 < len(headers); i += 2 {
+		if strings.EqualFold(headers[i], "Authorization") || strings.EqualFold(headers[i], "x-api-key") {
+			auth = false
+		}
+		if headers[i+1] == "" {
+			req.Header.Del(headers[i])
+			continue
+		}
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	if auth {
+		req.Header.Set("Authorization", "Bearer "+testKey)
+	}
+	start := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return &result{Status: resp.StatusCode, Header: resp.Header, Body: b, Elapsed: time.Since(start)}
+}
+
+type result struct {
+	Status  int
+	Header  http.Header
+	Body    []byte
+	Elapsed time.Duration
+}
+
+func (r *result) json(t *testing.T) map[string]any {
+	t.Helper()
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(r.Body, &m), "body: %s", r.Body)
+	return m
+}
+
+// sseEvent is one parsed server-sent event.
+type sseEvent struct {
+	Name string
+	Data string
+}
+
+func parseSSE(t *testing.T, b []byte) []sseEvent {
+	t.Helper()
+	var out []sseEvent
+	var cur sseEvent
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if cur.Name != "" || cur.Data != "" {
+				out = append(out, cur)
+			}
+			cur = sseEvent{}
+		case strings.HasPrefix(line, "event:"):
+			cur.Name = strings.TrimSpace(strings.TrimPrefix(line, "event:"))
+		case strings.HasPrefix(line, "data:"):
+			cur.Data = strings.TrimPrefix(strings.TrimPrefix(line, "data:"), " ")
+		}
+	}
+	if cur.Name != "" || cur.Data != "" {
+		out = append(out, cur)
+	}
+	return out
+}
+
+// assertNoLeak fails when anything that identifies the upstream reaches the client.
+func (g *gateway) assertNoLeak(t *testing.T, r *result) {
+	t.Helper()
+	var all bytes.Buffer
+	all.Write(r.Body)
+	for name, values := range r.Header {
+		all.WriteString("\n" + name + ": " + strings.Join(values, ","))
+	}
+	for _, secret := range []string{
+		upstreamPrefix, upstreamCred, g.up.hostport(), "localhost",
+		strconv.Itoa(g.up.Listener.Addr().(*net.TCPAddr).Port),
+		"simsecret42", "5im-0rg-5ecret", "Openai-Organization", "Openai-Project",
+		"X-Ratelimit", "Anthropic-Ratelimit", "Anthropic-Organization-Id", "Set-Cookie",
+		testKey,
+	} {
+		require.NotContains(t, all.String(), secret, "the client received %q", secret)
+	}
+}

@@ -1,0 +1,161 @@
+// Package protocols knows the two protocol families the gateway serves in their native
+// shapes: which operation a request is, what a valid request looks like, where `model`
+// and usage sit in each response shape, and what each family's error envelope is.
+// It is pure logic over bytes and headers; nothing here knows about Caddy or routing.
+package protocols
+
+import "strings"
+
+// Family is a protocol family. Its token is the one used on the wire in GET /v1/models
+// and in configuration.
+type Family uint8
+
+const (
+	// FamilyA is the chat-completions / responses family.
+	FamilyA Family = iota + 1
+	// FamilyB is the message family.
+	FamilyB
+)
+
+// Token is the protocol token of the family: "family_a" or "family_b".
+func (f Family) Token() string {
+	switch f {
+	case FamilyA:
+		return "family_a"
+	case FamilyB:
+		return "family_b"
+	}
+	return ""
+}
+
+func (f Family) String() string { return f.Token() }
+
+// ParseFamily turns a protocol token into a Family.
+func ParseFamily(token string) (Family, bool) {
+	switch token {
+	case "family_a":
+		return FamilyA, true
+	case "family_b":
+		return FamilyB, true
+	}
+	return 0, false
+}
+
+// Kind names one operation the gateway serves.
+type Kind uint8
+
+const (
+	KindUnknown Kind = iota
+	// KindModels is GET /v1/models (and GET /v1/models/{id}).
+	KindModels
+	// KindChat is POST /v1/chat/completions.
+	KindChat
+	// KindResponses is POST /v1/responses.
+	KindResponses
+	// KindResponsesInputTokens is POST /v1/responses/input_tokens.
+	KindResponsesInputTokens
+	// KindResponsesCompact is POST /v1/responses/compact.
+	KindResponsesCompact
+	// KindMessages is POST /v1/messages.
+	KindMessages
+	// KindMessagesCountTokens is POST /v1/messages/count_tokens.
+	KindMessagesCountTokens
+	// KindStatefulResponses is any id-based operation under /v1/responses/ (retrieve,
+	// delete, cancel, input_items): out of scope, answered 501.
+	KindStatefulResponses
+	// KindResponsesWebSocket is the WebSocket upgrade on GET /v1/responses: not served;
+	// clients fall back to HTTP.
+	KindResponsesWebSocket
+)
+
+var kindNames = [...]string{
+	KindUnknown:              "unknown",
+	KindModels:               "models",
+	KindChat:                 "chat.completions",
+	KindResponses:            "responses",
+	KindResponsesInputTokens: "responses.input_tokens",
+	KindResponsesCompact:     "responses.compact",
+	KindMessages:             "messages",
+	KindMessagesCountTokens:  "messages.count_tokens",
+	KindStatefulResponses:    "responses.stateful",
+	KindResponsesWebSocket:   "responses.websocket",
+}
+
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return "unknown"
+}
+
+// Operation is what a request asks for: its family and its kind.
+type Operation struct {
+	Family Family
+	Kind   Kind
+	// ModelID is set for GET /v1/models/{id}; ids may themselves contain slashes.
+	ModelID string
+}
+
+// Routed reports whether the operation carries a model in its body and goes to a candidate.
+func (o Operation) Routed() bool {
+	switch o.Kind {
+	case KindChat, KindResponses, KindResponsesInputTokens, KindResponsesCompact,
+		KindMessages, KindMessagesCountTokens:
+		return true
+	}
+	return false
+}
+
+// Generates reports whether the operation produces model output (and so may stream and
+// carries usage worth metering), as opposed to a token count.
+func (o Operation) Generates() bool {
+	switch o.Kind {
+	case KindChat, KindResponses, KindResponsesCompact, KindMessages:
+		return true
+	}
+	return false
+}
+
+// UpstreamPath is the path the operation has on an upstream, relative to the candidate's
+// base URL. Family A bases conventionally end in the version segment (".../v1"), Family B
+// bases do not, so the version segment is dropped for Family A only.
+func (o Operation) UpstreamPath(clientPath string) string {
+	if o.Family == FamilyA {
+		return strings.TrimPrefix(clientPath, "/v1")
+	}
+	return clientPath
+}
+
+// Classify maps a method and a path (no query string) to an operation. ok is false for a
+// path the gateway does not serve. A known path with the wrong method is reported through
+// methodOK=false so the caller can answer 405 in the right family's envelope.
+func Classify(method, path string, websocketUpgrade bool) (op Operation, ok, methodOK bool) {
+	p := strings.TrimSuffix(path, "/")
+	switch p {
+	case "/v1/chat/completions":
+		return Operation{Family: FamilyA, Kind: KindChat}, true, method == "POST"
+	case "/v1/responses":
+		if method == "GET" && websocketUpgrade {
+			return Operation{Family: FamilyA, Kind: KindResponsesWebSocket}, true, true
+		}
+		return Operation{Family: FamilyA, Kind: KindResponses}, true, method == "POST"
+	case "/v1/responses/input_tokens":
+		return Operation{Family: FamilyA, Kind: KindResponsesInputTokens}, true, method == "POST"
+	case "/v1/responses/compact":
+		return Operation{Family: FamilyA, Kind: KindResponsesCompact}, true, method == "POST"
+	case "/v1/messages":
+		return Operation{Family: FamilyB, Kind: KindMessages}, true, method == "POST"
+	case "/v1/messages/count_tokens":
+		return Operation{Family: FamilyB, Kind: KindMessagesCountTokens}, true, method == "POST"
+	case "/v1/models":
+		return Operation{Family: FamilyA, Kind: KindModels}, true, method == "GET" || method == "HEAD"
+	}
+	if rest, found := strings.CutPrefix(p, "/v1/responses/"); found && rest != "" {
+		// Every other path under /v1/responses/ is id-based and needs server-side state.
+		return Operation{Family: FamilyA, Kind: KindStatefulResponses}, true, true
+	}
+	if rest, found := strings.CutPrefix(p, "/v1/models/"); found && rest != "" {
+		return Operation{Family: FamilyA, Kind: KindModels, ModelID: rest}, true, method == "GET" || method == "HEAD"
+	}
+	return Operation{}, false, false
+}

@@ -1,0 +1,256 @@
+package protocols
+
+import (
+	"bytes"
+
+	"github.com/tidwall/gjson"
+)
+
+// Event is one complete server-sent event as the upstream wrote it. Its slices point into
+// the EventStream's buffer and are valid until the next Push.
+type Event struct {
+	Raw  []byte // the whole event, terminator included
+	Name []byte // value of the `event:` line; nil when the event has none
+	Data []byte // payload of the first `data:` line
+	// dataAt is where Data starts inside Raw.
+	dataAt int
+}
+
+// EventStream cuts an SSE byte stream into events and rewrites them one at a time. It
+// holds back only the bytes of an event that is not complete yet, never a complete one.
+type EventStream struct {
+	kind Kind
+	// modelLiteral is the service model id as a JSON string literal, spliced in place of
+	// the upstream model wherever the event shape carries one.
+	modelLiteral []byte
+	// dropUsageChunk removes the chat usage-only chunk the gateway asked for itself.
+	dropUsageChunk bool
+	scrub          Scrubber
+
+	buf []byte
+	off int // start of the first unconsumed byte in buf
+
+	// LastSequence is the highest Responses sequence_number seen, -1 before any.
+	LastSequence int64
+	// Usage is the raw JSON of the most recent usage object seen in the stream (chat usage
+	// chunk, Responses terminal event, Family B message_start then message_delta).
+	Usage []byte
+	// StartUsage is Family B's message_start usage (input and cache counts).
+	StartUsage []byte
+}
+
+// NewEventStream prepares the rewriting of one upstream stream for op.
+func NewEventStream(kind Kind, serviceModel string, dropUsageChunk bool, scrub Scrubber) *EventStream {
+	return &EventStream{
+		kind:           kind,
+		modelLiteral:   AppendJSONString(nil, serviceModel),
+		dropUsageChunk: dropUsageChunk,
+		scrub:          scrub,
+		LastSequence:   -1,
+		buf:            make([]byte, 0, 4096),
+	}
+}
+
+// Push adds bytes read from the upstream.
+func (s *EventStream) Push(p []byte) {
+	if s.off > 0 {
+		// Move the incomplete tail to the front before growing, so the buffer stays the
+		// size of the largest event rather than of the whole stream.
+		n := copy(s.buf, s.buf[s.off:])
+		s.buf = s.buf[:n]
+		s.off = 0
+	}
+	s.buf = append(s.buf, p...)
+}
+
+// Next returns the next complete event, if one is buffered.
+func (s *EventStream) Next() (Event, bool) {
+	rest := s.buf[s.off:]
+	end := eventEnd(rest)
+	if end < 0 {
+		return Event{}, false
+	}
+	raw := rest[:end]
+	s.off += end
+	return parseEvent(raw), true
+}
+
+// Pending returns bytes of an event the upstream did not finish, and forgets them.
+func (s *EventStream) Pending() []byte {
+	rest := s.buf[s.off:]
+	s.off = len(s.buf)
+	return rest
+}
+
+// eventEnd finds the end of the first event in b (just after its blank line), or -1.
+// Upstreams end lines with LF or CRLF; the CRLF search stops at the first LF blank line,
+// so a buffer of many LF events is not rescanned for each one.
+func eventEnd(b []byte) int {
+	limit := len(b)
+	lf := bytes.Index(b, lfBlank)
+	if lf >= 0 {
+		limit = lf + len(lfBlank)
+	}
+	if crlf := bytes.Index(b[:limit], crlfBlank); crlf >= 0 {
+		return crlf + len(crlfBlank)
+	}
+	if lf >= 0 {
+		return limit
+	}
+	return -1
+}
+
+var (
+	lfBlank   = []byte("\n\n")
+	crlfBlank = []byte("\r\n\r\n")
+)
+
+func parseEvent(raw []byte) Event {
+	ev := Event{Raw: raw}
+	for pos := 0; pos < len(raw); {
+		lineEnd := bytes.IndexAny(raw[pos:], "\r\n")
+		if lineEnd < 0 {
+			lineEnd = len(raw) - pos
+		}
+		line := raw[pos : pos+lineEnd]
+		if v, ok := fieldValue(line, "event"); ok && ev.Name == nil {
+			ev.Name = v
+		} else if v, ok := fieldValue(line, "data"); ok && ev.Data == nil {
+			ev.Data = v
+			ev.dataAt = pos + (len(line) - len(v))
+		}
+		pos += lineEnd + 1
+	}
+	return ev
+}
+
+// fieldValue returns the value of an SSE line "name: value" (one optional space).
+func fieldValue(line []byte, name string) ([]byte, bool) {
+	if len(line) < len(name)+1 || string(line[:len(name)]) != name || line[len(name)] != ':' {
+		return nil, false
+	}
+	v := line[len(name)+1:]
+	if len(v) > 0 && v[0] == ' ' {
+		v = v[1:]
+	}
+	return v, true
+}
+
+// IsError reports an in-band error event: Family B `event: error`, a Responses `error`
+// or `response.failed` event, or a chat data frame whose JSON carries `error`.
+func (s *EventStream) IsError(ev Event) bool {
+	switch s.kind {
+	case KindMessages:
+		return string(ev.Name) == "error" || gjson.GetBytes(ev.Data, "type").Str == "error"
+	case KindResponses:
+		t := string(ev.Name)
+		if t == "" {
+			t = gjson.GetBytes(ev.Data, "type").Str
+		}
+		return t == "error" || t == "response.failed"
+	}
+	return string(ev.Name) == "error" || gjson.GetBytes(ev.Data, "error").Exists()
+}
+
+// AppendRewritten appends the event as the client must see it to dst. keep is false when
+// the event must not reach the client at all (the usage chunk the gateway asked for).
+func (s *EventStream) AppendRewritten(dst []byte, ev Event) (out []byte, keep bool) {
+	if len(ev.Data) == 0 || ev.Data[0] != '{' {
+		return append(dst, ev.Raw...), true // [DONE], comments, pings without data
+	}
+	path := s.observe(ev)
+	if path == "-" {
+		return dst, false
+	}
+	if string(ev.Name) == "error" || (s.kind == KindResponses && string(ev.Name) == "response.failed") {
+		return s.appendScrubbed(dst, ev), true
+	}
+	if path != "" {
+		if start, end, ok := ValueSpan(ev.Data, path); ok {
+			at := ev.dataAt
+			dst = append(dst, ev.Raw[:at+start]...)
+			dst = append(dst, s.modelLiteral...)
+			return append(dst, ev.Raw[at+end:]...), true
+		}
+	}
+	if s.kind == KindChat && gjson.GetBytes(ev.Data, "error").Exists() {
+		return s.appendScrubbed(dst, ev), true
+	}
+	return append(dst, ev.Raw...), true
+}
+
+func (s *EventStream) appendScrubbed(dst []byte, ev Event) []byte {
+	if path := s.modelPathFor(ev); path != "" {
+		if start, end, ok := ValueSpan(ev.Data, path); ok {
+			raw := make([]byte, 0, len(ev.Raw))
+			raw = append(raw, ev.Raw[:ev.dataAt+start]...)
+			raw = append(raw, s.modelLiteral...)
+			raw = append(raw, ev.Raw[ev.dataAt+end:]...)
+			return append(dst, s.scrub.Scrub(raw)...)
+		}
+	}
+	return append(dst, s.scrub.Scrub(append([]byte(nil), ev.Raw...))...)
+}
+
+// observe records usage and sequence numbers, and returns the path of the model in the
+// event's data ("" for none), or "-" when the event is to be dropped.
+func (s *EventStream) observe(ev Event) string {
+	switch s.kind {
+	case KindChat:
+		f := gjson.GetManyBytes(ev.Data, "usage", "choices.#")
+		if f[0].IsObject() {
+			s.Usage = append(s.Usage[:0], f[0].Raw...)
+			if s.dropUsageChunk && f[1].Exists() && f[1].Int() == 0 {
+				return "-"
+			}
+		}
+		return "model"
+	case KindResponses:
+		if seq := gjson.GetBytes(ev.Data, "sequence_number"); seq.Type == gjson.Number {
+			s.LastSequence = seq.Int()
+		}
+		path := s.modelPathFor(ev)
+		if path != "" {
+			if u := gjson.GetBytes(ev.Data, "response.usage"); u.IsObject() {
+				s.Usage = append(s.Usage[:0], u.Raw...)
+			}
+		}
+		return path
+	case KindMessages:
+		switch string(ev.Name) {
+		case "message_start":
+			if u := gjson.GetBytes(ev.Data, "message.usage"); u.IsObject() {
+				s.StartUsage = append(s.StartUsage[:0], u.Raw...)
+			}
+			return "message.model"
+		case "message_delta":
+			if u := gjson.GetBytes(ev.Data, "usage"); u.IsObject() {
+				s.Usage = append(s.Usage[:0], u.Raw...)
+			}
+		}
+	}
+	return ""
+}
+
+// modelPathFor is where an event of the stream's shape carries the model, if it does.
+func (s *EventStream) modelPathFor(ev Event) string {
+	switch s.kind {
+	case KindChat:
+		return "model"
+	case KindResponses:
+		// Only lifecycle events (response.created, response.completed, …) carry the
+		// response object; item and delta events have more dots in their names.
+		name := ev.Name
+		if name == nil {
+			name = []byte(gjson.GetBytes(ev.Data, "type").Str)
+		}
+		if bytes.HasPrefix(name, []byte("response.")) && bytes.Count(name, []byte(".")) == 1 {
+			return "response.model"
+		}
+	case KindMessages:
+		if string(ev.Name) == "message_start" {
+			return "message.model"
+		}
+	}
+	return ""
+}

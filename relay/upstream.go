@@ -1,0 +1,90 @@
+// Package relay carries one client request to a model's candidates in turn until one of
+// them answers, and relays that answer with the model mapping hidden. Nothing reaches the
+// client before a candidate has committed: a failover status, a transport failure or an
+// in-band error as the first stream event moves the request on to the next candidate.
+// It is plain net/http; the Caddy layer only calls Serve.
+package relay
+
+import (
+	"crypto/tls"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/switchyard-gw/switchyard/routing"
+)
+
+// Default limits of one attempt, used where a candidate sets none.
+const (
+	DefaultDialTimeout   = 5 * time.Second
+	DefaultHeaderTimeout = 120 * time.Second
+)
+
+// Upstream is a candidate ready to be called: its own transport (connection pool, TLS,
+// timeouts) and where it points. One is built per candidate per configuration.
+type Upstream struct {
+	Candidate *routing.Candidate
+	// ModelID is the service model the candidate belongs to.
+	ModelID string
+
+	transport *http.Transport
+	scheme    string
+	host      string
+	basePath  string
+	// secrets are masked in anything passed back to a client.
+	secrets []string
+}
+
+// Options tune how upstreams are reached.
+type Options struct {
+	// TLS is the client TLS configuration for https upstreams; nil uses the system roots.
+	TLS *tls.Config
+}
+
+// NewUpstream prepares a candidate of model modelID.
+func NewUpstream(modelID string, c *routing.Candidate, opts Options) *Upstream {
+	dial := c.Timeouts.Dial
+	if dial <= 0 {
+		dial = DefaultDialTimeout
+	}
+	header := c.Timeouts.Header
+	if header <= 0 {
+		header = DefaultHeaderTimeout
+	}
+	t := &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: dial, KeepAlive: 30 * time.Second}).DialContext,
+		TLSClientConfig:       opts.TLS,
+		TLSHandshakeTimeout:   dial,
+		ResponseHeaderTimeout: header,
+		MaxIdleConns:          0,
+		MaxIdleConnsPerHost:   1024,
+		IdleConnTimeout:       90 * time.Second,
+		// The gateway reads every body to put the service model back, so it asks for
+		// identity encoding itself and must not have the transport decode for it.
+		DisableCompression: true,
+		ForceAttemptHTTP2:  c.BaseURL.Scheme == "https",
+		WriteBufferSize:    32 << 10,
+		ReadBufferSize:     32 << 10,
+	}
+	secrets := []string{c.BaseURL.Host}
+	if h := c.BaseURL.Hostname(); h != c.BaseURL.Host {
+		secrets = append(secrets, h)
+	}
+	if c.Credential != "" {
+		secrets = append(secrets, c.Credential)
+	}
+	return &Upstream{
+		Candidate: c,
+		ModelID:   modelID,
+		transport: t,
+		scheme:    c.BaseURL.Scheme,
+		host:      c.BaseURL.Host,
+		basePath:  strings.TrimSuffix(c.BaseURL.Path, "/"),
+		secrets:   secrets,
+	}
+}
+
+// Close releases the upstream's idle connections.
+func (u *Upstream) Close() { u.transport.CloseIdleConnections() }

@@ -1,0 +1,171 @@
+// Package routing holds the model catalog (service models, their candidates, protocols,
+// capabilities and prices) and decides which candidate serves a request and what an
+// outcome means for failover. It knows nothing about Caddy.
+package routing
+
+import (
+	"fmt"
+	"net/url"
+	"slices"
+	"time"
+
+	"github.com/switchyard-gw/switchyard/protocols"
+)
+
+// Capabilities are a model's capability tags as GET /v1/models reports them.
+type Capabilities struct {
+	Reasoning bool
+	// Tags are further boolean tags the operator declared (for example "vision").
+	Tags map[string]bool
+}
+
+// Prices are per million tokens, in micro-units of the operator's currency (1 unit =
+// 1,000,000 micro-units), so that billing never touches floating point.
+type Prices struct {
+	Input       int64
+	CachedInput int64
+	CacheWrite  int64
+	Output      int64
+	Reasoning   int64
+}
+
+// Timeouts bound one attempt on a candidate.
+type Timeouts struct {
+	Dial time.Duration
+	// Header is the time allowed until the upstream's response headers.
+	Header time.Duration
+}
+
+// Candidate is one supply channel of a model: an upstream that serves it on one protocol.
+type Candidate struct {
+	// Name identifies the candidate to operators (logs, metrics, health). It is never the
+	// upstream model name or host, which stay hidden.
+	Name          string
+	Protocol      protocols.Family
+	BaseURL       *url.URL
+	UpstreamModel string
+	Credential    string
+	Priority      int // lower is tried first
+	Weight        int
+	Timeouts      Timeouts
+}
+
+// Identity is stable across config reloads as long as the candidate points at the same
+// upstream model on the same upstream, so health can survive a reload.
+func (c *Candidate) Identity(modelID string) string {
+	return modelID + "\x00" + c.Name + "\x00" + c.Protocol.Token() + "\x00" + c.BaseURL.String() + "\x00" + c.UpstreamModel
+}
+
+// Model is one service model.
+type Model struct {
+	ID           string
+	DisplayName  string
+	OwnedBy      string
+	Created      time.Time
+	Protocols    []protocols.Family
+	Capabilities Capabilities
+	Prices       Prices
+	Candidates   []*Candidate
+}
+
+// Supports reports whether the model is supplied on the family.
+func (m *Model) Supports(f protocols.Family) bool { return slices.Contains(m.Protocols, f) }
+
+// CandidatesFor lists the model's candidates on one protocol, in priority order.
+func (m *Model) CandidatesFor(f protocols.Family) []*Candidate {
+	out := make([]*Candidate, 0, len(m.Candidates))
+	for _, c := range m.Candidates {
+		if c.Protocol == f {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Catalog is the immutable set of service models of one configuration.
+type Catalog struct {
+	byID    map[string]*Model
+	ordered []*Model
+}
+
+// NewCatalog checks the models and indexes them. Errors name the model, the candidate and
+// the field.
+func NewCatalog(models []*Model) (*Catalog, error) {
+	c := &Catalog{byID: make(map[string]*Model, len(models))}
+	for _, m := range models {
+		if err := checkModel(m); err != nil {
+			return nil, err
+		}
+		if _, dup := c.byID[m.ID]; dup {
+			return nil, fmt.Errorf("model %q: declared twice", m.ID)
+		}
+		// Candidates are tried by priority; the declared order breaks ties.
+		slices.SortStableFunc(m.Candidates, func(a, b *Candidate) int { return a.Priority - b.Priority })
+		c.byID[m.ID] = m
+		c.ordered = append(c.ordered, m)
+	}
+	return c, nil
+}
+
+func checkModel(m *Model) error {
+	if m.ID == "" {
+		return fmt.Errorf("model: an id is required")
+	}
+	if len(m.Candidates) == 0 {
+		return fmt.Errorf("model %q: at least one candidate is required", m.ID)
+	}
+	supplied := map[protocols.Family]bool{}
+	names := map[string]bool{}
+	for i, cand := range m.Candidates {
+		where := fmt.Sprintf("model %q, candidate %q", m.ID, cand.Name)
+		if cand.Name == "" {
+			return fmt.Errorf("model %q, candidate #%d: a name is required", m.ID, i+1)
+		}
+		if names[cand.Name] {
+			return fmt.Errorf("%s: name used twice in this model", where)
+		}
+		names[cand.Name] = true
+		if cand.Protocol == 0 {
+			return fmt.Errorf("%s: protocol: must be family_a or family_b", where)
+		}
+		if cand.BaseURL == nil || (cand.BaseURL.Scheme != "http" && cand.BaseURL.Scheme != "https") || cand.BaseURL.Host == "" {
+			return fmt.Errorf("%s: url: must be an absolute http or https URL", where)
+		}
+		if cand.UpstreamModel == "" {
+			return fmt.Errorf("%s: upstream_model: required", where)
+		}
+		if cand.Weight < 0 {
+			return fmt.Errorf("%s: weight: must not be negative", where)
+		}
+		if len(m.Protocols) > 0 && !m.Supports(cand.Protocol) {
+			return fmt.Errorf("%s: protocol: %s is not in the model's protocols", where, cand.Protocol.Token())
+		}
+		supplied[cand.Protocol] = true
+	}
+	if len(m.Protocols) == 0 {
+		// A model is listed under the protocols it is actually supplied on.
+		for _, f := range []protocols.Family{protocols.FamilyA, protocols.FamilyB} {
+			if supplied[f] {
+				m.Protocols = append(m.Protocols, f)
+			}
+		}
+	}
+	for _, f := range m.Protocols {
+		if !supplied[f] {
+			return fmt.Errorf("model %q: protocols: %s is declared but no candidate supplies it", m.ID, f.Token())
+		}
+	}
+	if m.Prices.Reasoning == 0 {
+		m.Prices.Reasoning = m.Prices.Output
+	}
+	return nil
+}
+
+// Lookup finds a model by its exact, case-sensitive id.
+func (c *Catalog) Lookup(id string) (*Model, bool) {
+	m, ok := c.byID[id]
+	return m, ok
+}
+
+// Models lists the models in declaration order.
+func (c *Catalog) Models() []*Model { return c.ordered }

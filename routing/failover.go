@@ -1,0 +1,87 @@
+package routing
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// timeUntil is time.Until, replaceable in tests.
+var timeUntil = time.Until
+
+// Reason names why an attempt on a candidate did not complete a request.
+type Reason string
+
+const (
+	ReasonNone       Reason = ""
+	ReasonConnect    Reason = "connect"     // dial or TLS failure: nothing reached the upstream
+	ReasonTimeout    Reason = "timeout"     // no response headers (or first event) in time
+	ReasonStatus     Reason = "status"      // a failover status (5xx, 429, 408, 401, 403, 404)
+	ReasonRateLimit  Reason = "rate_limit"  // 429 in particular
+	ReasonInBand     Reason = "inband_error" // a stream whose first event is an error
+	ReasonBrokenBody Reason = "broken_body" // the body ended or failed before it was complete
+)
+
+// FailoverStatus reports whether an upstream status is the candidate's fault, so that the
+// request moves to the next candidate. A 400 (and other 4xx) is the client's and is
+// passed back.
+func FailoverStatus(code int) bool {
+	switch {
+	case code >= 500:
+		return true
+	case code == http.StatusTooManyRequests, code == http.StatusRequestTimeout,
+		code == http.StatusUnauthorized, code == http.StatusForbidden, code == http.StatusNotFound:
+		return true
+	}
+	return false
+}
+
+// RetryAfterSeconds reads an upstream's retry hint, preferring the millisecond header.
+// It returns 0 when neither is set or parsable.
+func RetryAfterSeconds(h http.Header) float64 {
+	if ms := h.Get("Retry-After-Ms"); ms != "" {
+		if v, err := strconv.ParseFloat(ms, 64); err == nil && v > 0 {
+			return v / 1000
+		}
+	}
+	if s := h.Get("Retry-After"); s != "" {
+		if v, err := strconv.ParseFloat(s, 64); err == nil && v > 0 {
+			return v
+		}
+		if t, err := http.ParseTime(s); err == nil {
+			if d := timeUntil(t).Seconds(); d > 0 {
+				return d
+			}
+		}
+	}
+	return 0
+}
+
+// ParsePrice turns a decimal price per million tokens ("0.15", "3", "12.5") into
+// micro-units without going through floating point.
+func ParsePrice(s string) (int64, error) {
+	whole, frac, _ := strings.Cut(strings.TrimSpace(s), ".")
+	if whole == "" && frac == "" {
+		return 0, fmt.Errorf("price %q: not a number", s)
+	}
+	if len(frac) > 6 {
+		return 0, fmt.Errorf("price %q: at most 6 decimal places", s)
+	}
+	if whole == "" {
+		whole = "0"
+	}
+	w, err := strconv.ParseUint(whole, 10, 40)
+	if err != nil {
+		return 0, fmt.Errorf("price %q: not a non-negative decimal number", s)
+	}
+	var f uint64
+	if frac != "" {
+		f, err = strconv.ParseUint(frac+strings.Repeat("0", 6-len(frac)), 10, 32)
+		if err != nil {
+			return 0, fmt.Errorf("price %q: not a non-negative decimal number", s)
+		}
+	}
+	return int64(w*1_000_000 + f), nil
+}
