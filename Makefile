@@ -1,0 +1,46 @@
+# Switchyard: build, run and test entry points.
+# `make test` is the test command the README gives and CI (.ci/run) calls.
+
+GO ?= go
+
+# The binary; keep in step with "output" in xcaddy.json.
+BIN := bin/switchyard
+CONFIG ?= Caddyfile.example
+
+# What the binary is made from: every Go file, the module files and the build
+# manifest. The binary is rebuilt only when one of them is newer than it;
+# `make -B build` forces a rebuild (a deleted file is not noticed, for one).
+FIND_GO := find . \( -name .git -o -path ./bin -o -name node_modules \) -prune -o
+BUILD_INPUTS := $(shell $(FIND_GO) \( -name '*.go' -o -name go.mod -o -name go.sum \) -type f -print) xcaddy.json
+
+.PHONY: build run test bench fmt-check clean
+
+build: $(BIN)
+
+# go build leaves an up-to-date binary untouched, so touch it to record the
+# time of this successful build for the next make.
+$(BIN): $(BUILD_INPUTS)
+	$(GO) run ./internal/buildtool
+	@touch $@
+
+run: build
+	./$(BIN) run --config $(CONFIG) --adapter caddyfile
+
+test:
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+# Placeholder until the benchmark suite exists: every benchmark, no tests.
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# Lists unformatted Go files (testdata excluded) and fails if there are any.
+fmt-check:
+	@files=$$($(FIND_GO) -name testdata -prune -o -name '*.go' -type f -print0 | xargs -0 -r gofmt -l); \
+	if [ -n "$$files" ]; then \
+		echo "These files need gofmt (run: gofmt -w <file>):"; echo "$$files"; exit 1; \
+	fi; \
+	echo "gofmt: all Go files formatted"
+
+clean:
+	rm -rf bin

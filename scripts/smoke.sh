@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Smoke test of the built binary: starts it with the example config on
+# 127.0.0.1, waits until the gateway answers, runs the curl checks that the
+# README also shows, and always stops the server on exit.
+#
+#   scripts/smoke.sh          (after `make build`)
+#
+# Overridable: SWITCHYARD_BIN, SWITCHYARD_CONFIG, SWITCHYARD_URL,
+# SWITCHYARD_EXAMPLE_KEY, SMOKE_WAIT_SECONDS.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+bin=${SWITCHYARD_BIN:-bin/switchyard}
+config=${SWITCHYARD_CONFIG:-Caddyfile.example}
+base_url=${SWITCHYARD_URL:-http://127.0.0.1:8080}
+wait_seconds=${SMOKE_WAIT_SECONDS:-60}
+: "${SWITCHYARD_EXAMPLE_KEY:=sk-sy-demo-0000000000000000}"
+
+say() { printf 'smoke: %s\n' "$*"; }
+[ -x "$bin" ] || { say "no binary at $bin: run 'make build' first"; exit 1; }
+[ -f "$config" ] || { say "no config at $config"; exit 1; }
+
+# Answers with an HTTP status code, or 000 when nothing answered.
+http_status() { curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$1" 2>/dev/null || true; }
+
+if [ "$(http_status "$base_url/")" != 000 ]; then
+	say "something already answers on $base_url; stop it first (make run?)"
+	exit 1
+fi
+
+# A private home for Caddy's data and autosaved config, so the run neither
+# depends on nor changes the user's state.
+work=$(mktemp -d)
+server_pid=
+stop_server() {
+	if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
+		kill -TERM "$server_pid" 2>/dev/null || true
+		for _ in $(seq 50); do
+			kill -0 "$server_pid" 2>/dev/null || break
+			sleep 0.2
+		done
+		kill -KILL "$server_pid" 2>/dev/null || true
+		wait "$server_pid" 2>/dev/null || true
+	fi
+	rm -rf "$work"
+}
+trap stop_server EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+say "starting $bin run --config $config --adapter caddyfile"
+XDG_DATA_HOME="$work/data" XDG_CONFIG_HOME="$work/config" \
+	"$bin" run --config "$config" --adapter caddyfile >"$work/server.log" 2>&1 &
+server_pid=$!
+
+show_log() { say "server log (last 50 lines):"; tail -n 50 "$work/server.log" | sed 's/^/  | /'; }
+
+deadline=$((SECONDS + wait_seconds))
+until [ "$(http_status "$base_url/")" != 000 ]; do
+	if ! kill -0 "$server_pid" 2>/dev/null; then
+		say "the server exited before answering"
+		show_log
+		exit 1
+	fi
+	if ((SECONDS >= deadline)); then
+		say "no answer on $base_url within ${wait_seconds}s"
+		show_log
+		exit 1
+	fi
+	sleep 0.5
+done
+say "server answers on $base_url"
+
+passed=0 failed=0
+# check NAME STATUS BODY_REGEX CURL_ARGS...: one request, its status and body.
+check() {
+	local name=$1 want_status=$2 want_body=$3
+	shift 3
+	local status
+	status=$(curl -sS -o "$work/body" -w '%{http_code}' --max-time 10 "$@" 2>"$work/curl.err") || true
+	if [ "$status" = "$want_status" ] && grep -Eq -- "$want_body" "$work/body"; then
+		passed=$((passed + 1))
+		say "PASS $name"
+	else
+		failed=$((failed + 1))
+		say "FAIL $name: want HTTP $want_status and a body matching $want_body, got HTTP $status"
+		sed 's/^/  | /' "$work/curl.err" "$work/body" | head -n 20
+		echo
+	fi
+}
+
+# The checks the README shows; more join them as the gateway grows.
+check "GET /v1/models lists the models" 200 '"object" *: *"list"' \
+	-H "Authorization: Bearer $SWITCHYARD_EXAMPLE_KEY" "$base_url/v1/models"
+
+((failed == 0)) || show_log
+say "$passed passed, $failed failed"
+((failed == 0))
