@@ -38,7 +38,10 @@ func HashKey(secret string) Hash { return sha256.Sum256([]byte(secret)) }
 func KeyFromRequest(h http.Header) string {
 	if v := h.Get("Authorization"); v != "" {
 		if scheme, token, ok := strings.Cut(v, " "); ok && strings.EqualFold(scheme, "Bearer") {
-			return strings.TrimSpace(token)
+			// An empty Bearer (some tools send one by default) must not hide x-api-key.
+			if token = strings.TrimSpace(token); token != "" {
+				return token
+			}
 		}
 	}
 	return strings.TrimSpace(h.Get("X-Api-Key"))
@@ -67,10 +70,16 @@ var ErrWeakKey = errors.New("key secret must be at least 16 characters")
 // NewStaticKeys indexes configured keys by hash.
 func NewStaticKeys(keys []StaticKey) (*StaticKeys, error) {
 	s := &StaticKeys{byHash: make(map[Hash]*Identity, len(keys))}
+	names := make(map[string]bool, len(keys))
 	for _, k := range keys {
 		if k.Name == "" {
 			return nil, fmt.Errorf("key: a name is required")
 		}
+		if names[k.Name] {
+			// The name is the key id in logs and metering; two keys must not share it.
+			return nil, fmt.Errorf("key %q: name used twice", k.Name)
+		}
+		names[k.Name] = true
 		if len(k.Secret) < 16 {
 			return nil, fmt.Errorf("key %q: %w", k.Name, ErrWeakKey)
 		}

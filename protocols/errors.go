@@ -59,7 +59,7 @@ func familyAType(status int) string {
 		return "rate_limit_error"
 	case status == http.StatusServiceUnavailable:
 		return "service_unavailable"
-	case status >= 500 && status != http.StatusNotImplemented:
+	case status >= 500:
 		return "server_error"
 	}
 	return "invalid_request_error"

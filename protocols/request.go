@@ -2,6 +2,7 @@ package protocols
 
 import (
 	"io"
+	"net/http"
 	"unsafe"
 
 	"github.com/tidwall/gjson"
@@ -23,6 +24,7 @@ type ParsedRequest struct {
 	// Model is the raw `model` field; its Index locates it in Body.
 	model, messages, stream, streamOptions, maxTokens, thinking gjson.Result
 	background, previousResponseID, conversation                gjson.Result
+	promptCacheKey                                              gjson.Result
 }
 
 // ParseRequest checks that body is one JSON object and locates the fields the gateway
@@ -55,6 +57,8 @@ func ParseRequest(family Family, body []byte) (*ParsedRequest, *APIError) {
 			p.previousResponseID = value
 		case "conversation":
 			p.conversation = value
+		case "prompt_cache_key":
+			p.promptCacheKey = value
 		}
 		return true
 	})
@@ -77,6 +81,29 @@ func (p *ParsedRequest) Model(family Family) (string, *APIError) {
 		// Str may point into the body; the id outlives the request in logs and metering.
 		return string([]byte(m.Str)), nil
 	}
+}
+
+// conversationHeaders carry a conversation id in what coding agents send: Claude Code's
+// session header and Codex's session header (Codex also puts it in prompt_cache_key).
+var conversationHeaders = []string{"X-Claude-Code-Session-Id", "Session-Id"}
+
+// ConversationID returns the id of the conversation a request belongs to, or "" when it
+// carries none. extraHeader, when set, is checked first: an operator's own header.
+func (p *ParsedRequest) ConversationID(h http.Header, extraHeader string) string {
+	if extraHeader != "" {
+		if v := h.Get(extraHeader); v != "" {
+			return v
+		}
+	}
+	for _, name := range conversationHeaders {
+		if v := h.Get(name); v != "" {
+			return v
+		}
+	}
+	if p.promptCacheKey.Type == gjson.String && p.promptCacheKey.Str != "" {
+		return "pck:" + p.promptCacheKey.Str
+	}
+	return ""
 }
 
 // Streamed reports whether the client asked for a stream.

@@ -149,7 +149,9 @@ func (s *EventStream) IsError(ev Event) bool {
 		}
 		return t == "error" || t == "response.failed"
 	}
-	return string(ev.Name) == "error" || gjson.GetBytes(ev.Data, "error").Exists()
+	// As the SDKs read it: an `error` that is null or false is no error.
+	e := gjson.GetBytes(ev.Data, "error")
+	return string(ev.Name) == "error" || (e.Exists() && e.Type != gjson.Null && e.Type != gjson.False)
 }
 
 // AppendRewritten appends the event as the client must see it to dst. keep is false when
@@ -159,11 +161,13 @@ func (s *EventStream) AppendRewritten(dst []byte, ev Event) (out []byte, keep bo
 		return append(dst, ev.Raw...), true // [DONE], comments, pings without data
 	}
 	path := s.observe(ev)
+	// Every in-band error form IsError knows is scrubbed, including those an upstream
+	// sends without an `event:` line, and an error is never dropped.
+	if s.IsError(ev) {
+		return s.appendScrubbed(dst, ev), true
+	}
 	if path == "-" {
 		return dst, false
-	}
-	if string(ev.Name) == "error" || (s.kind == KindResponses && string(ev.Name) == "response.failed") {
-		return s.appendScrubbed(dst, ev), true
 	}
 	if path != "" {
 		if start, end, ok := ValueSpan(ev.Data, path); ok {
@@ -173,23 +177,21 @@ func (s *EventStream) AppendRewritten(dst []byte, ev Event) (out []byte, keep bo
 			return append(dst, ev.Raw[at+end:]...), true
 		}
 	}
-	if s.kind == KindChat && gjson.GetBytes(ev.Data, "error").Exists() {
-		return s.appendScrubbed(dst, ev), true
-	}
 	return append(dst, ev.Raw...), true
 }
 
 func (s *EventStream) appendScrubbed(dst []byte, ev Event) []byte {
-	if path := s.modelPathFor(ev); path != "" {
-		if start, end, ok := ValueSpan(ev.Data, path); ok {
-			raw := make([]byte, 0, len(ev.Raw))
-			raw = append(raw, ev.Raw[:ev.dataAt+start]...)
-			raw = append(raw, s.modelLiteral...)
-			raw = append(raw, ev.Raw[ev.dataAt+end:]...)
-			return append(dst, s.scrub.Scrub(raw)...)
+	// Scrub before splicing: the service id may contain the upstream name ("acme/gpt-4o"
+	// for "gpt-4o") and must not be rewritten a second time. Scrub never modifies its input.
+	scrubbed := parseEvent(s.scrub.Scrub(ev.Raw))
+	if path := s.modelPathFor(scrubbed); path != "" {
+		if start, end, ok := ValueSpan(scrubbed.Data, path); ok {
+			dst = append(dst, scrubbed.Raw[:scrubbed.dataAt+start]...)
+			dst = append(dst, s.modelLiteral...)
+			return append(dst, scrubbed.Raw[scrubbed.dataAt+end:]...)
 		}
 	}
-	return append(dst, s.scrub.Scrub(append([]byte(nil), ev.Raw...))...)
+	return append(dst, scrubbed.Raw...)
 }
 
 // observe records usage and sequence numbers, and returns the path of the model in the

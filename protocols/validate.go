@@ -96,10 +96,10 @@ func (p *ParsedRequest) validateResponses(op Operation) *APIError {
 func (p *ParsedRequest) validateMessages(op Operation, h http.Header) *APIError {
 	version := VersionHeader(h)
 	if version == "" {
-		return InvalidParam(FamilyB, "", "the anthropic-version header is required (for example 'anthropic-version: 2023-06-01')")
+		return InvalidParam(FamilyB, "", "the anthropic-version (or family-b-version) header is required, for example 'anthropic-version: 2023-06-01'")
 	}
 	if !isDate(version) {
-		return InvalidParam(FamilyB, "", "the anthropic-version header must be a date in the form YYYY-MM-DD")
+		return InvalidParam(FamilyB, "", "the anthropic-version (or family-b-version) header must be a date in the form YYYY-MM-DD")
 	}
 	if !p.messages.IsArray() {
 		return InvalidParam(FamilyB, "messages", "messages: field required and must be an array")

@@ -2,6 +2,7 @@ package routing
 
 import (
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -16,12 +17,13 @@ type Reason string
 
 const (
 	ReasonNone       Reason = ""
-	ReasonConnect    Reason = "connect"     // dial or TLS failure: nothing reached the upstream
-	ReasonTimeout    Reason = "timeout"     // no response headers (or first event) in time
-	ReasonStatus     Reason = "status"      // a failover status (5xx, 429, 408, 401, 403, 404)
-	ReasonRateLimit  Reason = "rate_limit"  // 429 in particular
+	ReasonConnect    Reason = "connect"      // dial or TLS failure: nothing reached the upstream
+	ReasonTimeout    Reason = "timeout"      // no response headers (or first event) in time
+	ReasonStatus     Reason = "status"       // a failover status (5xx, 429, 408, 401, 403, 404)
+	ReasonRateLimit  Reason = "rate_limit"   // 429 in particular
 	ReasonInBand     Reason = "inband_error" // a stream whose first event is an error
-	ReasonBrokenBody Reason = "broken_body" // the body ended or failed before it was complete
+	ReasonBrokenBody Reason = "broken_body"  // the body ended or failed before it was complete
+	ReasonClientGone Reason = "client_gone"  // the client left during the attempt: not the candidate\'s fault
 )
 
 // FailoverStatus reports whether an upstream status is the candidate's fault, so that the
@@ -42,12 +44,12 @@ func FailoverStatus(code int) bool {
 // It returns 0 when neither is set or parsable.
 func RetryAfterSeconds(h http.Header) float64 {
 	if ms := h.Get("Retry-After-Ms"); ms != "" {
-		if v, err := strconv.ParseFloat(ms, 64); err == nil && v > 0 {
+		if v, err := strconv.ParseFloat(ms, 64); err == nil && v > 0 && !math.IsInf(v, 1) {
 			return v / 1000
 		}
 	}
 	if s := h.Get("Retry-After"); s != "" {
-		if v, err := strconv.ParseFloat(s, 64); err == nil && v > 0 {
+		if v, err := strconv.ParseFloat(s, 64); err == nil && v > 0 && !math.IsInf(v, 1) {
 			return v
 		}
 		if t, err := http.ParseTime(s); err == nil {

@@ -1,0 +1,191 @@
+package protocols_test
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/switchyard-gw/switchyard/protocols"
+)
+
+// chatRequest builds a chat request the way a coding agent sends one: a system prompt, a
+// tool, then user/assistant turns until the body reaches size bytes.
+func chatRequest(size int, stream bool) []byte {
+	var b bytes.Buffer
+	b.WriteString(`{"model":"acme/chat","messages":[{"role":"system","content":"You are a careful coding assistant. Answer concisely.\nPrefer small diffs; never invent APIs. Use the tools when a file must be read."}`)
+	turn := 0
+	for b.Len() < size-900 {
+		role := "user"
+		if turn%2 == 1 {
+			role = "assistant"
+		}
+		fmt.Fprintf(&b, `,{"role":"%s","content":"Turn %d: the function \"parseEvent\" in sse.go splits on \\r\\n and \\n; see line %d. Résumé: ✓ ok \u00e9"}`, role, turn, turn*7)
+		turn++
+	}
+	b.WriteString(`],"tools":[{"type":"function","function":{"name":"read_file","description":"Read a file from the workspace","parameters":{"type":"object","properties":{"path":{"type":"string"},"model":{"type":"string"}},"required":["path"]}}}],"temperature":0.2,"max_completion_tokens":4096,"reasoning_effort":"medium"`)
+	if stream {
+		b.WriteString(`,"stream":true`)
+	}
+	b.WriteString(`,"user":"u-1842"}`)
+	return b.Bytes()
+}
+
+// chatResponse builds a non-streamed chat completion of about size bytes.
+func chatResponse(size int) []byte {
+	head := `{"id":"chatcmpl-CZ8rT1vQy3","object":"chat.completion","created":1767225600,"model":"gpt-4o-2024-08-06","choices":[{"index":0,"message":{"role":"assistant","content":"`
+	tail := `","refusal":null,"annotations":[]},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":1917,"completion_tokens":402,"total_tokens":2319,"prompt_tokens_details":{"cached_tokens":1536,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":128,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}},"service_tier":"default","system_fingerprint":"fp_cbf1785567"}`
+	text := strings.Repeat(`Here is the fix: replace \"model\" handling in rewrite.go.\n`, (size-len(head)-len(tail))/60+1)
+	return []byte(head + text[:size-len(head)-len(tail)] + tail)
+}
+
+// chatStream builds a streamed answer of n content chunks ending with the usage chunk
+// and [DONE], as an upstream sends it.
+func chatStream(n int) []byte {
+	var b bytes.Buffer
+	pre := `data: {"id":"chatcmpl-CZ8rT1vQy3","object":"chat.completion.chunk","created":1767225600,"model":"gpt-4o-2024-08-06","service_tier":"default","system_fingerprint":"fp_cbf1785567","choices":[`
+	b.WriteString(pre + `{"index":0,"delta":{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null}],"usage":null,"obfuscation":"9Jx"}` + "\n\n")
+	for i := range n {
+		fmt.Fprintf(&b, "%s{\"index\":0,\"delta\":{\"content\":\" token%d\"},\"logprobs\":null,\"finish_reason\":null}],\"usage\":null,\"obfuscation\":\"Qm2\"}\n\n", pre, i)
+	}
+	b.WriteString(pre + `{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}],"usage":null}` + "\n\n")
+	b.WriteString(pre + `],"usage":{"prompt_tokens":19,"completion_tokens":31,"total_tokens":50}}` + "\n\n")
+	b.WriteString("data: [DONE]\n\n")
+	return b.Bytes()
+}
+
+var benchSizes = []struct {
+	name string
+	size int
+}{{"2KB", 2 << 10}, {"1MB", 1 << 20}}
+
+func BenchmarkPrepareRequestBody(b *testing.B) {
+	for _, sz := range benchSizes {
+		for _, stream := range []bool{false, true} {
+			body := chatRequest(sz.size, stream)
+			name := sz.name + "/plain"
+			if stream {
+				name = sz.name + "/stream+include_usage"
+			}
+			b.Run(name, func(b *testing.B) {
+				b.ReportAllocs()
+				b.SetBytes(int64(len(body)))
+				for b.Loop() {
+					out, _ := protocols.PrepareRequestBody(opChat, body, "gpt-4o-2024-08-06")
+					if len(out) < len(body) {
+						b.Fatal("short body")
+					}
+				}
+			})
+		}
+	}
+}
+
+func BenchmarkResponseSplice(b *testing.B) {
+	literal := protocols.AppendJSONString(nil, "acme/chat")
+	for _, sz := range benchSizes {
+		body := chatResponse(sz.size)
+		b.Run(sz.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(body)))
+			w := io.Discard
+			for b.Loop() {
+				s, e, ok := protocols.ValueSpan(body, "model")
+				if !ok {
+					b.Fatal("no model")
+				}
+				_, _ = w.Write(body[:s])
+				_, _ = w.Write(literal)
+				_, _ = w.Write(body[e:])
+			}
+		})
+	}
+}
+
+func BenchmarkEventStream(b *testing.B) {
+	streams := []struct {
+		name string
+		kind protocols.Kind
+		drop bool
+		data []byte
+	}{
+		{"chat-200-chunks", protocols.KindChat, true, chatStream(200)},
+		{"responses", protocols.KindResponses, false, readFixture(b, "responses.upstream.sse")},
+		{"messages", protocols.KindMessages, false, readFixture(b, "messages.upstream.sse")},
+	}
+	const readSize = 4 << 10 // what one upstream Read typically returns
+	for _, st := range streams {
+		b.Run(st.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(st.data)))
+			out := make([]byte, 0, 64<<10)
+			for b.Loop() {
+				s := protocols.NewEventStream(st.kind, "acme/chat", st.drop, protocols.Scrubber{})
+				for rest := st.data; len(rest) > 0; {
+					n := min(readSize, len(rest))
+					s.Push(rest[:n])
+					rest = rest[n:]
+					for ev, ok := s.Next(); ok; ev, ok = s.Next() {
+						out, _ = s.AppendRewritten(out[:0], ev)
+					}
+				}
+			}
+		})
+	}
+}
+
+// responsesRequest is a Codex-style request: long instructions with escaped newlines and
+// an input array, about size bytes.
+func responsesRequest(size int) []byte {
+	var b bytes.Buffer
+	b.WriteString(`{"model":"acme/codex","instructions":"`)
+	for b.Len() < size/2 {
+		b.WriteString(`You are Codex, a coding agent.\n- Keep edits small.\n- Quote \"paths\" exactly.\n`)
+	}
+	b.WriteString(`","input":[`)
+	for i := 0; b.Len() < size-300; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"type":"message","role":"user","content":[{"type":"input_text","text":"step %d: run the tests\nthen report"}]}`, i)
+	}
+	b.WriteString(`],"tools":[],"tool_choice":"auto","parallel_tool_calls":false,"reasoning":{"effort":"medium","summary":"auto"},"store":false,"stream":true,"include":["reasoning.encrypted_content"],"prompt_cache_key":"019a5f3c"}`)
+	return b.Bytes()
+}
+
+// BenchmarkUpstreamBody is the path the relay takes: parse once, validate, then stream
+// the rewritten body (three parts, not joined) to the upstream.
+func BenchmarkUpstreamBody(b *testing.B) {
+	type body struct {
+		name string
+		op   protocols.Operation
+		data []byte
+	}
+	var bodies []body
+	for _, sz := range benchSizes {
+		bodies = append(bodies,
+			body{"chat/" + sz.name + "/plain", opChat, chatRequest(sz.size, false)},
+			body{"chat/" + sz.name + "/stream+include_usage", opChat, chatRequest(sz.size, true)},
+			body{"responses/" + sz.name, opResponses, responsesRequest(sz.size)})
+	}
+	for _, bd := range bodies {
+		b.Run(bd.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(bd.data)))
+			for b.Loop() {
+				p, err := protocols.ParseRequest(bd.op.Family, bd.data)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := p.Validate(bd.op, familyAHeaders); err != nil {
+					b.Fatal(err)
+				}
+				up, _ := p.Upstream(bd.op, "gpt-4o-2024-08-06")
+				if _, err := io.Copy(io.Discard, up.Reader()); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,452 @@
+package protocols_test
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard-gw/switchyard/protocols"
+)
+
+// streamCase is a recorded upstream stream and what the client must receive.
+type streamCase struct {
+	name       string
+	kind       protocols.Kind
+	service    string
+	drop       bool   // the gateway asked for usage itself
+	upstream   string // testdata file
+	client     string // testdata file
+	usage      string
+	startUsage string
+	lastSeq    int64
+}
+
+var streamCases = []streamCase{
+	{
+		name: "chat, usage injected by the gateway", kind: protocols.KindChat, service: "acme/chat", drop: true,
+		upstream: "chat.upstream.sse", client: "chat.client.sse",
+		usage:   `{"prompt_tokens":19,"completion_tokens":31,"total_tokens":50,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}`,
+		lastSeq: -1,
+	},
+	{
+		name: "chat, usage asked for by the client", kind: protocols.KindChat, service: "acme/chat", drop: false,
+		upstream: "chat.upstream.sse", client: "chat.client-usage.sse",
+		usage:   `{"prompt_tokens":19,"completion_tokens":31,"total_tokens":50,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}`,
+		lastSeq: -1,
+	},
+	{
+		name: "responses", kind: protocols.KindResponses, service: "acme/codex",
+		upstream: "responses.upstream.sse", client: "responses.client.sse",
+		usage:   `{"input_tokens":2511,"input_tokens_details":{"cached_tokens":2048},"output_tokens":87,"output_tokens_details":{"reasoning_tokens":64},"total_tokens":2598}`,
+		lastSeq: 11,
+	},
+	{
+		name: "messages", kind: protocols.KindMessages, service: "acme/sonnet",
+		upstream: "messages.upstream.sse", client: "messages.client.sse",
+		usage:      `{"output_tokens":89,"output_tokens_details":{"thinking_tokens":41}}`,
+		startUsage: `{"input_tokens":472,"cache_creation_input_tokens":0,"cache_read_input_tokens":2048,"cache_creation":{"ephemeral_5m_input_tokens":0,"ephemeral_1h_input_tokens":0},"output_tokens":2,"service_tier":"standard"}`,
+		lastSeq:    -1,
+	},
+}
+
+func readFixture(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	require.NoError(t, err)
+	return b
+}
+
+func toCRLF(b []byte) []byte { return bytes.ReplaceAll(b, []byte("\n"), []byte("\r\n")) }
+
+// run feeds chunks one Push at a time and drains every complete event after each Push,
+// the way the relay does.
+func run(s *protocols.EventStream, chunks [][]byte) []byte {
+	var out []byte
+	for _, c := range chunks {
+		s.Push(c)
+		for ev, ok := s.Next(); ok; ev, ok = s.Next() {
+			out, _ = s.AppendRewritten(out, ev)
+		}
+	}
+	return out
+}
+
+// eventEnds finds where each event of a recorded stream ends (just after its blank line),
+// independently of the code under test.
+func eventEnds(stream []byte, crlf bool) []int {
+	sep := []byte("\n\n")
+	if crlf {
+		sep = []byte("\r\n\r\n")
+	}
+	var ends []int
+	for off := 0; ; {
+		i := bytes.Index(stream[off:], sep)
+		if i < 0 {
+			return ends
+		}
+		off += i + len(sep)
+		ends = append(ends, off)
+	}
+}
+
+func splitAt(b []byte, points ...int) [][]byte {
+	var out [][]byte
+	prev := 0
+	for _, p := range points {
+		out = append(out, b[prev:p])
+		prev = p
+	}
+	return append(out, b[prev:])
+}
+
+func randomChunks(b []byte, r *rand.Rand, maxSize int) [][]byte {
+	var out [][]byte
+	for len(b) > 0 {
+		n := min(len(b), 1+r.IntN(maxSize))
+		out = append(out, b[:n])
+		b = b[n:]
+	}
+	return out
+}
+
+func TestEventStreamRewritesRecordedStreams(t *testing.T) {
+	for _, tc := range streamCases {
+		for _, crlf := range []bool{false, true} {
+			name := tc.name
+			up, want := readFixture(t, tc.upstream), readFixture(t, tc.client)
+			if crlf {
+				name += "/crlf"
+				up, want = toCRLF(up), toCRLF(want)
+			}
+			t.Run(name, func(t *testing.T) {
+				check := func(t *testing.T, how string, chunks [][]byte) {
+					t.Helper()
+					s := protocols.NewEventStream(tc.kind, tc.service, tc.drop, protocols.Scrubber{})
+					got := run(s, chunks)
+					if !assert.Equal(t, string(want), string(got), how) {
+						t.FailNow()
+					}
+					assert.Empty(t, s.Pending(), how)
+					assert.Equal(t, tc.usage, string(s.Usage), how)
+					assert.Equal(t, tc.startUsage, string(s.StartUsage), how)
+					assert.Equal(t, tc.lastSeq, s.LastSequence, how)
+				}
+
+				check(t, "whole", [][]byte{up})
+
+				byteByByte := make([][]byte, len(up))
+				for i := range up {
+					byteByByte[i] = up[i : i+1]
+				}
+				check(t, "byte by byte", byteByByte)
+
+				for i := 1; i < len(up); i++ {
+					check(t, "split in two", splitAt(up, i))
+				}
+				for i := 1; i+7 < len(up); i += 7 {
+					check(t, "split in three", splitAt(up, i, i+7))
+				}
+
+				for seed := uint64(1); seed <= 200; seed++ {
+					r := rand.New(rand.NewPCG(seed, 0x5eed))
+					check(t, "random chunks", randomChunks(up, r, []int{3, 17, 64, 512, 4096}[seed%5]))
+				}
+			})
+		}
+	}
+}
+
+// TestEventStreamNoHoldingBack: each event comes out of Next at the very Push that
+// completes it, never later, and exactly as the upstream wrote it.
+func TestEventStreamNoHoldingBack(t *testing.T) {
+	for _, tc := range streamCases {
+		for _, crlf := range []bool{false, true} {
+			up := readFixture(t, tc.upstream)
+			if crlf {
+				up = toCRLF(up)
+			}
+			ends := eventEnds(up, crlf)
+			require.NotEmpty(t, ends)
+			require.Equal(t, len(up), ends[len(ends)-1])
+
+			s := protocols.NewEventStream(tc.kind, tc.service, tc.drop, protocols.Scrubber{})
+			var got []int
+			start := 0
+			for i := range up {
+				s.Push(up[i : i+1])
+				for ev, ok := s.Next(); ok; ev, ok = s.Next() {
+					got = append(got, i+1)
+					assert.Equal(t, string(up[start:i+1]), string(ev.Raw), "event %d keeps its bytes", len(got))
+					start = i + 1
+				}
+			}
+			assert.Equal(t, ends, got, "%s crlf=%v: events returned as soon as complete", tc.name, crlf)
+		}
+	}
+}
+
+func TestEventStreamEventFields(t *testing.T) {
+	up := readFixture(t, "messages.upstream.sse")
+	s := protocols.NewEventStream(protocols.KindMessages, "acme/sonnet", false, protocols.Scrubber{})
+	s.Push(toCRLF(up))
+	var names []string
+	for ev, ok := s.Next(); ok; ev, ok = s.Next() {
+		names = append(names, string(ev.Name))
+		assert.True(t, bytes.HasPrefix(ev.Data, []byte(`{"type":`)) || bytes.HasPrefix(ev.Data, []byte(`{"type": `)), "%q", ev.Data)
+		assert.False(t, bytes.ContainsAny(ev.Data, "\r\n"), "data excludes the line end")
+		assert.False(t, s.IsError(ev), string(ev.Name))
+	}
+	assert.Equal(t, []string{"message_start", "content_block_start", "ping", "content_block_delta", "content_block_delta",
+		"content_block_stop", "content_block_start", "content_block_delta", "content_block_stop", "message_delta", "message_stop"}, names)
+}
+
+func TestEventStreamPassThroughForms(t *testing.T) {
+	// Frames that carry no JSON object are forwarded exactly as written.
+	cases := []struct {
+		name, in string
+	}{
+		{"done", "data: [DONE]\n\n"},
+		{"comment", ": keep-alive\n\n"},
+		{"retry field", "retry: 3000\n\n"},
+		{"empty data", "data:\n\n"},
+		{"data without space", "data:[DONE]\r\n\r\n"},
+		{"blank line alone", "\n\n"},
+		{"id and event without data", "id: 7\nevent: ping\n\n"},
+	}
+	for _, tc := range cases {
+		for _, kind := range []protocols.Kind{protocols.KindChat, protocols.KindResponses, protocols.KindMessages} {
+			s := protocols.NewEventStream(kind, "acme", true, protocols.Scrubber{UpstreamModel: "gpt", ServiceModel: "acme"})
+			got := run(s, [][]byte{[]byte(tc.in)})
+			assert.Equal(t, tc.in, string(got), "%s %s", tc.name, kind)
+		}
+	}
+}
+
+func TestEventStreamDataWithoutSpace(t *testing.T) {
+	// "data:" without the optional space is the same field.
+	s := protocols.NewEventStream(protocols.KindChat, "acme/chat", false, protocols.Scrubber{})
+	got := run(s, [][]byte{[]byte("data:{\"id\":\"c\",\"model\":\"gpt-4o\",\"choices\":[]}\n\n")})
+	assert.Equal(t, "data:{\"id\":\"c\",\"model\":\"acme/chat\",\"choices\":[]}\n\n", string(got))
+}
+
+func TestEventStreamUsageChunk(t *testing.T) {
+	const (
+		usageOnly  = `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-4o","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}` + "\n\n"
+		usageAtEnd = `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-4o","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}` + "\n\n"
+		nullUsage  = `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-4o","choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}],"usage":null}` + "\n\n"
+	)
+	cases := []struct {
+		name      string
+		in        string
+		drop      bool
+		want      string
+		keep      bool
+		wantUsage string
+	}{
+		{"usage-only chunk the gateway asked for is removed", usageOnly, true, "", false, `{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}`},
+		{"usage-only chunk the client asked for is kept", usageOnly, false, strings.Replace(usageOnly, `"gpt-4o"`, `"acme/chat"`, 1), true, `{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}`},
+		{"usage riding on a chunk with choices is kept", usageAtEnd, true, strings.Replace(usageAtEnd, `"gpt-4o"`, `"acme/chat"`, 1), true, `{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}`},
+		{"null usage is no usage", nullUsage, true, strings.Replace(nullUsage, `"gpt-4o"`, `"acme/chat"`, 1), true, ``},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := protocols.NewEventStream(protocols.KindChat, "acme/chat", tc.drop, protocols.Scrubber{})
+			s.Push([]byte(tc.in))
+			ev, ok := s.Next()
+			require.True(t, ok)
+			dst := []byte("prev|")
+			out, keep := s.AppendRewritten(dst, ev)
+			assert.Equal(t, tc.keep, keep)
+			assert.Equal(t, "prev|"+tc.want, string(out))
+			assert.Equal(t, tc.wantUsage, string(s.Usage))
+		})
+	}
+
+	t.Run("drop only in chat", func(t *testing.T) {
+		// The flag means nothing for the other shapes: their usage rides on events the
+		// client needs.
+		for _, name := range []string{"responses.upstream.sse", "messages.upstream.sse"} {
+			kind := protocols.KindResponses
+			if strings.HasPrefix(name, "messages") {
+				kind = protocols.KindMessages
+			}
+			up := readFixture(t, name)
+			withDrop := run(protocols.NewEventStream(kind, "svc", true, protocols.Scrubber{}), [][]byte{up})
+			without := run(protocols.NewEventStream(kind, "svc", false, protocols.Scrubber{}), [][]byte{up})
+			assert.Equal(t, string(without), string(withDrop))
+		}
+	})
+}
+
+func TestEventStreamPending(t *testing.T) {
+	s := protocols.NewEventStream(protocols.KindMessages, "acme/sonnet", false, protocols.Scrubber{})
+	s.Push([]byte("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\nevent: ping\ndata: {\"type\":\"ping\"}"))
+	ev, ok := s.Next()
+	require.True(t, ok)
+	assert.Equal(t, "message_stop", string(ev.Name))
+	_, ok = s.Next()
+	assert.False(t, ok, "an event without its blank line is not complete")
+	assert.Equal(t, "event: ping\ndata: {\"type\":\"ping\"}", string(s.Pending()))
+	assert.Empty(t, s.Pending(), "Pending forgets what it returned")
+	_, ok = s.Next()
+	assert.False(t, ok)
+
+	// The stream goes on normally afterwards.
+	s.Push([]byte("event: ping\ndata: {}\n\n"))
+	ev, ok = s.Next()
+	require.True(t, ok)
+	assert.Equal(t, "event: ping\ndata: {}\n\n", string(ev.Raw))
+}
+
+func TestEventStreamLongEvent(t *testing.T) {
+	// An event far larger than the initial buffer, fed in small reads, comes out whole.
+	text := strings.Repeat("déjà vu \\\"model\\\": gpt-4o ", 4000)
+	in := "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"" + text + "\"}}\n\n" +
+		"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"gpt-4o\",\"id\":\"m\"}}\n\n"
+	want := strings.Replace(in, `{"model":"gpt-4o","id":"m"}`, `{"model":"acme","id":"m"}`, 1)
+	s := protocols.NewEventStream(protocols.KindMessages, "acme", false, protocols.Scrubber{})
+	got := run(s, randomChunks([]byte(in), rand.New(rand.NewPCG(9, 9)), 1500))
+	assert.Equal(t, want, string(got))
+}
+
+func TestEventStreamIsError(t *testing.T) {
+	cases := []struct {
+		name string
+		kind protocols.Kind
+		raw  string
+		want bool
+	}{
+		// Chat: a data frame whose JSON has an error, or a frame named error.
+		{"chat error frame", protocols.KindChat, `data: {"error":{"message":"The server had an error while processing your request. Sorry about that!","type":"server_error","param":null,"code":null}}`, true},
+		{"chat named error", protocols.KindChat, `event: error` + "\n" + `data: {"message":"overloaded"}`, true},
+		{"chat normal chunk", protocols.KindChat, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt-4o","choices":[{"index":0,"delta":{"content":"error"},"finish_reason":null}]}`, false},
+		{"chat chunk with null error", protocols.KindChat, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt-4o","choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}],"error":null}`, false},
+		{"chat done", protocols.KindChat, `data: [DONE]`, false},
+		{"chat comment", protocols.KindChat, `: error`, false},
+
+		// Responses: error event and response.failed, named or only typed in the data.
+		{"responses error", protocols.KindResponses, "event: error\n" + `data: {"type":"error","code":"server_error","message":"An error occurred.","param":null,"sequence_number":3}`, true},
+		{"responses failed", protocols.KindResponses, "event: response.failed\n" + `data: {"type":"response.failed","sequence_number":4,"response":{"id":"resp_1","status":"failed","error":{"code":"server_error","message":"boom"},"model":"gpt-5"}}`, true},
+		{"responses failed without event line", protocols.KindResponses, `data: {"type":"response.failed","sequence_number":4,"response":{"id":"resp_1","status":"failed","model":"gpt-5"}}`, true},
+		{"responses error without event line", protocols.KindResponses, `data: {"type":"error","code":"server_error","message":"x","param":null,"sequence_number":0}`, true},
+		{"responses created", protocols.KindResponses, "event: response.created\n" + `data: {"type":"response.created","sequence_number":0,"response":{"id":"resp_1","status":"in_progress","error":null,"model":"gpt-5"}}`, false},
+		{"responses incomplete", protocols.KindResponses, "event: response.incomplete\n" + `data: {"type":"response.incomplete","sequence_number":9,"response":{"status":"incomplete","incomplete_details":{"reason":"max_output_tokens"},"model":"gpt-5"}}`, false},
+		{"responses delta mentioning error", protocols.KindResponses, "event: response.output_text.delta\n" + `data: {"type":"response.output_text.delta","sequence_number":7,"delta":"error"}`, false},
+
+		// Family B: the named error event (or an error typed in the data).
+		{"messages overloaded", protocols.KindMessages, "event: error\n" + `data: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`, true},
+		{"messages error typed only", protocols.KindMessages, `data: {"type":"error","error":{"type":"api_error","message":"Internal server error"}}`, true},
+		{"messages start", protocols.KindMessages, "event: message_start\n" + `data: {"type":"message_start","message":{"id":"msg_1","model":"claude"}}`, false},
+		{"messages ping", protocols.KindMessages, "event: ping\n" + `data: {"type": "ping"}`, false},
+		{"messages delta mentioning error", protocols.KindMessages, "event: content_block_delta\n" + `data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"error"}}`, false},
+	}
+	for _, tc := range cases {
+		for _, eol := range []string{"\n", "\r\n"} {
+			t.Run(tc.name, func(t *testing.T) {
+				s := protocols.NewEventStream(tc.kind, "acme", false, protocols.Scrubber{})
+				s.Push([]byte(strings.ReplaceAll(tc.raw, "\n", eol) + eol + eol))
+				ev, ok := s.Next()
+				require.True(t, ok)
+				assert.Equal(t, tc.want, s.IsError(ev))
+			})
+		}
+	}
+}
+
+func TestEventStreamScrubsErrorEvents(t *testing.T) {
+	secrets := []string{"api.upstream-a.example", "sk-up-9f8e7d6c5b4a3210"}
+	cases := []struct {
+		name     string
+		kind     protocols.Kind
+		upstream string // upstream model name
+		service  string
+		in, want string
+	}{
+		{
+			name: "chat error frame", kind: protocols.KindChat, upstream: "gpt-4o-2024-08-06", service: "acme/chat",
+			in:   `data: {"error":{"message":"The server had an error processing your request for gpt-4o-2024-08-06 (organization org-7Xq2LmNpQrStUv, host api.upstream-a.example).","type":"server_error","param":null,"code":null}}` + "\n\n",
+			want: `data: {"error":{"message":"The server had an error processing your request for acme/chat (organization [redacted], host [redacted]).","type":"server_error","param":null,"code":null}}` + "\n\n",
+		},
+		{
+			name: "responses error event", kind: protocols.KindResponses, upstream: "gpt-5.1-codex", service: "acme/codex",
+			in:   "event: error\r\n" + `data: {"type":"error","code":"rate_limit_exceeded","message":"Rate limit reached for gpt-5.1-codex in organization org-AbCdEf123456 on tokens per min (TPM): Limit 30000. Key sk-up-9f8e7d6c5b4a3210.","param":null,"sequence_number":3}` + "\r\n\r\n",
+			want: "event: error\r\n" + `data: {"type":"error","code":"rate_limit_exceeded","message":"Rate limit reached for acme/codex in organization [redacted] on tokens per min (TPM): Limit 30000. Key [redacted].","param":null,"sequence_number":3}` + "\r\n\r\n",
+		},
+		{
+			name: "responses failed, service id contains the upstream name", kind: protocols.KindResponses, upstream: "gpt-4o", service: "acme/gpt-4o",
+			in:   "event: response.failed\n" + `data: {"type":"response.failed","sequence_number":5,"response":{"id":"resp_1","object":"response","status":"failed","error":{"code":"server_error","message":"gpt-4o failed on api.upstream-a.example"},"model":"gpt-4o-2024-08-06","usage":null}}` + "\n\n",
+			want: "event: response.failed\n" + `data: {"type":"response.failed","sequence_number":5,"response":{"id":"resp_1","object":"response","status":"failed","error":{"code":"server_error","message":"acme/gpt-4o failed on [redacted]"},"model":"acme/gpt-4o","usage":null}}` + "\n\n",
+		},
+		{
+			name: "responses failed without event line", kind: protocols.KindResponses, upstream: "gpt-5.1-codex", service: "acme/codex",
+			in:   `data: {"type":"response.failed","sequence_number":5,"response":{"id":"resp_1","status":"failed","error":{"code":"server_error","message":"gpt-5.1-codex crashed (proj_Zz9Yy8Xx7W)"},"model":"gpt-5.1-codex"}}` + "\n\n",
+			want: `data: {"type":"response.failed","sequence_number":5,"response":{"id":"resp_1","status":"failed","error":{"code":"server_error","message":"acme/codex crashed ([redacted])"},"model":"acme/codex"}}` + "\n\n",
+		},
+		{
+			name: "responses error without event line", kind: protocols.KindResponses, upstream: "gpt-5.1-codex", service: "acme/codex",
+			in:   `data: {"type":"error","code":"server_error","message":"gpt-5.1-codex is unavailable","param":null,"sequence_number":0}` + "\n\n",
+			want: `data: {"type":"error","code":"server_error","message":"acme/codex is unavailable","param":null,"sequence_number":0}` + "\n\n",
+		},
+		{
+			name: "messages error event", kind: protocols.KindMessages, upstream: "claude-sonnet-4-5-20250929", service: "acme/sonnet",
+			in:   "event: error\n" + `data: {"type":"error","error":{"type":"overloaded_error","message":"claude-sonnet-4-5-20250929 is overloaded at api.upstream-a.example"},"request_id":"req_011CSHoEeqs5C35K2UUqR7Fy"}` + "\n\n",
+			want: "event: error\n" + `data: {"type":"error","error":{"type":"overloaded_error","message":"acme/sonnet is overloaded at [redacted]"},"request_id":"req_011CSHoEeqs5C35K2UUqR7Fy"}` + "\n\n",
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			scrub := protocols.Scrubber{UpstreamModel: tc.upstream, ServiceModel: tc.service, Secrets: secrets}
+			s := protocols.NewEventStream(tc.kind, tc.service, false, scrub)
+			in := []byte(tc.in)
+			s.Push(in)
+			ev, ok := s.Next()
+			require.True(t, ok)
+			assert.True(t, s.IsError(ev))
+			out, keep := s.AppendRewritten([]byte("before|"), ev)
+			assert.True(t, keep)
+			assert.Equal(t, "before|"+tc.want, string(out))
+			assert.Equal(t, tc.in, string(ev.Raw), "the upstream bytes are not modified in place")
+		})
+	}
+
+	t.Run("normal events are not scrubbed", func(t *testing.T) {
+		// Scrubbing is for errors; model output that mentions a host or the upstream
+		// name (it is the model's own text) passes unchanged apart from the model field.
+		scrub := protocols.Scrubber{UpstreamModel: "gpt-4o", ServiceModel: "acme/chat", Secrets: secrets}
+		s := protocols.NewEventStream(protocols.KindChat, "acme/chat", false, scrub)
+		in := `data: {"id":"c","model":"gpt-4o","choices":[{"index":0,"delta":{"content":"gpt-4o at api.upstream-a.example org-AbCdEf123456"}}]}` + "\n\n"
+		got := run(s, [][]byte{[]byte(in)})
+		assert.Equal(t, strings.Replace(in, `"model":"gpt-4o"`, `"model":"acme/chat"`, 1), string(got))
+	})
+}
+
+func TestEventStreamSequence(t *testing.T) {
+	s := protocols.NewEventStream(protocols.KindResponses, "acme", false, protocols.Scrubber{})
+	assert.Equal(t, int64(-1), s.LastSequence)
+	run(s, [][]byte{[]byte("event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"sequence_number\":41,\"delta\":\"x\"}\n\n")})
+	assert.Equal(t, int64(41), s.LastSequence)
+	// The gateway's own closing error continues the sequence.
+	ev := protocols.StreamErrorEvent(protocols.KindResponses, protocols.Errorf(protocols.FamilyA, 502, "", "interrupted"), s.LastSequence+1)
+	assert.Contains(t, string(ev), `"sequence_number":42`)
+}
+
+func TestEventStreamResponsesWithoutEventLines(t *testing.T) {
+	// Some compatible upstreams send Responses events as data-only frames; the type in the
+	// JSON then decides where the model is.
+	in := `data: {"type":"response.created","sequence_number":0,"response":{"id":"resp_1","model":"gpt-5.1-codex","usage":null}}` + "\n\n" +
+		`data: {"type":"response.output_text.delta","sequence_number":1,"delta":"{\"model\":\"gpt-5.1-codex\"}"}` + "\n\n" +
+		`data: {"type":"response.completed","sequence_number":2,"response":{"id":"resp_1","model":"gpt-5.1-codex","usage":{"input_tokens":3,"output_tokens":1,"total_tokens":4}}}` + "\n\n"
+	want := `data: {"type":"response.created","sequence_number":0,"response":{"id":"resp_1","model":"acme/codex","usage":null}}` + "\n\n" +
+		`data: {"type":"response.output_text.delta","sequence_number":1,"delta":"{\"model\":\"gpt-5.1-codex\"}"}` + "\n\n" +
+		`data: {"type":"response.completed","sequence_number":2,"response":{"id":"resp_1","model":"acme/codex","usage":{"input_tokens":3,"output_tokens":1,"total_tokens":4}}}` + "\n\n"
+	s := protocols.NewEventStream(protocols.KindResponses, "acme/codex", false, protocols.Scrubber{})
+	assert.Equal(t, want, string(run(s, [][]byte{[]byte(in)})))
+	assert.Equal(t, `{"input_tokens":3,"output_tokens":1,"total_tokens":4}`, string(s.Usage))
+	assert.Equal(t, int64(2), s.LastSequence)
+}
