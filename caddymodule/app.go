@@ -34,12 +34,18 @@ type App struct {
 	Keys []KeyConfig `json:"keys,omitempty"`
 	// MaxRequestBody is the largest request body accepted, in bytes.
 	MaxRequestBody int64 `json:"max_request_body,omitempty"`
+	// Health tunes the candidates' circuit breakers.
+	Health *HealthConfig `json:"health,omitempty"`
+	// Affinity tunes conversation affinity.
+	Affinity *AffinityConfig `json:"affinity,omitempty"`
 
-	catalog   *routing.Catalog
-	verifier  auth.Verifier
-	upstreams map[*routing.Candidate]*relay.Upstream
-	models    *modelList
-	logger    *zap.Logger
+	affinity   *routing.Affinity
+	healthKeys []string
+	catalog    *routing.Catalog
+	verifier   auth.Verifier
+	upstreams  map[*routing.Candidate]*relay.Upstream
+	models     *modelList
+	logger     *zap.Logger
 }
 
 // ModelConfig declares one service model.
@@ -86,6 +92,11 @@ type CandidateConfig struct {
 	Weight        int            `json:"weight,omitempty"`
 	DialTimeout   caddy.Duration `json:"dial_timeout,omitempty"`
 	HeaderTimeout caddy.Duration `json:"header_timeout,omitempty"`
+	// FirstByteTimeout bounds the time until the answer's first byte (for a stream, its
+	// first event); past it the request moves on to the next candidate.
+	FirstByteTimeout caddy.Duration `json:"first_byte_timeout,omitempty"`
+	// IdleTimeout ends an answer whose upstream goes silent for longer.
+	IdleTimeout caddy.Duration `json:"idle_timeout,omitempty"`
 }
 
 // KeyConfig is a static API key.
@@ -135,11 +146,26 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return err
 	}
 
+	policy := a.Health.policy()
 	a.upstreams = make(map[*routing.Candidate]*relay.Upstream)
 	for _, m := range catalog.Models() {
 		for _, c := range m.Candidates {
-			a.upstreams[c] = relay.NewUpstream(m.ID, c, relay.Options{})
+			up := relay.NewUpstream(m.ID, c, relay.Options{})
+			shared, _, err := healthPool.LoadOrNew(up.Identity, func() (caddy.Destructor, error) {
+				return routing.NewHealth(policy), nil
+			})
+			if err != nil {
+				return err
+			}
+			up.Health = shared.(*routing.Health)
+			up.Health.SetPolicy(policy)
+			a.healthKeys = append(a.healthKeys, up.Identity)
+			a.upstreams[c] = up
 		}
+	}
+	a.affinity = a.Affinity.table()
+	if err := loadMetrics().register(ctx.GetMetricsRegistry()); err != nil {
+		return err
 	}
 	a.models = newModelList(catalog)
 	if a.MaxRequestBody <= 0 {
@@ -260,19 +286,35 @@ func (cc CandidateConfig) build(repl *caddy.Replacer) (*routing.Candidate, error
 		Priority:      cc.Priority,
 		Weight:        cc.Weight,
 		Timeouts: routing.Timeouts{
-			Dial:   time.Duration(cc.DialTimeout),
-			Header: time.Duration(cc.HeaderTimeout),
+			Dial:      time.Duration(cc.DialTimeout),
+			Header:    time.Duration(cc.HeaderTimeout),
+			FirstByte: time.Duration(cc.FirstByteTimeout),
+			Idle:      time.Duration(cc.IdleTimeout),
 		},
 	}, nil
 }
 
 // Start implements caddy.App.
-func (a *App) Start() error { return nil }
+func (a *App) Start() error {
+	current.Store(a)
+	return nil
+}
 
-// Stop implements caddy.App: idle upstream connections of this configuration are closed.
+// Stop implements caddy.App. In-flight requests keep their connections: on a reload
+// Caddy lets them finish, and only idle connections of this configuration are closed.
 func (a *App) Stop() error {
+	current.CompareAndSwap(a, nil)
 	for _, u := range a.upstreams {
 		u.Close()
+	}
+	return nil
+}
+
+// Cleanup implements caddy.CleanerUpper: this configuration's hold on each candidate's
+// shared health is released (the health itself lives on while a newer one uses it).
+func (a *App) Cleanup() error {
+	for _, key := range a.healthKeys {
+		_, _ = healthPool.Delete(key)
 	}
 	return nil
 }
@@ -289,6 +331,7 @@ func (a *App) upstreamsFor(m *routing.Model, f protocols.Family) []*relay.Upstre
 
 // Interface guards
 var (
-	_ caddy.App         = (*App)(nil)
-	_ caddy.Provisioner = (*App)(nil)
+	_ caddy.App          = (*App)(nil)
+	_ caddy.Provisioner  = (*App)(nil)
+	_ caddy.CleanerUpper = (*App)(nil)
 )

@@ -28,6 +28,18 @@ func init() {
 //		key <name> <secret> {
 //			models <model...>
 //		}
+//		health {
+//			failure_threshold <n>
+//			window <duration>
+//			cooldown <duration>
+//			max_cooldown <duration>
+//			half_open_probes <n>
+//		}
+//		affinity [off] {
+//			header <name>
+//			ttl <duration>
+//			max_entries <n>
+//		}
 //		model <id> {
 //			display_name <text>
 //			owned_by <text>
@@ -45,6 +57,8 @@ func init() {
 //				weight <n>
 //				dial_timeout <duration>
 //				header_timeout <duration>
+//				first_byte_timeout <duration>
+//				idle_timeout <duration>
 //			}
 //		}
 //	}
@@ -77,6 +91,18 @@ func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
 				return nil, err
 			}
 			app.Models = append(app.Models, m)
+		case "health":
+			h, err := parseHealth(d)
+			if err != nil {
+				return nil, err
+			}
+			app.Health = h
+		case "affinity":
+			a, err := parseAffinity(d)
+			if err != nil {
+				return nil, err
+			}
+			app.Affinity = a
 		default:
 			return nil, d.Errf("switchyard: unknown option %q", d.Val())
 		}
@@ -205,16 +231,15 @@ func parseCandidate(d *caddyfile.Dispenser, modelID string) (CandidateConfig, er
 			} else {
 				c.Weight = n
 			}
-		case "dial_timeout", "header_timeout":
+		case "dial_timeout", "header_timeout", "first_byte_timeout", "idle_timeout":
 			dur, err := caddy.ParseDuration(v)
 			if err != nil || dur <= 0 {
 				return c, d.Errf("model %q, candidate %q: %s: %q is not a duration", modelID, c.Name, opt, v)
 			}
-			if opt == "dial_timeout" {
-				c.DialTimeout = caddy.Duration(dur)
-			} else {
-				c.HeaderTimeout = caddy.Duration(dur)
-			}
+			*map[string]*caddy.Duration{
+				"dial_timeout": &c.DialTimeout, "header_timeout": &c.HeaderTimeout,
+				"first_byte_timeout": &c.FirstByteTimeout, "idle_timeout": &c.IdleTimeout,
+			}[opt] = caddy.Duration(dur)
 		default:
 			return c, d.Errf("model %q, candidate %q: unknown option %q", modelID, c.Name, opt)
 		}
@@ -223,6 +248,77 @@ func parseCandidate(d *caddyfile.Dispenser, modelID string) (CandidateConfig, er
 		}
 	}
 	return c, nil
+}
+
+func parseHealth(d *caddyfile.Dispenser) (*HealthConfig, error) {
+	h := new(HealthConfig)
+	if d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		opt := d.Val()
+		var v string
+		if !d.Args(&v) {
+			return nil, d.Errf("health: %s: expected one value", opt)
+		}
+		switch opt {
+		case "failure_threshold", "half_open_probes":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				return nil, d.Errf("health: %s: %q is not a positive whole number", opt, v)
+			}
+			if opt == "failure_threshold" {
+				h.FailureThreshold = n
+			} else {
+				h.HalfOpenProbes = n
+			}
+		case "window", "cooldown", "max_cooldown":
+			dur, err := caddy.ParseDuration(v)
+			if err != nil || dur <= 0 {
+				return nil, d.Errf("health: %s: %q is not a duration", opt, v)
+			}
+			*map[string]*caddy.Duration{"window": &h.Window, "cooldown": &h.Cooldown, "max_cooldown": &h.MaxCooldown}[opt] = caddy.Duration(dur)
+		default:
+			return nil, d.Errf("health: unknown option %q", opt)
+		}
+	}
+	return h, nil
+}
+
+func parseAffinity(d *caddyfile.Dispenser) (*AffinityConfig, error) {
+	a := new(AffinityConfig)
+	if d.NextArg() {
+		if d.Val() != "off" {
+			return nil, d.Errf("affinity: expected `affinity off` or a block")
+		}
+		a.Disabled = true
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		opt := d.Val()
+		var v string
+		if !d.Args(&v) {
+			return nil, d.Errf("affinity: %s: expected one value", opt)
+		}
+		switch opt {
+		case "header":
+			a.Header = v
+		case "ttl":
+			dur, err := caddy.ParseDuration(v)
+			if err != nil || dur <= 0 {
+				return nil, d.Errf("affinity: ttl: %q is not a duration", v)
+			}
+			a.TTL = caddy.Duration(dur)
+		case "max_entries":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				return nil, d.Errf("affinity: max_entries: %q is not a positive whole number", v)
+			}
+			a.MaxEntries = n
+		default:
+			return nil, d.Errf("affinity: unknown option %q", opt)
+		}
+	}
+	return a, nil
 }
 
 // parseHandlerDirective builds the handler for one of the switchyard_* directives. None

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -165,11 +166,9 @@ func (h *Resolve) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	case protocols.KindModels:
 		return h.serveModels(w, identity, op)
 	case protocols.KindStatefulResponses:
-		return fail(protocols.Errorf(protocols.FamilyA, http.StatusNotImplemented, "unsupported_operation",
-			"this operation needs server-side response state, which this gateway does not keep"))
+		return fail(notOffered("this operation needs server-side response state, which this gateway does not keep"))
 	case protocols.KindResponsesWebSocket:
-		return fail(protocols.Errorf(protocols.FamilyA, http.StatusNotImplemented, "unsupported_operation",
-			"the WebSocket transport is not served; use HTTP POST /v1/responses"))
+		return fail(notOffered("the WebSocket transport is not served; use HTTP POST /v1/responses"))
 	}
 
 	body, err := relay.ReadAll(http.MaxBytesReader(w, r.Body, h.app.MaxRequestBody), r.ContentLength, int(h.app.MaxRequestBody)+1)
@@ -209,6 +208,14 @@ func (h *Resolve) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 	caddyhttp.SetVar(r.Context(), varRoute, &route{op: op, model: model, parsed: parsed})
 	return next.ServeHTTP(w, r)
+}
+
+// notOffered is the 501 for a Responses operation out of the gateway's scope; retrying
+// cannot change it, so SDKs are told not to.
+func notOffered(message string) *protocols.APIError {
+	e := protocols.Errorf(protocols.FamilyA, http.StatusNotImplemented, "unsupported_operation", "%s", message)
+	e.NoRetry = true
+	return e
 }
 
 func allowedMethods(op protocols.Operation) string {
@@ -260,14 +267,28 @@ func (h *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Ha
 		return fail(protocols.Errorf(familyOfPath(r.URL.Path), http.StatusInternalServerError, "",
 			"gateway misconfigured: switchyard_model must run before switchyard_proxy"))
 	}
-	outcome, apiErr := relay.Serve(r.Context(), w, &relay.Request{
+	req := &relay.Request{
 		Op:           rt.op,
 		ServiceModel: rt.model.ID,
 		Parsed:       rt.parsed,
 		Header:       r.Header,
 		Path:         r.URL.Path,
 		RawQuery:     r.URL.RawQuery,
-	}, h.app.upstreamsFor(rt.model, rt.op.Family))
+	}
+	// A conversation goes back to the candidate that served it last, while it is
+	// healthy: thinking signatures and prompt caches only hold there.
+	var conversation string
+	if aff := h.app.affinity; aff != nil {
+		if id := rt.parsed.ConversationID(r.Header, h.app.affinityHeader()); id != "" {
+			conversation = rt.model.ID + "\x00" + rt.op.Family.Token() + "\x00" + id
+			req.Preferred, _ = aff.Get(conversation, time.Now())
+		}
+	}
+	outcome, apiErr := relay.Serve(r.Context(), w, req, h.app.upstreamsFor(rt.model, rt.op.Family))
+	if conversation != "" && outcome.Served != nil && outcome.StreamError == nil {
+		h.app.affinity.Set(conversation, outcome.Served.Identity, time.Now())
+	}
+	loadMetrics().observe(rt.model.ID, rt.op.Family, outcome, apiErr != nil)
 
 	reasons := make([]string, 0, len(outcome.Attempts))
 	for _, a := range outcome.Attempts {

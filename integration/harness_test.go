@@ -100,8 +100,10 @@ func startCaddy(t *testing.T, caddyfile string) {
 
 // gateway is a running Switchyard in front of one simulated upstream.
 type gateway struct {
-	base string // http://127.0.0.1:port
-	up   *upstream
+	base      string // http://127.0.0.1:port
+	admin     string // http://127.0.0.1:port of Caddy's admin endpoint
+	up        *upstream
+	caddyfile string
 }
 
 // standardModels declares the models most tests use. Upstream model names start with
@@ -109,9 +111,12 @@ type gateway struct {
 func standardModels(up *upstream) string {
 	a := "http://" + up.hostport() + "/v1"
 	b := "http://" + up.hostport()
+	// Candidates of a model are given rising priorities so that the failover chains are
+	// tried in the order written, whatever their health.
+	prio := 0
 	cand := func(name, proto, url, model string) string {
-		return "\t\t\tcandidate " + name + " {\n\t\t\t\tprotocol " + proto + "\n\t\t\t\turl " + url +
-			"\n\t\t\t\tupstream_model " + model + "\n\t\t\t\tcredential " + upstreamCred + "\n\t\t\t}\n"
+		prio++
+		return candidate(name, proto, url, model, "priority "+strconv.Itoa(prio))
 	}
 	return "" +
 		"\t\tmodel chat-a {\n\t\t\tprotocols family_a\n\t\t\treasoning true\n" + cand("main", "family_a", a, upstreamPrefix+"-a") + "\t\t}\n" +
@@ -136,21 +141,45 @@ func standardModels(up *upstream) string {
 		"\t\tmodel cut-stream {\n" + cand("a", "family_a", a, upstreamPrefix+"-x+cut") + cand("b", "family_b", b, upstreamPrefix+"-x+cut") + "\t\t}\n"
 }
 
-// startGateway runs the gateway with the standard models (plus extra global lines).
+// startGateway runs the gateway with the standard models.
 func startGateway(t *testing.T) *gateway {
 	t.Helper()
 	up := newUpstream(t)
-	port := freePort(t)
-	caddyfile := "{\n\tadmin off\n\tdefault_bind 127.0.0.1\n\tswitchyard {\n" +
+	limited := "\t\tkey limited " + limitedKey + " {\n\t\t\tmodels chat-a\n\t\t}\n"
+	return startGatewayWith(t, up, standardModels(up), limited)
+}
+
+// startGatewayWith runs the gateway with the given model declarations and further
+// lines for the switchyard option, with Caddy's admin endpoint on a free port.
+func startGatewayWith(t *testing.T, up *upstream, models, options string) *gateway {
+	t.Helper()
+	port, adminPort := freePort(t), freePort(t)
+	g := &gateway{
+		base:  "http://127.0.0.1:" + strconv.Itoa(port),
+		admin: "http://127.0.0.1:" + strconv.Itoa(adminPort),
+		up:    up,
+	}
+	g.caddyfile = "{\n\tadmin 127.0.0.1:" + strconv.Itoa(adminPort) + "\n\tdefault_bind 127.0.0.1\n\tswitchyard {\n" +
 		"\t\tkey test " + testKey + "\n" +
-		"\t\tkey limited " + limitedKey + " {\n\t\t\tmodels chat-a\n\t\t}\n" +
-		standardModels(up) + "\t}\n}\n" +
+		options + models + "\t}\n}\n" +
 		"http://127.0.0.1:" + strconv.Itoa(port) + " {\n\tswitchyard_auth\n\tswitchyard_model\n\tswitchyard_proxy\n" +
 		"\thandle_errors {\n\t\tswitchyard_errors\n\t}\n}\n"
-	startCaddy(t, caddyfile)
-	g := &gateway{base: "http://127.0.0.1:" + strconv.Itoa(port), up: up}
+	startCaddy(t, g.caddyfile)
 	g.waitReady(t)
 	return g
+}
+
+// reload loads a new configuration into the running Caddy, as `caddy reload` does.
+func (g *gateway) reload(t *testing.T, caddyfile string) {
+	t.Helper()
+	cfg, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(caddyfile), nil)
+	require.NoError(t, err)
+	require.NoError(t, caddy.Load(cfg, false))
+	g.caddyfile = caddyfile
+	// A reload closes the old server's idle keep-alive connections; a POST on one that
+	// is closing fails with EOF and Go's client does not retry it (the SDKs do). In-flight
+	// requests are unaffected, which TestReloadDropsNoInFlightStream checks.
+	http.DefaultTransport.(*http.Transport).CloseIdleConnections()
 }
 
 func (g *gateway) waitReady(t *testing.T) {
@@ -164,6 +193,16 @@ func (g *gateway) waitReady(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatal("the gateway did not start listening")
+}
+
+// candidate writes one candidate block for a model declaration.
+func candidate(name, proto, url, model string, extra ...string) string {
+	s := "\t\t\tcandidate " + name + " {\n\t\t\t\tprotocol " + proto + "\n\t\t\t\turl " + url +
+		"\n\t\t\t\tupstream_model " + model + "\n\t\t\t\tcredential " + upstreamCred + "\n"
+	for _, line := range extra {
+		s += "\t\t\t\t" + line + "\n"
+	}
+	return s + "\t\t\t}\n"
 }
 
 // call makes one request with the test key in Authorization (or the given headers).

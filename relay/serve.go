@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -36,6 +37,9 @@ type Request struct {
 	Header   http.Header
 	Path     string
 	RawQuery string
+	// Preferred is the Identity of the candidate that served this conversation last;
+	// it is tried first while it is available.
+	Preferred string
 }
 
 // Attempt records one try on one candidate.
@@ -57,7 +61,7 @@ type Outcome struct {
 	Stream bool
 	// TimeToFirstByte is from the start of Serve to the first byte sent to the client.
 	TimeToFirstByte time.Duration
-	// StreamError is set when a committed stream failed before its natural end.
+	// StreamError is set when a committed answer failed before its natural end.
 	StreamError error
 	// ClientGone is set when the client went away before the answer was complete.
 	ClientGone bool
@@ -71,51 +75,95 @@ var (
 	scratchBufs = sync.Pool{New: func() any { b := make([]byte, 0, 32<<10); return &b }}
 )
 
-// Serve tries the upstreams in order until one commits an answer to w. It returns an
-// APIError, with nothing written, when none could; the caller renders it.
+// Serve tries the model's upstreams, best first by health, until one commits an answer
+// to w. Upstreams whose circuit is open are skipped without cost. It returns an
+// APIError, with nothing written, when none could serve; the caller renders it.
 func Serve(ctx context.Context, w http.ResponseWriter, req *Request, upstreams []*Upstream) (*Outcome, *protocols.APIError) {
 	start := time.Now()
 	out := &Outcome{Attempts: make([]Attempt, 0, len(upstreams))}
-	for _, up := range upstreams {
-		if ctx.Err() != nil {
-			out.ClientGone = true
-			return out, nil
+	opts := make([]routing.Option, len(upstreams))
+	preferred := -1
+	for i, up := range upstreams {
+		opts[i] = routing.Option{Candidate: up.Candidate, Health: up.Health}
+		if req.Preferred != "" && up.Identity == req.Preferred {
+			preferred = i
+		}
+	}
+	for _, i := range routing.Order(opts, preferred, start) {
+		up := upstreams[i]
+		admission := up.Health.Admit(time.Now())
+		if admission == routing.Refused {
+			continue // another request took the last probe slot meanwhile
 		}
 		attemptStart := time.Now()
 		att := Attempt{Candidate: up.Candidate.Name}
 		committed := try(ctx, w, req, up, out, &att, start)
-		att.Duration = time.Since(attemptStart)
+		now := time.Now()
+		att.Duration = now.Sub(attemptStart)
 		out.Attempts = append(out.Attempts, att)
-		if committed {
+
+		switch {
+		case committed:
 			out.Served = up
+			up.Health.RecordSuccess(admission, out.TimeToFirstByte, now)
+			if out.StreamError != nil && !out.ClientGone {
+				// Failed after the first byte: too late to fail over, not too late to learn.
+				up.Health.RecordFailure(routing.Admitted, routing.ReasonBrokenBody, 0, now)
+			}
 			return out, nil
-		}
-		if ctx.Err() != nil {
+		case ctx.Err() != nil:
+			// The client left; that says nothing about the candidate.
+			out.Attempts[len(out.Attempts)-1].Reason = routing.ReasonClientGone
+			up.Health.Release(admission)
 			out.ClientGone = true
 			return out, nil
 		}
+		up.Health.RecordFailure(admission, att.Reason, cooldownHint(att), now)
 	}
-	return out, noChannel(req, out.Attempts)
+	return out, noChannel(req, opts)
+}
+
+// cooldownHint is how long an upstream asked to be left alone: a 429 or 503 with
+// Retry-After (or retry-after-ms).
+func cooldownHint(a Attempt) time.Duration {
+	if a.RetryAfter > 0 && (a.Status == http.StatusTooManyRequests || a.Status == http.StatusServiceUnavailable) {
+		return time.Duration(a.RetryAfter * float64(time.Second))
+	}
+	return 0
 }
 
 // noChannel is the answer when no candidate could serve: 503 with a Retry-After that is
-// the soonest any upstream said it would be ready again (at least one second).
-func noChannel(req *Request, attempts []Attempt) *protocols.APIError {
-	retry := math.Inf(1)
-	for _, a := range attempts {
-		if a.RetryAfter > 0 && a.RetryAfter < retry {
-			retry = a.RetryAfter
-		}
-	}
-	seconds := 1
-	if !math.IsInf(retry, 1) {
-		seconds = max(1, int(math.Ceil(retry)))
-	}
+// when the soonest candidate leaves its cooldown (at least one second).
+func noChannel(req *Request, opts []routing.Option) *protocols.APIError {
+	now := time.Now()
+	wait := routing.SoonestReady(opts, now).Sub(now).Seconds()
 	e := protocols.Errorf(req.Op.Family, http.StatusServiceUnavailable, protocols.CodeNoChannel,
 		"model '%s' has no candidate available to serve this request right now; retry later", req.ServiceModel)
-	e.RetryAfter = seconds
+	e.RetryAfter = max(1, int(math.Ceil(wait)))
 	return e
 }
+
+// attemptClock ends an attempt that is too slow: before commit, at the first-byte limit;
+// after it, when the upstream is silent for longer than the idle limit.
+type attemptClock struct {
+	timer    *time.Timer
+	idle     time.Duration
+	timedOut atomic.Bool
+}
+
+func startClock(firstByte, idle time.Duration, cancel context.CancelFunc) *attemptClock {
+	c := &attemptClock{idle: idle}
+	c.timer = time.AfterFunc(firstByte, func() {
+		c.timedOut.Store(true)
+		cancel()
+	})
+	return c
+}
+
+// activity restarts the idle limit after a read from the upstream.
+func (c *attemptClock) activity() { c.timer.Reset(c.idle) }
+
+func (c *attemptClock) stop() { c.timer.Stop() }
 
 // try makes one attempt and reports whether it committed an answer to the client.
 func try(ctx context.Context, w http.ResponseWriter, req *Request, up *Upstream, out *Outcome, att *Attempt, start time.Time) bool {
@@ -123,6 +171,8 @@ func try(ctx context.Context, w http.ResponseWriter, req *Request, up *Upstream,
 	body, injectedUsage := req.Parsed.Upstream(req.Op, cand.UpstreamModel)
 	attemptCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	clock := startClock(firstByteLimit(cand, req.Parsed.Streamed()), idleLimit(cand), cancel)
+	defer clock.stop()
 
 	upReq := (&http.Request{
 		Method:        http.MethodPost,
@@ -142,13 +192,11 @@ func try(ctx context.Context, w http.ResponseWriter, req *Request, up *Upstream,
 
 	resp, err := up.transport.RoundTrip(upReq)
 	if err != nil {
-		att.Reason = classifyTransportError(err)
+		att.Reason = classifyTransportError(err, clock)
 		return false
 	}
 	defer resp.Body.Close()
 	att.Status = resp.StatusCode
-
-	scrub := protocols.Scrubber{UpstreamModel: cand.UpstreamModel, ServiceModel: req.ServiceModel, Secrets: up.secrets}
 
 	if routing.FailoverStatus(resp.StatusCode) {
 		att.Reason = routing.ReasonStatus
@@ -161,13 +209,15 @@ func try(ctx context.Context, w http.ResponseWriter, req *Request, up *Upstream,
 		return false
 	}
 
+	scrub := protocols.Scrubber{UpstreamModel: cand.UpstreamModel, ServiceModel: req.ServiceModel, Secrets: up.secrets}
 	if resp.StatusCode >= 400 {
 		// The client's own mistake (400, 413, 422, …): pass it back, mapping hidden.
 		b, err := ReadAll(resp.Body, resp.ContentLength, maxErrorBody)
 		if err != nil && !errors.Is(err, errTooLarge) {
-			att.Reason = routing.ReasonBrokenBody
+			att.Reason = brokenOrTimedOut(clock)
 			return false
 		}
+		clock.stop()
 		b = scrub.Scrub(b)
 		commitHeader(w, resp, len(b))
 		out.Status, out.TimeToFirstByte = resp.StatusCode, time.Since(start)
@@ -176,19 +226,52 @@ func try(ctx context.Context, w http.ResponseWriter, req *Request, up *Upstream,
 	}
 
 	if isEventStream(resp.Header) {
-		return relayStream(ctx, w, req, resp, injectedUsage, scrub, out, att, start)
+		return relayStream(ctx, w, req, resp, injectedUsage, scrub, clock, out, att, start)
 	}
-	return relayJSON(w, req, resp, out, att, start)
+	// A non-streamed answer: its headers are the first byte; the body is bounded by the
+	// idle limit from here on.
+	clock.activity()
+	return relayJSON(w, req, resp, clock, out, att, start)
+}
+
+func firstByteLimit(c *routing.Candidate, streamed bool) time.Duration {
+	switch {
+	case c.Timeouts.FirstByte > 0:
+		return c.Timeouts.FirstByte
+	case streamed:
+		return DefaultStreamFirstByte
+	}
+	// A non-streamed answer's first byte comes when the generation is done: only the
+	// header timeout bounds it.
+	if c.Timeouts.Header > 0 {
+		return c.Timeouts.Header
+	}
+	return DefaultHeaderTimeout
+}
+
+func idleLimit(c *routing.Candidate) time.Duration {
+	if c.Timeouts.Idle > 0 {
+		return c.Timeouts.Idle
+	}
+	return DefaultIdleTimeout
+}
+
+func brokenOrTimedOut(clock *attemptClock) routing.Reason {
+	if clock.timedOut.Load() {
+		return routing.ReasonTimeout
+	}
+	return routing.ReasonBrokenBody
 }
 
 // relayJSON reads a whole JSON answer, then sends it with the service model spliced in.
 // A body that breaks off before its end is a failed attempt the client never sees.
-func relayJSON(w http.ResponseWriter, req *Request, resp *http.Response, out *Outcome, att *Attempt, start time.Time) bool {
-	b, err := ReadAll(resp.Body, resp.ContentLength, maxJSONBody)
+func relayJSON(w http.ResponseWriter, req *Request, resp *http.Response, clock *attemptClock, out *Outcome, att *Attempt, start time.Time) bool {
+	b, err := ReadAll(&activityReader{r: resp.Body, clock: clock}, resp.ContentLength, maxJSONBody)
 	if err != nil {
-		att.Reason = routing.ReasonBrokenBody
+		att.Reason = brokenOrTimedOut(clock)
 		return false
 	}
+	clock.stop()
 	literal := protocols.AppendJSONString(nil, req.ServiceModel)
 	s, e, found := 0, 0, false
 	if path := protocols.ResponseModelPath(req.Op); path != "" {
@@ -207,34 +290,58 @@ func relayJSON(w http.ResponseWriter, req *Request, resp *http.Response, out *Ou
 	} else {
 		_, _ = w.Write(b)
 	}
-	if u := gjsonUsage(b); u != nil {
-		out.Usage = u
+	if u := gjson.GetBytes(b, "usage"); u.IsObject() {
+		out.Usage = []byte(u.Raw)
 	}
 	return true
 }
 
-// relayStream holds the answer until the first event has arrived, fails over if that
-// event is an error, and otherwise relays every event as soon as it is complete.
+// activityReader restarts the idle limit whenever data arrives.
+type activityReader struct {
+	r     io.Reader
+	clock *attemptClock
+}
+
+func (a *activityReader) Read(p []byte) (int, error) {
+	n, err := a.r.Read(p)
+	if n > 0 {
+		a.clock.activity()
+	}
+	return n, err
+}
+
+// relayStream holds the answer until the first event with data has arrived, fails over
+// if that event is an error, and otherwise relays every event as soon as it is complete.
 func relayStream(ctx context.Context, w http.ResponseWriter, req *Request, resp *http.Response, injectedUsage bool,
-	scrub protocols.Scrubber, out *Outcome, att *Attempt, start time.Time) bool {
+	scrub protocols.Scrubber, clock *attemptClock, out *Outcome, att *Attempt, start time.Time) bool {
 	events := protocols.NewEventStream(req.Op.Kind, req.ServiceModel, injectedUsage, scrub)
 	bufp := readBufs.Get().(*[]byte)
 	defer readBufs.Put(bufp)
 	buf := *bufp
+	scratchp := scratchBufs.Get().(*[]byte)
+	pending := (*scratchp)[:0]
+	defer func() { *scratchp = pending[:0]; scratchBufs.Put(scratchp) }()
 
-	// The gate: nothing is committed until the first complete event is in hand.
+	// The gate: nothing is committed until an event that carries data is in hand.
+	// Comments and keep-alive frames before it are held and sent with it; if it turns
+	// out to be an error they are dropped with the rest of the attempt.
 	var first protocols.Event
-	for {
+	for found := false; !found; {
+		ev, ok := events.Next()
+		if ok {
+			if len(ev.Data) == 0 {
+				pending = append(pending, ev.Raw...)
+				continue
+			}
+			first, found = ev, true
+			break
+		}
 		n, err := resp.Body.Read(buf)
 		if n > 0 {
 			events.Push(buf[:n])
-			if ev, ok := events.Next(); ok {
-				first = ev
-				break
-			}
 		}
-		if err != nil {
-			att.Reason = routing.ReasonBrokenBody
+		if err != nil && n == 0 {
+			att.Reason = brokenOrTimedOut(clock)
 			return false
 		}
 	}
@@ -244,19 +351,13 @@ func relayStream(ctx context.Context, w http.ResponseWriter, req *Request, resp 
 	}
 
 	commitHeader(w, resp, -1)
+	clock.activity() // from here on the idle limit applies
 	out.Status, out.Stream = resp.StatusCode, true
 	flush := flusher(w)
-	scratchp := scratchBufs.Get().(*[]byte)
-	defer func() { scratchBufs.Put(scratchp) }()
-	pending := *scratchp
-
-	emit := func(ev protocols.Event) {
-		pending, _ = events.AppendRewritten(pending, ev)
-	}
-	emit(first)
+	pending, _ = events.AppendRewritten(pending, first)
 	for {
 		for ev, ok := events.Next(); ok; ev, ok = events.Next() {
-			emit(ev)
+			pending, _ = events.AppendRewritten(pending, ev)
 		}
 		if len(pending) > 0 {
 			if out.TimeToFirstByte == 0 {
@@ -271,6 +372,7 @@ func relayStream(ctx context.Context, w http.ResponseWriter, req *Request, resp 
 		}
 		n, err := resp.Body.Read(buf)
 		if n > 0 {
+			clock.activity()
 			events.Push(buf[:n])
 		}
 		if err == nil {
@@ -281,10 +383,11 @@ func relayStream(ctx context.Context, w http.ResponseWriter, req *Request, resp 
 			if rest := events.Pending(); len(bytes.TrimSpace(rest)) > 0 {
 				events.Push(append(append([]byte(nil), rest...), '\n', '\n'))
 				for ev, ok := events.Next(); ok; ev, ok = events.Next() {
-					emit(ev)
+					pending, _ = events.AppendRewritten(pending, ev)
 				}
 				_, _ = w.Write(pending)
 				flush()
+				pending = pending[:0]
 			}
 			break
 		}
@@ -292,18 +395,25 @@ func relayStream(ctx context.Context, w http.ResponseWriter, req *Request, resp 
 			out.ClientGone = true
 			break
 		}
-		// The upstream failed after the client saw the start of the answer: no failover
-		// is possible any more, so end the stream the way the family ends a failed one.
+		// The upstream failed, or went silent past the idle limit, after the client saw
+		// the start of the answer: no failover is possible any more, so end the stream
+		// the way the family ends a failed one.
 		out.StreamError = err
-		apiErr := protocols.Errorf(req.Op.Family, http.StatusBadGateway, "", "the upstream stream was interrupted before it completed")
+		message := "the upstream stream was interrupted before it completed"
+		if clock.timedOut.Load() {
+			out.StreamError = errIdle
+			message = "the upstream stream stalled and was ended by the gateway"
+		}
+		apiErr := protocols.Errorf(req.Op.Family, http.StatusBadGateway, "", "%s", message)
 		_, _ = w.Write(protocols.StreamErrorEvent(req.Op.Kind, apiErr, events.LastSequence+1))
 		flush()
 		break
 	}
-	*scratchp = pending[:0]
 	out.Usage, out.StartUsage = events.Usage, events.StartUsage
 	return true
 }
+
+var errIdle = errors.New("upstream idle for longer than the idle limit")
 
 // commitHeader sends the status line and the headers a client may see. size is the exact
 // body length, or -1 for a stream.
@@ -334,7 +444,7 @@ func isEventStream(h http.Header) bool {
 
 var errTooLarge = errors.New("upstream body exceeds the gateway's limit")
 
-// ReadAll reads a body into one buffer sized from Content-Length when the upstream gave it.
+// ReadAll reads a body into one buffer sized from Content-Length when the sender gave it.
 func ReadAll(r io.Reader, contentLength int64, limit int) ([]byte, error) {
 	size := 16 << 10
 	if contentLength > 0 && contentLength <= int64(limit) {
@@ -360,7 +470,10 @@ func ReadAll(r io.Reader, contentLength int64, limit int) ([]byte, error) {
 }
 
 // classifyTransportError tells a connection failure from a timeout.
-func classifyTransportError(err error) routing.Reason {
+func classifyTransportError(err error, clock *attemptClock) routing.Reason {
+	if clock.timedOut.Load() {
+		return routing.ReasonTimeout
+	}
 	var netErr net.Error
 	if errors.As(err, &netErr) && netErr.Timeout() {
 		return routing.ReasonTimeout
@@ -370,13 +483,4 @@ func classifyTransportError(err error) routing.Reason {
 	}
 	// Dial, TLS and reset failures all mean the upstream could not be reached.
 	return routing.ReasonConnect
-}
-
-// gjsonUsage copies the top-level usage object of a JSON answer, where all three
-// generation shapes keep it.
-func gjsonUsage(b []byte) []byte {
-	if u := gjson.GetBytes(b, "usage"); u.IsObject() {
-		return []byte(u.Raw)
-	}
-	return nil
 }

@@ -17,8 +17,16 @@ import (
 
 // Default limits of one attempt, used where a candidate sets none.
 const (
-	DefaultDialTimeout   = 5 * time.Second
-	DefaultHeaderTimeout = 120 * time.Second
+	DefaultDialTimeout = 5 * time.Second
+	// DefaultHeaderTimeout is long because a non-streamed answer's headers come only
+	// when the whole generation is done, which takes minutes for a reasoning model.
+	DefaultHeaderTimeout = 10 * time.Minute
+	// DefaultStreamFirstByte bounds a stream's first event: a healthy upstream sends
+	// one at once, so a silent one is moved on from well before a user gives up.
+	DefaultStreamFirstByte = 60 * time.Second
+	// DefaultIdleTimeout bounds the silence between two reads of an answer. Reasoning
+	// streams can be quiet for a while; a stalled one must still end.
+	DefaultIdleTimeout = 5 * time.Minute
 )
 
 // Upstream is a candidate ready to be called: its own transport (connection pool, TLS,
@@ -34,6 +42,12 @@ type Upstream struct {
 	basePath  string
 	// secrets are masked in anything passed back to a client.
 	secrets []string
+
+	// Health is the candidate's live health, shared across configuration reloads by
+	// whoever builds the upstream; NewUpstream gives it a fresh one.
+	Health *routing.Health
+	// Identity names the candidate stably across reloads (affinity, health).
+	Identity string
 }
 
 // Options tune how upstreams are reached.
@@ -78,6 +92,8 @@ func NewUpstream(modelID string, c *routing.Candidate, opts Options) *Upstream {
 	return &Upstream{
 		Candidate: c,
 		ModelID:   modelID,
+		Health:    routing.NewHealth(routing.DefaultHealthPolicy),
+		Identity:  c.Identity(modelID),
 		transport: t,
 		scheme:    c.BaseURL.Scheme,
 		host:      c.BaseURL.Host,

@@ -34,6 +34,12 @@ type Timeouts struct {
 	Dial time.Duration
 	// Header is the time allowed until the upstream's response headers.
 	Header time.Duration
+	// FirstByte is the time allowed until the answer can be committed to the client:
+	// headers, and for a stream its first event. Past it the request moves on to the
+	// next candidate. Zero means the relay's default.
+	FirstByte time.Duration
+	// Idle is the longest silence allowed between two reads of a committed answer.
+	Idle time.Duration
 }
 
 // Candidate is one supply channel of a model: an upstream that serves it on one protocol.

@@ -1,0 +1,157 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/switchyard-gw/switchyard/routing"
+)
+
+func init() {
+	caddy.RegisterModule(HealthAPI{})
+}
+
+// healthPool shares each candidate's live health between the configurations that
+// contain it, keyed by the candidate's identity, so that a reload keeps what was learnt
+// about every candidate whose upstream did not change.
+var healthPool = caddy.NewUsagePool()
+
+// current is the most recently started app, read by the admin API and the metrics.
+var current atomic.Pointer[App]
+
+// HealthConfig tunes the circuit breakers.
+type HealthConfig struct {
+	// FailureThreshold failures within Window open a candidate's circuit.
+	FailureThreshold int            `json:"failure_threshold,omitempty"`
+	Window           caddy.Duration `json:"window,omitempty"`
+	// Cooldown is how long a circuit stays open after its first trip; it doubles with
+	// each consecutive trip, up to MaxCooldown.
+	Cooldown    caddy.Duration `json:"cooldown,omitempty"`
+	MaxCooldown caddy.Duration `json:"max_cooldown,omitempty"`
+	// HalfOpenProbes is how many live requests may probe a recovering candidate at once.
+	HalfOpenProbes int `json:"half_open_probes,omitempty"`
+}
+
+func (h *HealthConfig) policy() routing.HealthPolicy {
+	if h == nil {
+		return routing.DefaultHealthPolicy
+	}
+	return routing.HealthPolicy{
+		FailureThreshold: h.FailureThreshold,
+		Window:           time.Duration(h.Window),
+		Cooldown:         time.Duration(h.Cooldown),
+		MaxCooldown:      time.Duration(h.MaxCooldown),
+		HalfOpenProbes:   h.HalfOpenProbes,
+	}.WithDefaults()
+}
+
+// AffinityConfig tunes conversation affinity.
+type AffinityConfig struct {
+	// Header names a further request header that carries a conversation id, beside the
+	// ones coding agents send (X-Claude-Code-Session-Id, Session-Id, prompt_cache_key).
+	Header string `json:"header,omitempty"`
+	// TTL is how long a conversation is remembered after its last request.
+	TTL caddy.Duration `json:"ttl,omitempty"`
+	// MaxEntries bounds how many conversations are remembered.
+	MaxEntries int `json:"max_entries,omitempty"`
+	// Disabled turns affinity off.
+	Disabled bool `json:"disabled,omitempty"`
+}
+
+const (
+	defaultAffinityTTL     = time.Hour
+	defaultAffinityEntries = 100_000
+)
+
+// affinityTables keeps one table per (size, ttl) so a reload with the same settings
+// keeps the conversations it knew.
+var (
+	affinityMu     sync.Mutex
+	affinityTables = map[[2]int64]*routing.Affinity{}
+)
+
+func (c *AffinityConfig) table() *routing.Affinity {
+	if c != nil && c.Disabled {
+		return nil
+	}
+	ttl, limit := defaultAffinityTTL, defaultAffinityEntries
+	if c != nil && c.TTL > 0 {
+		ttl = time.Duration(c.TTL)
+	}
+	if c != nil && c.MaxEntries > 0 {
+		limit = c.MaxEntries
+	}
+	key := [2]int64{int64(ttl), int64(limit)}
+	affinityMu.Lock()
+	defer affinityMu.Unlock()
+	t, ok := affinityTables[key]
+	if !ok {
+		t = routing.NewAffinity(limit, ttl)
+		affinityTables[key] = t
+	}
+	return t
+}
+
+func (a *App) affinityHeader() string {
+	if a.Affinity == nil {
+		return ""
+	}
+	return a.Affinity.Header
+}
+
+// HealthAPI serves the candidates' live health on Caddy's admin endpoint:
+// GET /switchyard/health.
+type HealthAPI struct{}
+
+// CaddyModule returns the Caddy module information.
+func (HealthAPI) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "admin.api.switchyard_health", New: func() caddy.Module { return new(HealthAPI) }}
+}
+
+// Routes implements caddy.AdminRouter.
+func (HealthAPI) Routes() []caddy.AdminRoute {
+	return []caddy.AdminRoute{{Pattern: "/switchyard/health", Handler: caddy.AdminHandlerFunc(serveHealth)}}
+}
+
+// candidateHealth is one row of GET /switchyard/health: operator-facing names only,
+// never an upstream host, model name or credential.
+type candidateHealth struct {
+	Model     string `json:"model"`
+	Candidate string `json:"candidate"`
+	Protocol  string `json:"protocol"`
+	Priority  int    `json:"priority"`
+	routing.Snapshot
+}
+
+func serveHealth(w http.ResponseWriter, r *http.Request) error {
+	if r.Method != http.MethodGet {
+		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Message: "use GET"}
+	}
+	rows := []candidateHealth{}
+	if app := current.Load(); app != nil {
+		rows = app.healthRows(time.Now())
+	}
+	w.Header().Set("Content-Type", "application/json")
+	return json.NewEncoder(w).Encode(map[string]any{"candidates": rows})
+}
+
+func (a *App) healthRows(now time.Time) []candidateHealth {
+	var rows []candidateHealth
+	for _, m := range a.catalog.Models() {
+		for _, c := range m.Candidates {
+			rows = append(rows, candidateHealth{
+				Model: m.ID, Candidate: c.Name, Protocol: c.Protocol.Token(), Priority: c.Priority,
+				Snapshot: a.upstreams[c].Health.Snapshot(now),
+			})
+		}
+	}
+	return rows
+}
+
+// Interface guards
+var _ caddy.AdminRouter = (*HealthAPI)(nil)

@@ -1,0 +1,122 @@
+package caddymodule
+
+import (
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchyard-gw/switchyard/protocols"
+	"github.com/switchyard-gw/switchyard/relay"
+	"github.com/switchyard-gw/switchyard/routing"
+)
+
+// gatewayMetrics are created once per process and registered with every configuration's
+// registry, so counts run on across reloads.
+type gatewayMetrics struct {
+	requests  *prometheus.CounterVec
+	attempts  *prometheus.HistogramVec
+	failovers *prometheus.CounterVec
+	ttfb      *prometheus.HistogramVec
+	circuits  circuitCollector
+}
+
+var (
+	metricsOnce sync.Once
+	metrics     *gatewayMetrics
+)
+
+func loadMetrics() *gatewayMetrics {
+	metricsOnce.Do(func() {
+		const ns = "switchyard"
+		metrics = &gatewayMetrics{
+			requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+				Namespace: ns, Name: "requests_total",
+				Help: "Requests that reached candidate selection, by service model, protocol, the candidate that served (none when none did) and outcome.",
+			}, []string{"model", "protocol", "candidate", "outcome"}),
+			attempts: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+				Namespace: ns, Name: "attempts_per_request",
+				Help:    "Candidates tried per request.",
+				Buckets: []float64{0, 1, 2, 3, 4, 6, 8},
+			}, []string{"model", "protocol"}),
+			failovers: prometheus.NewCounterVec(prometheus.CounterOpts{
+				Namespace: ns, Name: "failovers_total",
+				Help: "Attempts that failed before the first byte and moved the request on, by candidate and reason.",
+			}, []string{"model", "candidate", "reason"}),
+			ttfb: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+				Namespace: ns, Name: "time_to_first_byte_seconds",
+				Help:    "Time from the request reaching the relay to its first byte sent to the client, by serving candidate.",
+				Buckets: prometheus.ExponentialBuckets(0.005, 2.5, 12),
+			}, []string{"model", "candidate"}),
+		}
+	})
+	return metrics
+}
+
+// register adds the collectors to a configuration's registry; one that is already there
+// (a second handler of the same configuration) is fine.
+func (m *gatewayMetrics) register(reg prometheus.Registerer) error {
+	for _, c := range []prometheus.Collector{m.requests, m.attempts, m.failovers, m.ttfb, m.circuits} {
+		if err := reg.Register(c); err != nil {
+			var already prometheus.AlreadyRegisteredError
+			if !errors.As(err, &already) {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// observe records one request's outcome.
+func (m *gatewayMetrics) observe(model string, family protocols.Family, out *relay.Outcome, noChannel bool) {
+	proto := family.Token()
+	served, outcome := "none", "no_channel"
+	switch {
+	case out.Served != nil:
+		served = out.Served.Candidate.Name
+		switch {
+		case out.ClientGone:
+			outcome = "client_gone"
+		case out.StreamError != nil:
+			outcome = "stream_error"
+		case out.Status >= 400:
+			outcome = "client_error"
+		default:
+			outcome = "success"
+		}
+		m.ttfb.WithLabelValues(model, served).Observe(out.TimeToFirstByte.Seconds())
+	case !noChannel:
+		outcome = "client_gone"
+	}
+	m.requests.WithLabelValues(model, proto, served, outcome).Inc()
+	m.attempts.WithLabelValues(model, proto).Observe(float64(len(out.Attempts)))
+	for _, a := range out.Attempts {
+		if a.Reason != routing.ReasonNone && a.Reason != routing.ReasonClientGone {
+			m.failovers.WithLabelValues(model, a.Candidate, string(a.Reason)).Inc()
+		}
+	}
+}
+
+// circuitCollector reports each candidate's circuit state when scraped, read from the
+// live health; it costs the request path nothing.
+type circuitCollector struct{}
+
+var circuitDesc = prometheus.NewDesc("switchyard_circuit_state",
+	"Circuit state per candidate: 0 closed, 1 half-open, 2 open.", []string{"model", "candidate"}, nil)
+
+func (circuitCollector) Describe(ch chan<- *prometheus.Desc) { ch <- circuitDesc }
+
+func (circuitCollector) Collect(ch chan<- prometheus.Metric) {
+	app := current.Load()
+	if app == nil {
+		return
+	}
+	now := time.Now()
+	for _, m := range app.catalog.Models() {
+		for _, c := range m.Candidates {
+			state := app.upstreams[c].Health.State(now)
+			ch <- prometheus.MustNewConstMetric(circuitDesc, prometheus.GaugeValue, float64(state), m.ID, c.Name)
+		}
+	}
+}

@@ -1,0 +1,413 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/tidwall/gjson"
+
+	"github.com/switchyard-gw/switchyard/simulator"
+)
+
+// switchable is an upstream that can be made to fail (500) and recover at will.
+type switchable struct {
+	*httptest.Server
+	failing atomic.Bool
+	hits    atomic.Int64
+}
+
+func newSwitchable(t *testing.T) *switchable {
+	s := &switchable{}
+	sim := simulator.New(simulator.Config{APIKey: upstreamCred})
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.hits.Add(1)
+		if s.failing.Load() {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusInternalServerError)
+			_, _ = io.WriteString(w, `{"error":{"message":"down","type":"server_error","param":null,"code":null}}`)
+			return
+		}
+		sim.ServeHTTP(w, r)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// healthRow reads one candidate's live health from the admin API.
+func (g *gateway) healthRow(t *testing.T, model, cand string) gjson.Result {
+	t.Helper()
+	resp, err := http.Get(g.admin + "/switchyard/health")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, 200, resp.StatusCode, "%s", b)
+	for _, row := range gjson.GetBytes(b, "candidates").Array() {
+		if row.Get("model").Str == model && row.Get("candidate").Str == cand {
+			return row
+		}
+	}
+	t.Fatalf("no health row for %s/%s in %s", model, cand, b)
+	return gjson.Result{}
+}
+
+const pairHealth = "\t\thealth {\n\t\t\tfailure_threshold 3\n\t\t\twindow 30s\n\t\t\tcooldown 1s\n\t\t\tmax_cooldown 4s\n\t\t}\n"
+
+// pair declares a model with a switchable primary candidate and a healthy backup.
+func pair(bad *switchable, good *upstream) string {
+	return "\t\tmodel pair {\n" +
+		candidate("flaky", "family_a", bad.URL+"/v1", "up-flaky") +
+		candidate("steady", "family_a", "http://"+good.hostport()+"/v1", "up-steady", "priority 1") + "\t\t}\n"
+}
+
+func TestCircuitOpensAndRecovers(t *testing.T) {
+	bad, good := newSwitchable(t), newUpstream(t)
+	g := startGatewayWith(t, good, pair(bad, good), pairHealth)
+	bad.failing.Store(true)
+
+	// Until the circuit opens, requests that land on the failing candidate fail over.
+	for i := 0; i < 20; i++ {
+		r := g.call(t, "POST", "/v1/chat/completions", `{"model":"pair","messages":[]}`)
+		require.Equal(t, 200, r.Status, "failover hides the failing candidate: %s", r.Body)
+	}
+	require.Equal(t, "open", g.healthRow(t, "pair", "flaky").Get("state").Str)
+
+	// With the circuit open, the next 100 requests go straight to the healthy candidate.
+	hitsBefore := bad.hits.Load()
+	for i := 0; i < 100; i++ {
+		r := g.call(t, "POST", "/v1/chat/completions", `{"model":"pair","messages":[]}`)
+		require.Equal(t, 200, r.Status)
+	}
+	straight := 100 - int(bad.hits.Load()-hitsBefore)
+	t.Logf("after the circuit opened: %d of 100 requests went straight to the healthy candidate, 0 failed", straight)
+	assert.GreaterOrEqual(t, straight, 95)
+
+	// Recovered: it is probed and takes traffic again within its cooldown plus one probe.
+	bad.failing.Store(false)
+	recovered := time.Now()
+	hitsBefore = bad.hits.Load()
+	deadline := recovered.Add(10 * time.Second)
+	for bad.hits.Load() == hitsBefore && time.Now().Before(deadline) {
+		r := g.call(t, "POST", "/v1/chat/completions", `{"model":"pair","messages":[]}`)
+		require.Equal(t, 200, r.Status)
+		time.Sleep(20 * time.Millisecond)
+	}
+	back := time.Since(recovered)
+	cooldown := time.Duration(g.healthRow(t, "pair", "flaky").Get("consecutive_trips").Int()) * time.Second
+	t.Logf("recovered candidate took traffic again after %v", back.Round(time.Millisecond))
+	require.Greater(t, bad.hits.Load(), hitsBefore, "the recovered candidate was never probed")
+	assert.Less(t, back, 4*time.Second+time.Second, "within the (capped) cooldown plus one probe")
+	_ = cooldown
+	assert.Equal(t, "closed", g.healthRow(t, "pair", "flaky").Get("state").Str, "a successful probe closes the circuit")
+}
+
+func TestRetryAfterPutsACandidateInCooldown(t *testing.T) {
+	up := newUpstream(t)
+	a := "http://" + up.hostport() + "/v1"
+	models := "\t\tmodel limited {\n" +
+		candidate("busy", "family_a", a, "up+rate-limit") +
+		candidate("spare", "family_a", a, "up-spare", "priority 1") + "\t\t}\n"
+	g := startGatewayWith(t, up, models, "")
+
+	r := g.call(t, "POST", "/v1/chat/completions", `{"model":"limited","messages":[]}`)
+	require.Equal(t, 200, r.Status, "the spare serves while the busy one asks for a pause")
+	row := g.healthRow(t, "limited", "busy")
+	assert.Equal(t, "open", row.Get("state").Str, "one 429 with retry-after opens it at once")
+	assert.InDelta(t, 2, row.Get("cooldown_remaining_s").Float(), 0.5, "for as long as the upstream asked")
+
+	before := up.count()
+	for i := 0; i < 5; i++ {
+		require.Equal(t, 200, g.call(t, "POST", "/v1/chat/completions", `{"model":"limited","messages":[]}`).Status)
+	}
+	assert.Equal(t, before+5, up.count(), "during the cooldown only the spare is called")
+	for _, req := range up.requests[before:] {
+		assert.Contains(t, string(req.Body), "up-spare")
+	}
+}
+
+func TestFirstByteAndIdleLimits(t *testing.T) {
+	up := newUpstream(t)
+	a := "http://" + up.hostport() + "/v1"
+	b := "http://" + up.hostport()
+	models := "\t\tmodel slow-first {\n" +
+		candidate("slow", "family_a", a, "up+slow-headers-3s", "first_byte_timeout 300ms") +
+		candidate("quick", "family_a", a, "up-quick", "priority 1") + "\t\t}\n" +
+		"\t\tmodel stalls {\n" +
+		candidate("stall", "family_b", b, "up+stall", "idle_timeout 400ms") + "\t\t}\n"
+	g := startGatewayWith(t, up, models, "")
+
+	for _, stream := range []string{"false", "true"} {
+		r := g.call(t, "POST", "/v1/chat/completions", `{"model":"slow-first","stream":`+stream+`,"messages":[]}`)
+		require.Equal(t, 200, r.Status)
+		assert.Contains(t, string(r.Body), `"model":"slow-first"`)
+		assert.Less(t, r.Elapsed, 2*time.Second, "moved on after the first-byte limit, not after the 3 s upstream")
+	}
+	assert.Equal(t, "timeout", g.healthRow(t, "slow-first", "slow").Get("last_failure").Str)
+
+	// A stream that stalls after its first event ends with a native error, it does not hang.
+	r := g.call(t, "POST", "/v1/messages", `{"model":"stalls","max_tokens":64,"stream":true,"messages":[]}`, "anthropic-version", v1)
+	require.Equal(t, 200, r.Status)
+	assert.Less(t, r.Elapsed, 3*time.Second)
+	events := parseSSE(t, r.Body)
+	require.GreaterOrEqual(t, len(events), 2)
+	assert.Equal(t, "message_start", events[0].Name)
+	assert.Equal(t, "error", events[len(events)-1].Name)
+	g.assertNoLeak(t, &result{Body: r.Body, Header: r.Header})
+}
+
+func TestConversationAffinity(t *testing.T) {
+	one, two := newSwitchable(t), newSwitchable(t)
+	up := newUpstream(t)
+	models := "\t\tmodel duo {\n" +
+		candidate("one", "family_b", one.URL, "up-one") +
+		candidate("two", "family_b", two.URL, "up-two") + "\t\t}\n"
+	g := startGatewayWith(t, up, models, "")
+	body := `{"model":"duo","max_tokens":64,"messages":[{"role":"user","content":"hi"}]}`
+
+	// Each conversation stays on one candidate.
+	for _, session := range []string{"sess-a", "sess-b", "sess-c", "sess-d"} {
+		o, w := one.hits.Load(), two.hits.Load()
+		for i := 0; i < 6; i++ {
+			r := g.call(t, "POST", "/v1/messages", body, "anthropic-version", v1, "X-Claude-Code-Session-Id", session)
+			require.Equal(t, 200, r.Status)
+		}
+		dOne, dTwo := one.hits.Load()-o, two.hits.Load()-w
+		assert.True(t, (dOne == 6 && dTwo == 0) || (dOne == 0 && dTwo == 6), "session %s went to both (%d/%d)", session, dOne, dTwo)
+	}
+
+	// Without an identity, requests spread over both.
+	o, w := one.hits.Load(), two.hits.Load()
+	for i := 0; i < 40; i++ {
+		require.Equal(t, 200, g.call(t, "POST", "/v1/messages", body, "anthropic-version", v1).Status)
+	}
+	assert.Positive(t, one.hits.Load()-o)
+	assert.Positive(t, two.hits.Load()-w)
+
+	// When the conversation's candidate fails, the conversation moves and stays moved.
+	_ = g.call(t, "POST", "/v1/messages", body, "anthropic-version", v1, "X-Claude-Code-Session-Id", "sess-move")
+	first, other := one, two
+	if two.hits.Load() > w+int64(0) && one.hits.Load() == o+int64(0) {
+		first, other = two, one
+	}
+	_ = other
+	first.failing.Store(true)
+	r := g.call(t, "POST", "/v1/messages", body, "anthropic-version", v1, "X-Claude-Code-Session-Id", "sess-move")
+	require.Equal(t, 200, r.Status)
+	first.failing.Store(false)
+	before := first.hits.Load()
+	for i := 0; i < 4; i++ {
+		require.Equal(t, 200, g.call(t, "POST", "/v1/messages", body, "anthropic-version", v1, "X-Claude-Code-Session-Id", "sess-move").Status)
+	}
+	assert.Equal(t, before, first.hits.Load(), "the moved conversation stays where it now is")
+
+	// Codex's prompt_cache_key is a conversation identity too.
+	o, w = one.hits.Load(), two.hits.Load()
+	codex := `{"model":"duo","max_tokens":64,"messages":[],"prompt_cache_key":"thread-42"}`
+	for i := 0; i < 5; i++ {
+		require.Equal(t, 200, g.call(t, "POST", "/v1/messages", codex, "anthropic-version", v1).Status)
+	}
+	dOne, dTwo := one.hits.Load()-o, two.hits.Load()-w
+	assert.True(t, dOne == 0 || dTwo == 0, "prompt_cache_key keeps one candidate (%d/%d)", dOne, dTwo)
+}
+
+func TestClientDisconnectCancelsTheUpstreamRequest(t *testing.T) {
+	cancelled := make(chan time.Duration, 1)
+	started := make(chan time.Time, 1)
+	hold := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Reading the body lets the server notice the connection closing.
+		_, _ = io.ReadAll(r.Body)
+		start := time.Now()
+		started <- start
+		<-r.Context().Done()
+		cancelled <- time.Since(start)
+	}))
+	t.Cleanup(hold.Close)
+	up := newUpstream(t)
+	g := startGatewayWith(t, up, "\t\tmodel held {\n"+candidate("hold", "family_a", hold.URL+"/v1", "up-hold")+"\t\t}\n", "")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "POST", g.base+"/v1/chat/completions", strings.NewReader(`{"model":"held","stream":true,"messages":[]}`))
+	req.Header.Set("Authorization", "Bearer "+testKey)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+	}()
+	<-started
+	gone := time.Now()
+	cancel()
+	select {
+	case <-cancelled:
+		t.Logf("upstream request cancelled %v after the client went away", time.Since(gone).Round(time.Millisecond))
+		assert.Less(t, time.Since(gone), 500*time.Millisecond)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the upstream request outlived its client")
+	}
+	// The candidate is not blamed for the client leaving.
+	assert.Equal(t, "closed", g.healthRow(t, "held", "hold").Get("state").Str)
+	assert.Equal(t, int64(0), g.healthRow(t, "held", "hold").Get("recent_failures").Int())
+}
+
+func TestHealthSurvivesReload(t *testing.T) {
+	bad, good := newSwitchable(t), newUpstream(t)
+	models := pair(bad, good)
+	g := startGatewayWith(t, good, models, pairHealth)
+	bad.failing.Store(true)
+	for i := 0; i < 12; i++ {
+		require.Equal(t, 200, g.call(t, "POST", "/v1/chat/completions", `{"model":"pair","messages":[]}`).Status)
+	}
+	require.Equal(t, "open", g.healthRow(t, "pair", "flaky").Get("state").Str)
+
+	// Reload with a further model: the flaky candidate is unchanged, its health is kept.
+	extra := "\t\tmodel extra {\n" + candidate("x", "family_a", "http://"+good.hostport()+"/v1", "up-x") + "\t\t}\n"
+	g.reload(t, strings.Replace(g.caddyfile, models, models+extra, 1))
+	require.Equal(t, 200, g.call(t, "POST", "/v1/chat/completions", `{"model":"extra","messages":[]}`).Status, "the new config is live")
+	assert.Equal(t, "open", g.healthRow(t, "pair", "flaky").Get("state").Str, "health survived the reload")
+	hits := bad.hits.Load()
+	for i := 0; i < 10; i++ {
+		require.Equal(t, 200, g.call(t, "POST", "/v1/chat/completions", `{"model":"pair","messages":[]}`).Status)
+	}
+	assert.Equal(t, hits, bad.hits.Load(), "the open circuit is still respected")
+}
+
+func TestReloadDropsNoInFlightStream(t *testing.T) {
+	up := newUpstream(t)
+	models := "\t\tmodel dripping {\n" + candidate("d", "family_b", "http://"+up.hostport(), "up+drip-150ms") + "\t\t}\n"
+	g := startGatewayWith(t, up, models, "")
+
+	const streams = 6
+	var wg sync.WaitGroup
+	results := make([][]sseEvent, streams)
+	for i := 0; i < streams; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			req, _ := http.NewRequest("POST", g.base+"/v1/messages", strings.NewReader(`{"model":"dripping","max_tokens":64,"stream":true,"messages":[]}`))
+			req.Header.Set("x-api-key", testKey)
+			req.Header.Set("anthropic-version", v1)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			results[i] = parseSSE(t, b)
+		}(i)
+	}
+	time.Sleep(300 * time.Millisecond) // every stream is under way
+	g.reload(t, strings.Replace(g.caddyfile, "model dripping {", "model dripping {\n\t\t\tdisplay_name Reloaded", 1))
+	wg.Wait()
+	for i, events := range results {
+		require.NotEmpty(t, events, "stream %d got nothing", i)
+		assert.Equal(t, "message_stop", events[len(events)-1].Name, "stream %d was cut by the reload", i)
+	}
+	r := g.call(t, "GET", "/v1/models/dripping", "")
+	assert.Equal(t, "Reloaded", gjson.GetBytes(r.Body, "display_name").Str)
+}
+
+// Parallel requests while candidates flip between healthy and failing: every answer is
+// a success or a clean 503, and the race detector (make test) sees no data race.
+func TestConcurrentFlipping(t *testing.T) {
+	bad, other := newSwitchable(t), newSwitchable(t)
+	up := newUpstream(t)
+	models := "\t\tmodel flip {\n" +
+		candidate("x", "family_a", bad.URL+"/v1", "up-x") +
+		candidate("y", "family_a", other.URL+"/v1", "up-y") + "\t\t}\n"
+	g := startGatewayWith(t, up, models, "\t\thealth {\n\t\t\tfailure_threshold 2\n\t\t\tcooldown 50ms\n\t\t\tmax_cooldown 200ms\n\t\t}\n")
+
+	stop := make(chan struct{})
+	go func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(7 * time.Millisecond):
+				bad.failing.Store(i%2 == 0)
+				other.failing.Store(i%3 == 0)
+			}
+		}
+	}()
+	var ok, unavailable, other5xx atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 40; i++ {
+				stream := "false"
+				if i%2 == 1 {
+					stream = "true"
+				}
+				req, _ := http.NewRequest("POST", g.base+"/v1/chat/completions", strings.NewReader(`{"model":"flip","stream":`+stream+`,"messages":[]}`))
+				req.Header.Set("Authorization", "Bearer "+testKey)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					other5xx.Add(1)
+					continue
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				switch {
+				case resp.StatusCode == 200 && strings.Contains(string(b), `"model":"flip"`):
+					ok.Add(1)
+				case resp.StatusCode == 503 && gjson.GetBytes(b, "error.code").Str == "routing_no_available_channel":
+					unavailable.Add(1)
+				default:
+					other5xx.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	t.Logf("320 requests while flipping: %d served, %d clean 503", ok.Load(), unavailable.Load())
+	assert.Zero(t, other5xx.Load())
+	assert.Positive(t, ok.Load())
+}
+
+func TestMetricsOnCaddysEndpoint(t *testing.T) {
+	g := startGateway(t)
+	require.Equal(t, 200, g.call(t, "POST", "/v1/chat/completions", `{"model":"failover-a","messages":[]}`).Status)
+	resp, err := http.Get(g.admin + "/metrics")
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	text := string(b)
+	for _, want := range []string{
+		`switchyard_requests_total{candidate="good",model="failover-a",outcome="success",protocol="family_a"}`,
+		`switchyard_failovers_total{candidate="refused",model="failover-a",reason="connect"}`,
+		`switchyard_failovers_total{candidate="broken",model="failover-a",reason="status"}`,
+		`switchyard_failovers_total{candidate="limited",model="failover-a",reason="rate_limit"}`,
+		`switchyard_failovers_total{candidate="inband",model="failover-a",reason="inband_error"}`,
+		`switchyard_attempts_per_request_bucket{model="failover-a",protocol="family_a",le="6"}`,
+		`switchyard_time_to_first_byte_seconds_bucket{candidate="good",model="failover-a"`,
+		`switchyard_circuit_state{candidate="limited",model="failover-a"} 2`,
+	} {
+		assert.True(t, strings.Contains(text, want), "the metrics lack %s", want)
+	}
+	assert.False(t, strings.Contains(text, upstreamPrefix), "metrics name candidates, never upstream models")
+	assert.False(t, strings.Contains(text, "localhost"), "metrics name no upstream host")
+
+	var health struct {
+		Candidates []map[string]any `json:"candidates"`
+	}
+	resp, err = http.Get(g.admin + "/switchyard/health")
+	require.NoError(t, err)
+	hb, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, json.Unmarshal(hb, &health))
+	assert.NotEmpty(t, health.Candidates)
+	assert.NotContains(t, string(hb), upstreamPrefix)
+	assert.NotContains(t, string(hb), upstreamCred)
+}

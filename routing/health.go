@@ -1,0 +1,335 @@
+package routing
+
+import (
+	"math"
+	"sync"
+	"time"
+)
+
+// CircuitState is the state of a candidate's circuit breaker.
+type CircuitState uint8
+
+const (
+	// Closed: the candidate takes traffic.
+	Closed CircuitState = iota
+	// HalfOpen: the cooldown is over; a bounded number of live requests probe it.
+	HalfOpen
+	// Open: the candidate failed repeatedly (or asked for a pause) and is skipped.
+	Open
+)
+
+func (s CircuitState) String() string {
+	switch s {
+	case HalfOpen:
+		return "half_open"
+	case Open:
+		return "open"
+	}
+	return "closed"
+}
+
+// HealthPolicy tunes how quickly a candidate is taken out and brought back.
+type HealthPolicy struct {
+	// FailureThreshold failures within Window open the circuit.
+	FailureThreshold int
+	Window           time.Duration
+	// Cooldown is how long the circuit stays open after its first trip; each further
+	// trip without a success in between doubles it, up to MaxCooldown.
+	Cooldown    time.Duration
+	MaxCooldown time.Duration
+	// HalfOpenProbes is how many live requests may probe a half-open candidate at once.
+	HalfOpenProbes int
+}
+
+// DefaultHealthPolicy is used for whatever a configuration leaves unset.
+var DefaultHealthPolicy = HealthPolicy{
+	FailureThreshold: 3,
+	Window:           30 * time.Second,
+	Cooldown:         5 * time.Second,
+	MaxCooldown:      5 * time.Minute,
+	HalfOpenProbes:   1,
+}
+
+// WithDefaults fills unset fields from DefaultHealthPolicy.
+func (p HealthPolicy) WithDefaults() HealthPolicy {
+	d := DefaultHealthPolicy
+	if p.FailureThreshold <= 0 {
+		p.FailureThreshold = d.FailureThreshold
+	}
+	if p.Window <= 0 {
+		p.Window = d.Window
+	}
+	if p.Cooldown <= 0 {
+		p.Cooldown = d.Cooldown
+	}
+	if p.MaxCooldown < p.Cooldown {
+		p.MaxCooldown = max(d.MaxCooldown, p.Cooldown)
+	}
+	if p.HalfOpenProbes <= 0 {
+		p.HalfOpenProbes = d.HalfOpenProbes
+	}
+	return p
+}
+
+// ewmaWeight is how much one outcome moves the moving averages (about the last ten
+// outcomes matter).
+const ewmaWeight = 0.2
+
+// Health is one candidate's live health. It is shared by every configuration that has
+// the same candidate identity, so it survives reloads; all methods are safe for
+// concurrent use.
+type Health struct {
+	mu     sync.Mutex
+	policy HealthPolicy
+
+	state     CircuitState
+	failures  []time.Time // recent failures, oldest first, within the window
+	trips     int         // consecutive trips without a success in between
+	openUntil time.Time   // while Open: when it may half-open
+	probes    int         // probes in flight while HalfOpen
+
+	successRate   float64       // EWMA of 1 (success) and 0 (failure)
+	ttfb          time.Duration // EWMA of time to first byte of successful attempts
+	outcomes      uint64
+	lastFailure   Reason
+	lastFailureAt time.Time
+	lastChange    time.Time
+}
+
+// NewHealth starts a candidate healthy.
+func NewHealth(p HealthPolicy) *Health {
+	return &Health{policy: p.WithDefaults(), successRate: 1}
+}
+
+// SetPolicy replaces the policy (a reload may change it) without touching the state.
+func (h *Health) SetPolicy(p HealthPolicy) {
+	h.mu.Lock()
+	h.policy = p.WithDefaults()
+	h.mu.Unlock()
+}
+
+// Destruct implements caddy.Destructor for the pool that shares Health across reloads.
+func (h *Health) Destruct() error { return nil }
+
+// Admission is the answer to "may a request try this candidate now?".
+type Admission uint8
+
+const (
+	// Refused: the circuit is open (or all probe slots are taken).
+	Refused Admission = iota
+	// Admitted: the circuit is closed.
+	Admitted
+	// Probe: the circuit is half-open and this request is one of its probes; the caller
+	// must Record the outcome (or Release the slot) so the slot is freed.
+	Probe
+)
+
+// Available reports, without taking a probe slot, whether the candidate would be tried.
+func (h *Health) Available(now time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.advance(now)
+	return h.state == Closed || (h.state == HalfOpen && h.probes < h.policy.HalfOpenProbes)
+}
+
+// Admit decides whether a request may try the candidate now and, for a half-open
+// circuit, takes a probe slot.
+func (h *Health) Admit(now time.Time) Admission {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.advance(now)
+	switch h.state {
+	case Closed:
+		return Admitted
+	case HalfOpen:
+		if h.probes < h.policy.HalfOpenProbes {
+			h.probes++
+			return Probe
+		}
+	}
+	return Refused
+}
+
+// Release frees a probe slot that was taken but not used for an attempt.
+func (h *Health) Release(a Admission) {
+	if a != Probe {
+		return
+	}
+	h.mu.Lock()
+	if h.probes > 0 {
+		h.probes--
+	}
+	h.mu.Unlock()
+}
+
+// advance moves an open circuit whose cooldown is over to half-open. Caller holds mu.
+func (h *Health) advance(now time.Time) {
+	if h.state == Open && !now.Before(h.openUntil) {
+		h.state = HalfOpen
+		h.probes = 0
+		h.lastChange = now
+	}
+}
+
+// ReadyAt is when the candidate can next be tried: now for a closed or half-open circuit.
+func (h *Health) ReadyAt(now time.Time) time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.advance(now)
+	if h.state == Open {
+		return h.openUntil
+	}
+	return now
+}
+
+// RecordSuccess notes an attempt that served its request; ttfb is its time to first byte.
+func (h *Health) RecordSuccess(a Admission, ttfb time.Duration, now time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.releaseLocked(a)
+	h.outcomes++
+	h.successRate = h.decayedSuccessRate(now)
+	h.successRate += ewmaWeight * (1 - h.successRate)
+	if h.ttfb == 0 {
+		h.ttfb = ttfb
+	} else {
+		h.ttfb += time.Duration(ewmaWeight * float64(ttfb-h.ttfb))
+	}
+	h.failures = h.failures[:0]
+	h.trips = 0
+	if h.state != Closed {
+		h.state = Closed
+		h.lastChange = now
+	}
+}
+
+// RecordFailure notes an attempt that could not serve its request. retryAfter, when
+// positive, is the upstream's own request for a pause and puts the candidate in cooldown
+// for that long at once.
+func (h *Health) RecordFailure(a Admission, reason Reason, retryAfter time.Duration, now time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.releaseLocked(a)
+	h.outcomes++
+	h.successRate = h.decayedSuccessRate(now) * (1 - ewmaWeight)
+	h.lastFailure = reason
+	h.lastFailureAt = now
+
+	if retryAfter > 0 {
+		h.openFor(retryAfter, now)
+		return
+	}
+	if h.state == HalfOpen {
+		// A failed probe re-opens the circuit with a longer cooldown.
+		h.trip(now)
+		return
+	}
+	cutoff := now.Add(-h.policy.Window)
+	keep := h.failures[:0]
+	for _, t := range h.failures {
+		if t.After(cutoff) {
+			keep = append(keep, t)
+		}
+	}
+	h.failures = append(keep, now)
+	if h.state == Closed && len(h.failures) >= h.policy.FailureThreshold {
+		h.trip(now)
+	}
+}
+
+func (h *Health) releaseLocked(a Admission) {
+	if a == Probe && h.probes > 0 {
+		h.probes--
+	}
+}
+
+// trip opens the circuit for a cooldown that doubles with each consecutive trip.
+func (h *Health) trip(now time.Time) {
+	cooldown := time.Duration(float64(h.policy.Cooldown) * math.Pow(2, float64(min(h.trips, 30))))
+	h.trips++
+	h.openFor(min(cooldown, h.policy.MaxCooldown), now)
+}
+
+func (h *Health) openFor(d time.Duration, now time.Time) {
+	until := now.Add(d)
+	if h.state == Open && h.openUntil.After(until) {
+		return // never shorten a pause already in force
+	}
+	h.state = Open
+	h.openUntil = until
+	h.failures = h.failures[:0]
+	h.probes = 0
+	h.lastChange = now
+}
+
+// decayedSuccessRate is the success rate with past failures fading: half of their weight
+// goes every third of the window. Without it a candidate demoted by one failure would
+// never be tried again while another is healthy, and so could never earn its place back.
+// Caller holds mu.
+func (h *Health) decayedSuccessRate(now time.Time) float64 {
+	if h.lastFailureAt.IsZero() || h.successRate >= 1 {
+		return h.successRate
+	}
+	halfLife := h.policy.Window / 3
+	fade := math.Exp2(-float64(now.Sub(h.lastFailureAt)) / float64(halfLife))
+	return 1 - (1-h.successRate)*fade
+}
+
+// score orders candidates of equal priority: higher is better. A candidate with a clean
+// recent record beats one that is failing, by coarse bands so that one stray failure
+// among many successes does not move all traffic.
+func (h *Health) score(now time.Time) float64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	band := math.Floor(h.decayedSuccessRate(now) * 10) // 0..10
+	if h.state == HalfOpen {
+		band = -1 // a probe goes last among the available
+	}
+	return band
+}
+
+// Snapshot is a copy of a candidate's health for the admin API and metrics.
+type Snapshot struct {
+	State            string        `json:"state"`
+	SuccessRate      float64       `json:"success_rate"`
+	TimeToFirstByte  time.Duration `json:"-"`
+	TTFBMillis       float64       `json:"ttfb_ms"`
+	RecentFailures   int           `json:"recent_failures"`
+	ConsecutiveTrips int           `json:"consecutive_trips"`
+	CooldownSeconds  float64       `json:"cooldown_remaining_s"`
+	ProbesInFlight   int           `json:"probes_in_flight"`
+	Outcomes         uint64        `json:"outcomes"`
+	LastFailure      string        `json:"last_failure,omitempty"`
+	Since            time.Time     `json:"state_since,omitzero"`
+}
+
+// Snapshot reads the health at now.
+func (h *Health) Snapshot(now time.Time) Snapshot {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.advance(now)
+	s := Snapshot{
+		State:            h.state.String(),
+		SuccessRate:      math.Round(h.decayedSuccessRate(now)*1000) / 1000,
+		TimeToFirstByte:  h.ttfb,
+		TTFBMillis:       math.Round(float64(h.ttfb)/1e4) / 100,
+		RecentFailures:   len(h.failures),
+		ConsecutiveTrips: h.trips,
+		ProbesInFlight:   h.probes,
+		Outcomes:         h.outcomes,
+		LastFailure:      string(h.lastFailure),
+		Since:            h.lastChange,
+	}
+	if h.state == Open {
+		s.CooldownSeconds = math.Round(h.openUntil.Sub(now).Seconds()*100) / 100
+	}
+	return s
+}
+
+// State reads the circuit state at now.
+func (h *Health) State(now time.Time) CircuitState {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.advance(now)
+	return h.state
+}

@@ -1,0 +1,157 @@
+package routing
+
+import (
+	"container/list"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Option is a candidate as the ordering sees it.
+type Option struct {
+	Candidate *Candidate
+	Health    *Health
+}
+
+// Order returns the positions of the options to try, best first. Candidates whose circuit
+// is open are left out, so they cost the request nothing. The order is by priority, then
+// health band, then a weighted random draw that spreads load by weight. preferred, when
+// not negative, is the option that served this conversation last: it goes first while it
+// is available, since thinking signatures, encrypted reasoning and prompt caches are only
+// valid where they were made.
+func Order(opts []Option, preferred int, now time.Time) []int {
+	type ranked struct {
+		pos      int
+		priority int
+		band     float64
+		draw     float64
+	}
+	rs := make([]ranked, 0, len(opts))
+	for i, o := range opts {
+		if !o.Health.Available(now) {
+			continue
+		}
+		w := float64(o.Candidate.Weight)
+		if w <= 0 {
+			w = 1
+		}
+		// Efraimidis–Spirakis: u^(1/w) sorted descending is a weighted random order.
+		rs = append(rs, ranked{pos: i, priority: o.Candidate.Priority, band: o.Health.score(now), draw: math.Pow(rand.Float64(), 1/w)})
+	}
+	slices.SortFunc(rs, func(a, b ranked) int {
+		if a.pos == preferred && b.pos != preferred {
+			return -1
+		}
+		if b.pos == preferred && a.pos != preferred {
+			return 1
+		}
+		switch {
+		case a.priority != b.priority:
+			return a.priority - b.priority
+		case a.band != b.band:
+			return cmpDesc(a.band, b.band)
+		}
+		return cmpDesc(a.draw, b.draw)
+	})
+	out := make([]int, len(rs))
+	for i, r := range rs {
+		out[i] = r.pos
+	}
+	return out
+}
+
+func cmpDesc(a, b float64) int {
+	switch {
+	case a > b:
+		return -1
+	case a < b:
+		return 1
+	}
+	return 0
+}
+
+// SoonestReady is the earliest time any option can be tried again (now if one can).
+func SoonestReady(opts []Option, now time.Time) time.Time {
+	soonest := time.Time{}
+	for _, o := range opts {
+		t := o.Health.ReadyAt(now)
+		if soonest.IsZero() || t.Before(soonest) {
+			soonest = t
+		}
+	}
+	if soonest.IsZero() {
+		return now
+	}
+	return soonest
+}
+
+// Affinity remembers which candidate served each conversation last. Memory is bounded
+// by a size limit (least recently used entries go first) and an idle expiry.
+type Affinity struct {
+	mu      sync.Mutex
+	ttl     time.Duration
+	limit   int
+	entries map[string]*list.Element
+	lru     *list.List // front: most recently used
+}
+
+type affinityEntry struct {
+	key       string
+	candidate string // the candidate's Identity
+	seen      time.Time
+}
+
+// NewAffinity keeps at most limit conversations, each for ttl after it was last used.
+func NewAffinity(limit int, ttl time.Duration) *Affinity {
+	return &Affinity{ttl: ttl, limit: limit, entries: make(map[string]*list.Element), lru: list.New()}
+}
+
+// Get returns the identity of the candidate that served the conversation last.
+func (a *Affinity) Get(key string, now time.Time) (string, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	el, ok := a.entries[key]
+	if !ok {
+		return "", false
+	}
+	e := el.Value.(*affinityEntry)
+	if now.Sub(e.seen) > a.ttl {
+		a.remove(el)
+		return "", false
+	}
+	return e.candidate, true
+}
+
+// Set records that the candidate served the conversation.
+func (a *Affinity) Set(key, candidate string, now time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if el, ok := a.entries[key]; ok {
+		e := el.Value.(*affinityEntry)
+		e.candidate, e.seen = candidate, now
+		a.lru.MoveToFront(el)
+		return
+	}
+	a.entries[key] = a.lru.PushFront(&affinityEntry{key: key, candidate: candidate, seen: now})
+	// Evict from the back: the least recently used, and anything expired on the way.
+	for a.lru.Len() > a.limit {
+		a.remove(a.lru.Back())
+	}
+	for back := a.lru.Back(); back != nil && now.Sub(back.Value.(*affinityEntry).seen) > a.ttl; back = a.lru.Back() {
+		a.remove(back)
+	}
+}
+
+// Len is the number of conversations remembered.
+func (a *Affinity) Len() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.lru.Len()
+}
+
+func (a *Affinity) remove(el *list.Element) {
+	delete(a.entries, el.Value.(*affinityEntry).key)
+	a.lru.Remove(el)
+}
