@@ -89,9 +89,39 @@ check() {
 	fi
 }
 
-# The checks the README shows; more join them as the gateway grows.
+# The requests the README's "Try it" section shows, as printed there.
+key=$SWITCHYARD_EXAMPLE_KEY
+json=(-H 'Content-Type: application/json')
+reply='Hello from the Switchyard simulator'
 check "GET /v1/models lists the models" 200 '"object" *: *"list"' \
-	-H "Authorization: Bearer $SWITCHYARD_EXAMPLE_KEY" "$base_url/v1/models"
+	-H "Authorization: Bearer $key" "$base_url/v1/models"
+check "chat completion" 200 "\"model\":\"sim-gpt\".*$reply|$reply.*\"model\":\"sim-gpt\"" \
+	"$base_url/v1/chat/completions" -H "Authorization: Bearer $key" "${json[@]}" \
+	-d '{"model":"sim-gpt","messages":[{"role":"user","content":"Hello"}]}'
+check "chat completion, streamed" 200 'data: \[DONE\]' -N \
+	"$base_url/v1/chat/completions" -H "Authorization: Bearer $key" "${json[@]}" \
+	-d '{"model":"sim-gpt","stream":true,"messages":[{"role":"user","content":"Hello"}]}'
+check "responses" 200 '"model":"sim-gpt"' \
+	"$base_url/v1/responses" -H "Authorization: Bearer $key" "${json[@]}" \
+	-d '{"model":"sim-gpt","input":"Hello","reasoning":{"effort":"low"}}'
+check "responses, streamed" 200 'event: response.completed' -N \
+	"$base_url/v1/responses" -H "Authorization: Bearer $key" "${json[@]}" \
+	-d '{"model":"sim-gpt","input":"Hello","stream":true}'
+check "messages" 200 '"model":"sim-claude"' \
+	"$base_url/v1/messages" -H "x-api-key: $key" -H 'anthropic-version: 2023-06-01' "${json[@]}" \
+	-d '{"model":"sim-claude","max_tokens":1024,"messages":[{"role":"user","content":"Hello"}]}'
+check "messages, streamed with thinking" 200 'event: message_stop' -N \
+	"$base_url/v1/messages" -H "x-api-key: $key" -H 'anthropic-version: 2023-06-01' "${json[@]}" \
+	-d '{"model":"sim-claude","max_tokens":4096,"stream":true,"thinking":{"type":"enabled","budget_tokens":1024},"messages":[{"role":"user","content":"Hello"}]}'
+check "failover you cannot see" 200 '"model":"sim-failover"' \
+	"$base_url/v1/chat/completions" -H "Authorization: Bearer $key" "${json[@]}" \
+	-d '{"model":"sim-failover","messages":[{"role":"user","content":"Hello"}]}'
+check "a model lacking the protocol fails at once" 503 'routing_no_available_channel' \
+	"$base_url/v1/messages" -H "x-api-key: $key" -H 'anthropic-version: 2023-06-01' "${json[@]}" \
+	-d '{"model":"sim-gpt","max_tokens":64,"messages":[{"role":"user","content":"Hello"}]}'
+check "a wrong key is 401" 401 'invalid_api_key' \
+	-H "Authorization: Bearer sk-not-a-real-key-000000" "$base_url/v1/models"
+check "live health on the admin endpoint" 200 '"candidates"' "http://127.0.0.1:2019/switchyard/health"
 
 ((failed == 0)) || show_log
 say "$passed passed, $failed failed"
