@@ -62,8 +62,10 @@ func (p HealthPolicy) WithDefaults() HealthPolicy {
 	if p.Cooldown <= 0 {
 		p.Cooldown = d.Cooldown
 	}
-	if p.MaxCooldown < p.Cooldown {
+	if p.MaxCooldown <= 0 {
 		p.MaxCooldown = max(d.MaxCooldown, p.Cooldown)
+	} else if p.MaxCooldown < p.Cooldown {
+		p.MaxCooldown = p.Cooldown // a cap below the cooldown means it does not grow
 	}
 	if p.HalfOpenProbes <= 0 {
 		p.HalfOpenProbes = d.HalfOpenProbes
@@ -86,14 +88,14 @@ type Health struct {
 	failures  []time.Time // recent failures, oldest first, within the window
 	trips     int         // consecutive trips without a success in between
 	openUntil time.Time   // while Open: when it may half-open
-	probes    int         // probes in flight while HalfOpen
+	probes    int         // probe admissions not yet recorded or released
 
-	successRate   float64       // EWMA of 1 (success) and 0 (failure)
-	ttfb          time.Duration // EWMA of time to first byte of successful attempts
-	outcomes      uint64
-	lastFailure   Reason
-	lastFailureAt time.Time
-	lastChange    time.Time
+	successRate float64       // EWMA of 1 (success) and 0 (failure)
+	rateAt      time.Time     // when successRate was last updated: its fade runs from here
+	ttfb        time.Duration // EWMA of time to first byte of successful attempts
+	outcomes    uint64
+	lastFailure Reason
+	lastChange  time.Time
 }
 
 // NewHealth starts a candidate healthy.
@@ -166,7 +168,6 @@ func (h *Health) Release(a Admission) {
 func (h *Health) advance(now time.Time) {
 	if h.state == Open && !now.Before(h.openUntil) {
 		h.state = HalfOpen
-		h.probes = 0
 		h.lastChange = now
 	}
 }
@@ -190,10 +191,17 @@ func (h *Health) RecordSuccess(a Admission, ttfb time.Duration, now time.Time) {
 	h.outcomes++
 	h.successRate = h.decayedSuccessRate(now)
 	h.successRate += ewmaWeight * (1 - h.successRate)
+	h.rateAt = now
 	if h.ttfb == 0 {
 		h.ttfb = ttfb
 	} else {
 		h.ttfb += time.Duration(ewmaWeight * float64(ttfb-h.ttfb))
+	}
+	if h.state != Closed && a != Probe {
+		// A request admitted before the circuit opened (a long stream, say) says nothing
+		// about the candidate now: only a probe may close the circuit, and a pause the
+		// upstream asked for stands.
+		return
 	}
 	h.failures = h.failures[:0]
 	h.trips = 0
@@ -212,11 +220,16 @@ func (h *Health) RecordFailure(a Admission, reason Reason, retryAfter time.Durat
 	h.releaseLocked(a)
 	h.outcomes++
 	h.successRate = h.decayedSuccessRate(now) * (1 - ewmaWeight)
+	h.rateAt = now
 	h.lastFailure = reason
-	h.lastFailureAt = now
 
 	if retryAfter > 0 {
 		h.openFor(retryAfter, now)
+		return
+	}
+	if h.state != Closed && a != Probe {
+		// A late failure of a request admitted before the circuit opened is already
+		// accounted for by the trip; it must not count as a failed probe.
 		return
 	}
 	if h.state == HalfOpen {
@@ -258,30 +271,33 @@ func (h *Health) openFor(d time.Duration, now time.Time) {
 	h.state = Open
 	h.openUntil = until
 	h.failures = h.failures[:0]
-	h.probes = 0
 	h.lastChange = now
 }
 
 // decayedSuccessRate is the success rate with past failures fading: half of their weight
 // goes every third of the window. Without it a candidate demoted by one failure would
 // never be tried again while another is healthy, and so could never earn its place back.
-// Caller holds mu.
+// The fade runs from the last update of the stored rate (which already holds the fade up
+// to then), so it is not applied twice. Caller holds mu.
 func (h *Health) decayedSuccessRate(now time.Time) float64 {
-	if h.lastFailureAt.IsZero() || h.successRate >= 1 {
+	elapsed := now.Sub(h.rateAt)
+	if h.successRate >= 1 || elapsed <= 0 {
 		return h.successRate
 	}
 	halfLife := h.policy.Window / 3
-	fade := math.Exp2(-float64(now.Sub(h.lastFailureAt)) / float64(halfLife))
+	fade := math.Exp2(-float64(elapsed) / float64(halfLife))
 	return 1 - (1-h.successRate)*fade
 }
 
 // score orders candidates of equal priority: higher is better. A candidate with a clean
 // recent record beats one that is failing, by coarse bands so that one stray failure
-// among many successes does not move all traffic.
+// among many successes does not move all traffic. The top band is [0.9, 1]: a faded
+// failure only approaches 1, so a band of its own for exactly 1 would keep a once-failed
+// candidate behind a spotless one long after it recovered.
 func (h *Health) score(now time.Time) float64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	band := math.Floor(h.decayedSuccessRate(now) * 10) // 0..10
+	band := min(math.Floor(h.decayedSuccessRate(now)*10), 9) // 0..9
 	if h.state == HalfOpen {
 		band = -1 // a probe goes last among the available
 	}

@@ -121,6 +121,11 @@ func (a *Affinity) Get(key string, now time.Time) (string, bool) {
 		a.remove(el)
 		return "", false
 	}
+	// A read is a use: it keeps the conversation from expiry and from eviction.
+	if now.After(e.seen) {
+		e.seen = now
+	}
+	a.lru.MoveToFront(el)
 	return e.candidate, true
 }
 
