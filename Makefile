@@ -26,7 +26,19 @@ $(BIN): $(BUILD_INPUTS)
 run: build
 	./$(BIN) run --config $(CONFIG) --adapter caddyfile
 
+# The real-client tests in integration/ need the npm packages pinned by its lock file:
+# install them first when node and npm exist and node_modules is missing or older than
+# the lock file. Without node those tests skip.
 test:
+	@if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then \
+		stamp=integration/node_modules/.package-lock.json; \
+		if [ ! -e $$stamp ] || [ integration/package-lock.json -nt $$stamp ] || [ integration/package.json -nt $$stamp ]; then \
+			echo "npm ci --prefix integration"; \
+			npm ci --prefix integration --no-audit --no-fund --prefer-offline || exit 1; \
+		fi; \
+	else \
+		echo "make test: node/npm not found; the real-client tests in integration/ will skip"; \
+	fi
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
 
