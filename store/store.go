@@ -1,0 +1,314 @@
+// Package store keeps Switchyard's shared state in a database: API keys now, a usage
+// ledger later. Two drivers give the same tables and the same behaviour:
+//
+//   - "sqlite": an embedded SQLite file (pure Go, no cgo). The default: one gateway, or
+//     several processes on one host sharing the file.
+//   - "postgres": a PostgreSQL database, for several gateways on different hosts.
+//
+// A *Store implements auth.KeyStore. The schema is created and upgraded by migrations
+// embedded in the binary and applied by Open.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/switchyard-gw/switchyard/auth"
+)
+
+// The drivers Open accepts.
+const (
+	DriverSQLite   = "sqlite"
+	DriverPostgres = "postgres"
+)
+
+// ErrConflict is returned when a write would break a uniqueness rule: a key id or key
+// hash that is already stored, or the rotation of a key that was already replaced.
+var ErrConflict = errors.New("store: conflict")
+
+// maxPrefixLen bounds a key's display prefix (auth.DisplayPrefix gives 12 characters):
+// a longer one is more of the secret than a list needs, and is refused.
+const maxPrefixLen = 16
+
+// maxIDLen bounds a key id (auth.NewKeyID gives 20 characters).
+const maxIDLen = 64
+
+// Store is a key store on SQLite or PostgreSQL. It is safe for concurrent use.
+type Store struct {
+	driver string
+	b      backend
+}
+
+var _ auth.KeyStore = (*Store)(nil)
+
+// Open connects to the database and brings its schema up to date.
+//
+// For "sqlite", dsn is the path of the database file; missing parent directories are
+// created, and a new file is readable by its owner only. The file is put in WAL mode,
+// so readers never wait for the writer, and a busy timeout lets writers from several
+// processes queue for the file lock. Keep it on a local file system.
+//
+// For "postgres", dsn is a libpq connection string, either a URL
+// ("postgres://user:pass@host:5432/db?sslmode=verify-full") or key=value pairs
+// ("host=db user=switchyard dbname=switchyard"). pgxpool settings such as
+// pool_max_conns may be given in it; otherwise the pool keeps at most 8 connections and
+// at least 1 (for the cache's polling). Tables go in the connection's current schema
+// (set search_path in the DSN to choose another).
+func Open(ctx context.Context, driver, dsn string) (*Store, error) {
+	var (
+		b   backend
+		err error
+	)
+	switch driver {
+	case DriverSQLite:
+		b, err = openSQLite(ctx, dsn)
+	case DriverPostgres:
+		b, err = openPostgres(ctx, dsn)
+	default:
+		return nil, fmt.Errorf("store: unknown driver %q (want %q or %q)", driver, DriverSQLite, DriverPostgres)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", driver, err)
+	}
+	migrations, err := loadMigrations(driver)
+	if err == nil {
+		err = b.migrate(ctx, migrations)
+	}
+	if err != nil {
+		_ = b.close()
+		return nil, fmt.Errorf("store: migrate %s: %w", driver, err)
+	}
+	return &Store{driver: driver, b: b}, nil
+}
+
+// Driver is the driver the store was opened with.
+func (s *Store) Driver() string { return s.driver }
+
+// Close releases the store's connections.
+func (s *Store) Close() error { return s.b.close() }
+
+// CreateKey implements auth.KeyStore. It stores k's ID, Name, Prefix, Hash, Models,
+// CreatedAt (now when zero) and ExpiresAt; a new key has not been used, revoked or
+// replaced, so the other fields are not read. On success k.Seq is the key's sequence
+// number, and k.CreatedAt is set if it was zero. A key id or hash already stored gives
+// ErrConflict.
+func (s *Store) CreateKey(ctx context.Context, k *auth.Key) error {
+	row, err := newRow(k, time.Now())
+	if err != nil {
+		return err
+	}
+	err = s.b.write(ctx, func(w writer) error {
+		seq, err := w.nextSeq(ctx)
+		if err != nil {
+			return err
+		}
+		row.Seq = seq
+		return w.insert(ctx, row)
+	})
+	if err != nil {
+		return err
+	}
+	k.Seq = row.Seq
+	if k.CreatedAt.IsZero() {
+		k.CreatedAt = row.CreatedAt
+	}
+	return nil
+}
+
+// GetKey implements auth.KeyStore.
+func (s *Store) GetKey(ctx context.Context, id string) (*auth.Key, error) {
+	return s.b.getKey(ctx, id)
+}
+
+// ListKeys implements auth.KeyStore: every key, newest first (ties by id, descending).
+func (s *Store) ListKeys(ctx context.Context) ([]*auth.Key, error) {
+	return s.b.listKeys(ctx)
+}
+
+// RevokeKey implements auth.KeyStore. at is now when zero. Revoking a key that is
+// already revoked changes nothing (it keeps its first revocation time and its Seq, so
+// no gateway is woken for it). An unknown id gives auth.ErrNotFound.
+func (s *Store) RevokeKey(ctx context.Context, id string, at time.Time) error {
+	at = storedTime(orNow(at))
+	return s.b.write(ctx, func(w writer) error {
+		k, err := w.get(ctx, id)
+		if err != nil || !k.RevokedAt.IsZero() {
+			return err
+		}
+		if k.Seq, err = w.nextSeq(ctx); err != nil {
+			return err
+		}
+		k.RevokedAt = at
+		return w.update(ctx, k)
+	})
+}
+
+// RotateKey implements auth.KeyStore. In one transaction it stores replacement (its
+// CreatedAt is at when zero) and ends the old key: revoked at `at` when grace is zero
+// (a key already revoked keeps its first revocation time), otherwise expiring at
+// at+grace or at the expiry it already had, whichever comes first. The old key's
+// ReplacedBy is set to replacement.ID. The replacement takes the next sequence number
+// and the old key the one after, so a cache applying changes in order adds the new key
+// before it ends the old one. An unknown oldID gives auth.ErrNotFound and stores nothing; a
+// key that was already replaced gives ErrConflict. On success replacement.Seq is set.
+func (s *Store) RotateKey(ctx context.Context, oldID string, replacement *auth.Key, at time.Time, grace time.Duration) (*auth.Key, error) {
+	if grace < 0 {
+		return nil, fmt.Errorf("store: rotate %q: negative grace %v", oldID, grace)
+	}
+	at = storedTime(orNow(at))
+	row, err := newRow(replacement, at)
+	if err != nil {
+		return nil, err
+	}
+	var old *auth.Key
+	err = s.b.write(ctx, func(w writer) error {
+		k, err := w.get(ctx, oldID)
+		if err != nil {
+			return err
+		}
+		if k.ReplacedBy != "" {
+			return fmt.Errorf("%w: key %q was already replaced by %q", ErrConflict, oldID, k.ReplacedBy)
+		}
+		if row.Seq, err = w.nextSeq(ctx); err != nil {
+			return err
+		}
+		if err := w.insert(ctx, row); err != nil {
+			return err
+		}
+		if k.Seq, err = w.nextSeq(ctx); err != nil {
+			return err
+		}
+		if grace == 0 {
+			if k.RevokedAt.IsZero() {
+				k.RevokedAt = at
+			}
+		} else if end := storedTime(at.Add(grace)); k.ExpiresAt.IsZero() || end.Before(k.ExpiresAt) {
+			k.ExpiresAt = end
+		}
+		k.ReplacedBy = row.ID
+		old = k
+		return w.update(ctx, k)
+	})
+	if err != nil {
+		return nil, err
+	}
+	replacement.Seq = row.Seq
+	if replacement.CreatedAt.IsZero() {
+		replacement.CreatedAt = row.CreatedAt
+	}
+	return old, nil
+}
+
+// ChangedSince implements auth.KeyStore.
+func (s *Store) ChangedSince(ctx context.Context, seq int64) ([]*auth.Key, error) {
+	return s.b.changedSince(ctx, seq)
+}
+
+// TouchKeys implements auth.KeyStore. It writes every last-used time of the batch in
+// one transaction, never moves a last-used time backwards (gateways flush out of
+// order), ignores ids it does not have, and leaves Seq alone: a key being used is not
+// a change other gateways need to hear about.
+func (s *Store) TouchKeys(ctx context.Context, lastUsed map[string]time.Time) error {
+	if len(lastUsed) == 0 {
+		return nil
+	}
+	batch := make(map[string]time.Time, len(lastUsed))
+	for id, t := range lastUsed {
+		if !t.IsZero() {
+			batch[id] = storedTime(t)
+		}
+	}
+	if len(batch) == 0 {
+		return nil
+	}
+	return s.b.touchKeys(ctx, batch)
+}
+
+// newRow checks a key about to be stored and returns the copy to store: times in UTC
+// to the microsecond (what both databases keep), CreatedAt defaulting to created.
+func newRow(k *auth.Key, created time.Time) (*auth.Key, error) {
+	if k == nil {
+		return nil, errors.New("store: nil key")
+	}
+	switch {
+	case k.ID == "" || len(k.ID) > maxIDLen:
+		return nil, fmt.Errorf("store: key id %q: want 1 to %d bytes", k.ID, maxIDLen)
+	case k.Hash == auth.Hash{}:
+		return nil, fmt.Errorf("store: key %q: no hash", k.ID)
+	case len(k.Prefix) > maxPrefixLen:
+		return nil, fmt.Errorf("store: key %q: display prefix longer than %d bytes", k.ID, maxPrefixLen)
+	case k.Prefix != "" && auth.HashKey(k.Prefix) == k.Hash:
+		// The "prefix" is the whole secret: storing it would store the secret.
+		return nil, fmt.Errorf("store: key %q: the display prefix is the secret itself", k.ID)
+	}
+	if err := auth.ValidateName(k.Name); err != nil {
+		return nil, fmt.Errorf("store: key %q: %w", k.ID, err)
+	}
+	var models []string
+	for _, m := range k.Models {
+		if strings.TrimSpace(m) == "" {
+			return nil, fmt.Errorf("store: key %q: empty model name", k.ID)
+		}
+		models = append(models, m)
+	}
+	createdAt := k.CreatedAt
+	if createdAt.IsZero() {
+		createdAt = created
+	}
+	return &auth.Key{
+		ID:        k.ID,
+		Name:      k.Name,
+		Prefix:    k.Prefix,
+		Hash:      k.Hash,
+		Models:    models,
+		CreatedAt: storedTime(createdAt),
+		ExpiresAt: storedTime(k.ExpiresAt),
+	}, nil
+}
+
+// storedTime is t as the database gives it back: UTC, truncated to the microsecond,
+// without a monotonic reading. The zero time (unset) stays zero.
+func storedTime(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.UTC().Truncate(time.Microsecond)
+}
+
+func orNow(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Now()
+	}
+	return t
+}
+
+// backend is what a database provides; Store holds the rules common to both.
+type backend interface {
+	// migrate applies the migrations not yet recorded, in one transaction, with
+	// concurrent Opens of the same database serialised.
+	migrate(ctx context.Context, migrations []migration) error
+	// write runs fn in a transaction in which nextSeq gives numbers in commit order:
+	// no other write transaction takes a number until this one has committed.
+	write(ctx context.Context, fn func(writer) error) error
+	getKey(ctx context.Context, id string) (*auth.Key, error)
+	listKeys(ctx context.Context) ([]*auth.Key, error)
+	changedSince(ctx context.Context, seq int64) ([]*auth.Key, error)
+	// touchKeys raises last_used_at to the given times (already storedTime).
+	touchKeys(ctx context.Context, lastUsed map[string]time.Time) error
+	close() error
+}
+
+// writer is a write transaction.
+type writer interface {
+	nextSeq(ctx context.Context) (int64, error)
+	// get reads one key, or returns auth.ErrNotFound.
+	get(ctx context.Context, id string) (*auth.Key, error)
+	// insert stores a new key (every column; ErrConflict on a duplicate id or hash).
+	insert(ctx context.Context, k *auth.Key) error
+	// update writes the columns a key's end changes: expires_at, revoked_at,
+	// replaced_by and seq.
+	update(ctx context.Context, k *auth.Key) error
+}
