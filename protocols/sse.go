@@ -37,6 +37,13 @@ type EventStream struct {
 	Usage []byte
 	// StartUsage is Family B's message_start usage (input and cache counts).
 	StartUsage []byte
+	// OutputChars and ThinkingChars count the generated text the stream carried (answer
+	// text and tool arguments; thinking and reasoning text), for estimating usage when a
+	// stream ends before its usage arrives.
+	OutputChars, ThinkingChars int64
+	// Terminal is set once the stream's natural last event has been seen: [DONE],
+	// response.completed/failed/incomplete, or message_stop.
+	Terminal bool
 }
 
 // NewEventStream prepares the rewriting of one upstream stream for op.
@@ -158,6 +165,9 @@ func (s *EventStream) IsError(ev Event) bool {
 // the event must not reach the client at all (the usage chunk the gateway asked for).
 func (s *EventStream) AppendRewritten(dst []byte, ev Event) (out []byte, keep bool) {
 	if len(ev.Data) == 0 || ev.Data[0] != '{' {
+		if string(ev.Data) == "[DONE]" {
+			s.Terminal = true
+		}
 		return append(dst, ev.Raw...), true // [DONE], comments, pings without data
 	}
 	path := s.observe(ev)
@@ -199,7 +209,10 @@ func (s *EventStream) appendScrubbed(dst []byte, ev Event) []byte {
 func (s *EventStream) observe(ev Event) string {
 	switch s.kind {
 	case KindChat:
-		f := gjson.GetManyBytes(ev.Data, "usage", "choices.#")
+		f := gjson.GetMany(view(ev.Data), "usage", "choices.#", "choices.0.delta.content",
+			"choices.0.delta.tool_calls.0.function.arguments", "choices.0.delta.reasoning_content")
+		s.OutputChars += rawTextLen(f[2]) + rawTextLen(f[3])
+		s.ThinkingChars += rawTextLen(f[4])
 		if f[0].IsObject() {
 			s.Usage = append(s.Usage[:0], f[0].Raw...)
 			if s.dropUsageChunk && f[1].Exists() && f[1].Int() == 0 {
@@ -208,12 +221,21 @@ func (s *EventStream) observe(ev Event) string {
 		}
 		return "model"
 	case KindResponses:
-		if seq := gjson.GetBytes(ev.Data, "sequence_number"); seq.Type == gjson.Number {
-			s.LastSequence = seq.Int()
+		f := gjson.GetMany(view(ev.Data), "type", "sequence_number", "delta")
+		if f[1].Type == gjson.Number {
+			s.LastSequence = f[1].Int()
+		}
+		switch t := f[0].Str; t {
+		case "response.output_text.delta", "response.function_call_arguments.delta", "response.refusal.delta":
+			s.OutputChars += rawTextLen(f[2])
+		case "response.reasoning_summary_text.delta", "response.reasoning_text.delta":
+			s.ThinkingChars += rawTextLen(f[2])
+		case "response.completed", "response.failed", "response.incomplete":
+			s.Terminal = true
 		}
 		path := s.modelPathFor(ev)
 		if path != "" {
-			if u := gjson.GetBytes(ev.Data, "response.usage"); u.IsObject() {
+			if u := getView(ev.Data, "response.usage"); u.IsObject() {
 				s.Usage = append(s.Usage[:0], u.Raw...)
 			}
 		}
@@ -221,17 +243,32 @@ func (s *EventStream) observe(ev Event) string {
 	case KindMessages:
 		switch string(ev.Name) {
 		case "message_start":
-			if u := gjson.GetBytes(ev.Data, "message.usage"); u.IsObject() {
+			if u := getView(ev.Data, "message.usage"); u.IsObject() {
 				s.StartUsage = append(s.StartUsage[:0], u.Raw...)
 			}
 			return "message.model"
+		case "content_block_delta":
+			d := gjson.GetMany(view(ev.Data), "delta.text", "delta.partial_json", "delta.thinking")
+			s.OutputChars += rawTextLen(d[0]) + rawTextLen(d[1])
+			s.ThinkingChars += rawTextLen(d[2])
 		case "message_delta":
-			if u := gjson.GetBytes(ev.Data, "usage"); u.IsObject() {
+			if u := getView(ev.Data, "usage"); u.IsObject() {
 				s.Usage = append(s.Usage[:0], u.Raw...)
 			}
+		case "message_stop":
+			s.Terminal = true
 		}
 	}
 	return ""
+}
+
+// rawTextLen is the length of a JSON string value without its quotes: close enough to
+// its character count for an estimate, and free of the copy unescaping would make.
+func rawTextLen(r gjson.Result) int64 {
+	if r.Type != gjson.String || len(r.Raw) < 2 {
+		return 0
+	}
+	return int64(len(r.Raw) - 2)
 }
 
 // modelPathFor is where an event of the stream's shape carries the model, if it does.

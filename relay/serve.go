@@ -40,6 +40,11 @@ type Request struct {
 	// Preferred is the Identity of the candidate that served this conversation last;
 	// it is tried first while it is available.
 	Preferred string
+	// Finalize, when set, is called once per answer that reached the client, just
+	// before the answer's last bytes are written: a record made there (the usage ledger)
+	// exists for every answer a client saw complete, even if the process dies a moment
+	// later.
+	Finalize func(*Outcome)
 }
 
 // Attempt records one try on one candidate.
@@ -68,6 +73,28 @@ type Outcome struct {
 	// Usage is the raw usage JSON of the answer (for streams, the last one seen);
 	// StartUsage is Family B's message_start usage.
 	Usage, StartUsage []byte
+	// OutputChars and ThinkingChars count the generated text forwarded, for estimates.
+	OutputChars, ThinkingChars int64
+	// Complete says the answer reached its natural end.
+	Complete bool
+	// Served is set before Finalize runs; Latency is from the start of Serve to Finalize.
+	Latency time.Duration
+
+	start     time.Time
+	finalized bool
+}
+
+// finalize runs the request's Finalize hook once.
+func (out *Outcome) finalize(req *Request, up *Upstream) {
+	if out.finalized {
+		return
+	}
+	out.finalized = true
+	out.Served = up
+	out.Latency = time.Since(out.start)
+	if req.Finalize != nil {
+		req.Finalize(out)
+	}
 }
 
 var (
@@ -80,7 +107,7 @@ var (
 // APIError, with nothing written, when none could serve; the caller renders it.
 func Serve(ctx context.Context, w http.ResponseWriter, req *Request, upstreams []*Upstream) (*Outcome, *protocols.APIError) {
 	start := time.Now()
-	out := &Outcome{Attempts: make([]Attempt, 0, len(upstreams))}
+	out := &Outcome{Attempts: make([]Attempt, 0, len(upstreams)), start: start}
 	opts := make([]routing.Option, len(upstreams))
 	preferred := -1
 	for i, up := range upstreams {
@@ -138,7 +165,7 @@ func noChannel(req *Request, opts []routing.Option) *protocols.APIError {
 	now := time.Now()
 	wait := routing.SoonestReady(opts, now).Sub(now).Seconds()
 	e := protocols.Errorf(req.Op.Family, http.StatusServiceUnavailable, protocols.CodeNoChannel,
-		"model '%s' has no candidate available to serve this request right now; retry later", req.ServiceModel)
+		"%s: model '%s' has no candidate available to serve this request right now; retry later", protocols.CodeNoChannel, req.ServiceModel)
 	e.RetryAfter = max(1, int(math.Ceil(wait)))
 	return e
 }
@@ -220,18 +247,19 @@ func try(ctx context.Context, w http.ResponseWriter, req *Request, up *Upstream,
 		clock.stop()
 		b = scrub.Scrub(b)
 		commitHeader(w, resp, len(b))
-		out.Status, out.TimeToFirstByte = resp.StatusCode, time.Since(start)
+		out.Status, out.TimeToFirstByte, out.Complete = resp.StatusCode, time.Since(start), true
+		out.finalize(req, up)
 		_, _ = w.Write(b)
 		return true
 	}
 
 	if isEventStream(resp.Header) {
-		return relayStream(ctx, w, req, resp, injectedUsage, scrub, clock, out, att, start)
+		return relayStream(ctx, w, req, up, resp, injectedUsage, scrub, clock, out, att, start)
 	}
 	// A non-streamed answer: its headers are the first byte; the body is bounded by the
 	// idle limit from here on.
 	clock.activity()
-	return relayJSON(w, req, resp, clock, out, att, start)
+	return relayJSON(w, req, up, resp, clock, out, att, start)
 }
 
 func firstByteLimit(c *routing.Candidate, streamed bool) time.Duration {
@@ -265,7 +293,7 @@ func brokenOrTimedOut(clock *attemptClock) routing.Reason {
 
 // relayJSON reads a whole JSON answer, then sends it with the service model spliced in.
 // A body that breaks off before its end is a failed attempt the client never sees.
-func relayJSON(w http.ResponseWriter, req *Request, resp *http.Response, clock *attemptClock, out *Outcome, att *Attempt, start time.Time) bool {
+func relayJSON(w http.ResponseWriter, req *Request, up *Upstream, resp *http.Response, clock *attemptClock, out *Outcome, att *Attempt, start time.Time) bool {
 	b, err := ReadAll(&activityReader{r: resp.Body, clock: clock}, resp.ContentLength, maxJSONBody)
 	if err != nil {
 		att.Reason = brokenOrTimedOut(clock)
@@ -281,17 +309,24 @@ func relayJSON(w http.ResponseWriter, req *Request, resp *http.Response, clock *
 	if found {
 		size += len(literal) - (e - s)
 	}
+	if u := gjson.GetBytes(b, "usage"); u.IsObject() {
+		out.Usage = []byte(u.Raw)
+	}
+	if req.Op.Kind == protocols.KindMessages {
+		// Thinking text, in case the upstream does not split thinking tokens out.
+		for _, t := range gjson.GetBytes(b, `content.#(type=="thinking")#.thinking`).Array() {
+			out.ThinkingChars += int64(len(t.Raw))
+		}
+	}
 	commitHeader(w, resp, size)
-	out.Status, out.TimeToFirstByte = resp.StatusCode, time.Since(start)
+	out.Status, out.TimeToFirstByte, out.Complete = resp.StatusCode, time.Since(start), true
+	out.finalize(req, up)
 	if found {
 		_, _ = w.Write(b[:s])
 		_, _ = w.Write(literal)
 		_, _ = w.Write(b[e:])
 	} else {
 		_, _ = w.Write(b)
-	}
-	if u := gjson.GetBytes(b, "usage"); u.IsObject() {
-		out.Usage = []byte(u.Raw)
 	}
 	return true
 }
@@ -312,7 +347,7 @@ func (a *activityReader) Read(p []byte) (int, error) {
 
 // relayStream holds the answer until the first event with data has arrived, fails over
 // if that event is an error, and otherwise relays every event as soon as it is complete.
-func relayStream(ctx context.Context, w http.ResponseWriter, req *Request, resp *http.Response, injectedUsage bool,
+func relayStream(ctx context.Context, w http.ResponseWriter, req *Request, up *Upstream, resp *http.Response, injectedUsage bool,
 	scrub protocols.Scrubber, clock *attemptClock, out *Outcome, att *Attempt, start time.Time) bool {
 	events := protocols.NewEventStream(req.Op.Kind, req.ServiceModel, injectedUsage, scrub)
 	bufp := readBufs.Get().(*[]byte)
@@ -354,10 +389,21 @@ func relayStream(ctx context.Context, w http.ResponseWriter, req *Request, resp 
 	clock.activity() // from here on the idle limit applies
 	out.Status, out.Stream = resp.StatusCode, true
 	flush := flusher(w)
+	// finish records what the stream carried and runs the Finalize hook: before the
+	// terminal event is written when there is one, else when the stream ends.
+	finish := func() {
+		out.Usage, out.StartUsage = events.Usage, events.StartUsage
+		out.OutputChars, out.ThinkingChars, out.Complete = events.OutputChars, events.ThinkingChars, events.Terminal
+		out.finalize(req, up)
+	}
+	defer finish()
 	pending, _ = events.AppendRewritten(pending, first)
 	for {
 		for ev, ok := events.Next(); ok; ev, ok = events.Next() {
 			pending, _ = events.AppendRewritten(pending, ev)
+		}
+		if events.Terminal {
+			finish()
 		}
 		if len(pending) > 0 {
 			if out.TimeToFirstByte == 0 {
@@ -405,11 +451,11 @@ func relayStream(ctx context.Context, w http.ResponseWriter, req *Request, resp 
 			message = "the upstream stream stalled and was ended by the gateway"
 		}
 		apiErr := protocols.Errorf(req.Op.Family, http.StatusBadGateway, "", "%s", message)
+		finish()
 		_, _ = w.Write(protocols.StreamErrorEvent(req.Op.Kind, apiErr, events.LastSequence+1))
 		flush()
 		break
 	}
-	out.Usage, out.StartUsage = events.Usage, events.StartUsage
 	return true
 }
 

@@ -1,0 +1,431 @@
+package metering
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Record is one metered request.
+type Record struct {
+	RequestID string `json:"request_id"`
+	KeyID     string `json:"key_id"`
+	Model     string `json:"model"`
+	Candidate string `json:"candidate"`
+	Protocol  string `json:"protocol"`
+	Operation string `json:"operation"`
+	Status    int    `json:"status"`
+	Usage
+	CostMicros int64     `json:"cost_micros"`
+	LatencyMs  int64     `json:"latency_ms"`
+	TTFBMs     int64     `json:"ttfb_ms"`
+	Attempts   int       `json:"attempts"`
+	Time       time.Time `json:"time"`
+}
+
+// Sink is the database side of the ledger.
+type Sink interface {
+	// WriteUsage stores records, ignoring request ids it already has, and in the same
+	// transaction records that journal journalID has been written up to position upTo.
+	WriteUsage(ctx context.Context, journalID string, upTo int64, records []Record) error
+	// JournalPosition is how far journal journalID has been written (0 if never).
+	JournalPosition(ctx context.Context, journalID string) (int64, error)
+}
+
+// Ledger keeps usage records without losing any. Append writes each record to a local
+// journal (one write call, so it survives the process being killed), and a background
+// writer moves the journal into the Sink in batches, remembering in the same transaction
+// how far it got. When the database is away, the journal simply grows (the spill file)
+// and is replayed on recovery; a restart resumes where the database says it stopped.
+type Ledger struct {
+	dir  string
+	id   string
+	sink Sink
+	log  func(string, error)
+
+	mu      sync.Mutex
+	seg     *os.File
+	segBase int64 // journal position where the current segment starts
+	written int64 // journal position after the last appended record
+	closed  bool
+
+	kick chan struct{}
+	stop chan struct{}
+	done chan struct{}
+
+	statsMu   sync.Mutex
+	committed int64 // journal position known to be in the sink
+	lastErr   error
+}
+
+// Options tune a ledger.
+type Options struct {
+	// BatchRecords and Interval bound how long a record waits for the database.
+	BatchRecords int
+	Interval     time.Duration
+	// SegmentBytes is the size at which a new journal segment is started.
+	SegmentBytes int64
+	// OnError hears about database failures (the ledger keeps the records meanwhile).
+	OnError func(what string, err error)
+}
+
+const (
+	defaultBatch    = 1000
+	defaultInterval = 200 * time.Millisecond
+	defaultSegment  = 32 << 20
+	segmentPrefix   = "usage-"
+	segmentSuffix   = ".jsonl"
+	maxBackoff      = 30 * time.Second
+)
+
+// OpenLedger opens (or creates) the journal in dir and starts writing it to sink.
+func OpenLedger(ctx context.Context, dir string, sink Sink, opts Options) (*Ledger, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	id, err := journalID(dir)
+	if err != nil {
+		return nil, err
+	}
+	l := &Ledger{dir: dir, id: id, sink: sink, log: opts.OnError,
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	if l.log == nil {
+		l.log = func(string, error) {}
+	}
+	segs, err := l.segments()
+	if err != nil {
+		return nil, err
+	}
+	// Resume at the end of the journal; a torn last line (a kill during a write) is cut.
+	if len(segs) > 0 {
+		last := segs[len(segs)-1]
+		size, err := cutTornTail(l.segPath(last))
+		if err != nil {
+			return nil, err
+		}
+		l.segBase, l.written = last, last+size
+	}
+	if err := l.openSegment(); err != nil {
+		return nil, err
+	}
+	pos, err := sink.JournalPosition(ctx, id)
+	if err != nil {
+		// The database may be down at start: replay everything kept; duplicates are
+		// ignored by request id.
+		l.log("reading the ledger position", err)
+		pos = 0
+	}
+	if len(segs) > 0 && pos < segs[0] {
+		pos = segs[0]
+	}
+	l.committed = pos
+	batch, interval := opts.BatchRecords, opts.Interval
+	if batch <= 0 {
+		batch = defaultBatch
+	}
+	if interval <= 0 {
+		interval = defaultInterval
+	}
+	segBytes := opts.SegmentBytes
+	if segBytes <= 0 {
+		segBytes = defaultSegment
+	}
+	go l.run(batch, interval, segBytes)
+	return l, nil
+}
+
+// journalID names this gateway's journal in the shared database; it is kept beside the
+// journal so a restart continues the same one.
+func journalID(dir string) (string, error) {
+	path := filepath.Join(dir, "journal.id")
+	if b, err := os.ReadFile(path); err == nil && len(bytes.TrimSpace(b)) > 0 {
+		return string(bytes.TrimSpace(b)), nil
+	}
+	var r [12]byte
+	if _, err := rand.Read(r[:]); err != nil {
+		return "", err
+	}
+	host, _ := os.Hostname()
+	id := host + "-" + hex.EncodeToString(r[:])
+	if err := os.WriteFile(path, []byte(id+"\n"), 0o600); err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+func (l *Ledger) segPath(base int64) string {
+	return filepath.Join(l.dir, fmt.Sprintf("%s%016d%s", segmentPrefix, base, segmentSuffix))
+}
+
+// segments lists the journal segments by their starting position.
+func (l *Ledger) segments() ([]int64, error) {
+	entries, err := os.ReadDir(l.dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []int64
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasPrefix(name, segmentPrefix) || !strings.HasSuffix(name, segmentSuffix) {
+			continue
+		}
+		n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimPrefix(name, segmentPrefix), segmentSuffix), 10, 64)
+		if err == nil {
+			out = append(out, n)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out, nil
+}
+
+// cutTornTail truncates a segment after its last complete line and returns its size.
+func cutTornTail(path string) (int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	keep := int64(bytes.LastIndexByte(b, '\n') + 1)
+	if keep != int64(len(b)) {
+		if err := os.Truncate(path, keep); err != nil {
+			return 0, err
+		}
+	}
+	return keep, nil
+}
+
+func (l *Ledger) openSegment() error {
+	f, err := os.OpenFile(l.segPath(l.segBase), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	l.seg = f
+	return nil
+}
+
+// ErrClosed is returned by Append after Close.
+var ErrClosed = errors.New("the usage ledger is closed")
+
+// Append puts a record in the journal. When it returns without error the record will
+// reach the database, whatever happens to this process afterwards.
+func (l *Ledger) Append(r *Record) error {
+	line, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	line = append(line, '\n')
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
+	n, err := l.seg.Write(line) // one write call: the kernel keeps it if we are killed
+	l.written += int64(n)
+	if err != nil {
+		return err
+	}
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// run moves the journal into the sink until Close.
+func (l *Ledger) run(batch int, interval time.Duration, segBytes int64) {
+	defer close(l.done)
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	backoff := time.Duration(0)
+	for {
+		select {
+		case <-l.stop:
+			l.drain(batch, 10*time.Second)
+			return
+		case <-tick.C:
+		case <-l.kick:
+			// Let a burst gather into one batch.
+			time.Sleep(min(interval/4, 20*time.Millisecond))
+		}
+		if backoff > 0 {
+			select {
+			case <-l.stop:
+				l.drain(batch, 10*time.Second)
+				return
+			case <-time.After(backoff):
+			}
+		}
+		if err := l.flush(context.Background(), batch, segBytes); err != nil {
+			backoff = min(max(2*backoff, time.Second), maxBackoff)
+			l.statsMu.Lock()
+			l.lastErr = err
+			l.statsMu.Unlock()
+			l.log("writing usage to the database; records stay in the journal", err)
+		} else {
+			backoff = 0
+		}
+	}
+}
+
+// drain writes what is left, for a bounded time (shutdown and reload).
+func (l *Ledger) drain(batch int, limit time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	for ctx.Err() == nil {
+		err := l.flush(ctx, batch, 0)
+		if err == nil {
+			if l.pendingBytes() == 0 {
+				return
+			}
+			continue
+		}
+		l.log("writing usage at shutdown; records stay in the journal for the next start", err)
+		return
+	}
+}
+
+func (l *Ledger) pendingBytes() int64 {
+	l.mu.Lock()
+	written := l.written
+	l.mu.Unlock()
+	l.statsMu.Lock()
+	defer l.statsMu.Unlock()
+	return written - l.committed
+}
+
+// flush writes everything appended so far, batch by batch, and removes segments that are
+// entirely in the database. segBytes > 0 lets it start a new segment.
+func (l *Ledger) flush(ctx context.Context, batch int, segBytes int64) error {
+	l.mu.Lock()
+	written := l.written
+	if segBytes > 0 && written-l.segBase >= segBytes {
+		// Start a new segment; the old one is removed once it is all in the database.
+		_ = l.seg.Close()
+		l.segBase = written
+		if err := l.openSegment(); err != nil {
+			l.mu.Unlock()
+			return err
+		}
+	}
+	l.mu.Unlock()
+
+	l.statsMu.Lock()
+	from := l.committed
+	l.statsMu.Unlock()
+	for from < written {
+		records, upTo, err := l.read(from, written, batch)
+		if err != nil {
+			return err
+		}
+		if err := l.sink.WriteUsage(ctx, l.id, upTo, records); err != nil {
+			return err
+		}
+		from = upTo
+		l.statsMu.Lock()
+		l.committed, l.lastErr = upTo, nil
+		l.statsMu.Unlock()
+	}
+	return l.removeCommittedSegments(from)
+}
+
+// read parses up to batch records from position from (but not beyond to).
+func (l *Ledger) read(from, to int64, batch int) ([]Record, int64, error) {
+	segs, err := l.segments()
+	if err != nil {
+		return nil, 0, err
+	}
+	var records []Record
+	pos := from
+	for i, base := range segs {
+		end := to
+		if i+1 < len(segs) {
+			end = min(end, segs[i+1])
+		}
+		if pos >= end || base > pos {
+			continue
+		}
+		f, err := os.Open(l.segPath(base))
+		if err != nil {
+			return nil, 0, err
+		}
+		r := bufio.NewReaderSize(io.NewSectionReader(f, pos-base, end-pos), 64<<10)
+		for len(records) < batch {
+			line, err := r.ReadBytes('\n')
+			if err != nil {
+				break // the rest belongs to a record still being written, or the segment ended
+			}
+			pos += int64(len(line))
+			var rec Record
+			if json.Unmarshal(line, &rec) != nil {
+				continue // a damaged line is skipped rather than blocking the ledger
+			}
+			records = append(records, rec)
+		}
+		f.Close()
+		if len(records) >= batch {
+			break
+		}
+	}
+	return records, pos, nil
+}
+
+func (l *Ledger) removeCommittedSegments(committed int64) error {
+	segs, err := l.segments()
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	current := l.segBase
+	l.mu.Unlock()
+	for i, base := range segs {
+		if base == current || i+1 >= len(segs) || segs[i+1] > committed {
+			continue
+		}
+		_ = os.Remove(l.segPath(base))
+	}
+	return nil
+}
+
+// Stats is the ledger's state for metrics and tests.
+type Stats struct {
+	JournalID    string
+	PendingBytes int64 // appended but not yet in the database
+	LastError    error
+}
+
+// Stats reads the ledger's state.
+func (l *Ledger) Stats() Stats {
+	pending := l.pendingBytes()
+	l.statsMu.Lock()
+	defer l.statsMu.Unlock()
+	return Stats{JournalID: l.id, PendingBytes: pending, LastError: l.lastErr}
+}
+
+// Close stops appending, writes what is left (for a bounded time; what does not make it
+// stays in the journal for the next start) and closes the journal.
+func (l *Ledger) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	l.mu.Unlock()
+	close(l.stop)
+	<-l.done
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.seg.Close()
+}
