@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/switchyard-gw/switchyard/auth"
+	"github.com/switchyard-gw/switchyard/metering"
 	"github.com/switchyard-gw/switchyard/protocols"
 	"github.com/switchyard-gw/switchyard/relay"
 	"github.com/switchyard-gw/switchyard/routing"
@@ -38,7 +39,16 @@ type App struct {
 	Health *HealthConfig `json:"health,omitempty"`
 	// Affinity tunes conversation affinity.
 	Affinity *AffinityConfig `json:"affinity,omitempty"`
+	// Store is where keys live; SQLite in Caddy's data directory by default.
+	Store *StoreConfig `json:"store,omitempty"`
+	// Journal is the directory of the usage journal (default: beside the SQLite file,
+	// or in Caddy's data directory).
+	Journal string `json:"journal,omitempty"`
 
+	manager    *auth.Manager // nil without a key store
+	storeKey   string
+	ledger     *metering.Ledger // nil without a store
+	ledgerKey  string
 	affinity   *routing.Affinity
 	healthKeys []string
 	catalog    *routing.Catalog
@@ -142,7 +152,11 @@ func (a *App) Provision(ctx caddy.Context) error {
 		}
 		keys = append(keys, auth.StaticKey{Name: k.Name, Secret: repl.ReplaceKnown(k.Secret, ""), Models: k.Models})
 	}
-	if a.verifier, err = auth.NewStaticKeys(keys); err != nil {
+	static, err := auth.NewStaticKeys(keys)
+	if err != nil {
+		return err
+	}
+	if err := a.openStore(ctx, repl, static); err != nil {
 		return err
 	}
 
@@ -165,6 +179,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 	}
 	a.affinity = a.Affinity.table()
 	if err := loadMetrics().register(ctx.GetMetricsRegistry()); err != nil {
+		return err
+	}
+	if err := loadUsageMetrics().register(ctx.GetMetricsRegistry()); err != nil {
 		return err
 	}
 	a.models = newModelList(catalog)
@@ -315,6 +332,13 @@ func (a *App) Stop() error {
 func (a *App) Cleanup() error {
 	for _, key := range a.healthKeys {
 		_, _ = healthPool.Delete(key)
+	}
+	// The ledger goes first: its last flush needs the store.
+	if a.ledgerKey != "" {
+		_, _ = ledgerPool.Delete(a.ledgerKey)
+	}
+	if a.storeKey != "" {
+		_, _ = storePool.Delete(a.storeKey)
 	}
 	return nil
 }

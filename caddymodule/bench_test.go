@@ -30,7 +30,8 @@ func chatRequest(size int) []byte {
 // key check, operation and model resolution with validation, and the request rewrite.
 func BenchmarkHotPath(b *testing.B) {
 	app := &App{
-		Keys: []KeyConfig{{Name: "bench", Secret: "sk-bench-0123456789abcdef"}},
+		Store: &StoreConfig{Driver: "off"},
+		Keys:  []KeyConfig{{Name: "bench", Secret: "sk-bench-0123456789abcdef"}},
 		Models: []ModelConfig{{
 			ID: "bench-model",
 			Candidates: []CandidateConfig{{

@@ -13,7 +13,7 @@ import (
 
 func init() {
 	httpcaddyfile.RegisterGlobalOption("switchyard", parseGlobalOption)
-	for _, dir := range []string{"switchyard_auth", "switchyard_model", "switchyard_proxy", "switchyard_errors", "switchyard_simulator"} {
+	for _, dir := range []string{"switchyard_auth", "switchyard_model", "switchyard_proxy", "switchyard_errors", "switchyard_simulator", "switchyard_console"} {
 		httpcaddyfile.RegisterHandlerDirective(dir, parseHandlerDirective)
 		// Each lands just before reverse_proxy, in this order, so a site block needs no
 		// `route` to run them in sequence.
@@ -28,6 +28,8 @@ func init() {
 //		key <name> <secret> {
 //			models <model...>
 //		}
+//		store sqlite [file] | store postgres <dsn> | store off
+//		journal <dir>
 //		health {
 //			failure_threshold <n>
 //			window <duration>
@@ -91,6 +93,23 @@ func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
 				return nil, err
 			}
 			app.Models = append(app.Models, m)
+		case "store":
+			sc := new(StoreConfig)
+			if !d.NextArg() {
+				return nil, d.Errf("store: expected `store sqlite [file]`, `store postgres <dsn>` or `store off`")
+			}
+			sc.Driver = d.Val()
+			if d.NextArg() {
+				sc.DSN = d.Val()
+			}
+			if d.NextArg() {
+				return nil, d.Errf("store: too many arguments (quote a DSN that has spaces)")
+			}
+			app.Store = sc
+		case "journal":
+			if !d.Args(&app.Journal) || d.NextArg() {
+				return nil, d.Errf("journal: expected one directory")
+			}
 		case "health":
 			h, err := parseHealth(d)
 			if err != nil {
@@ -253,12 +272,12 @@ func parseCandidate(d *caddyfile.Dispenser, modelID string) (CandidateConfig, er
 func parseHealth(d *caddyfile.Dispenser) (*HealthConfig, error) {
 	h := new(HealthConfig)
 	if d.NextArg() {
-		return nil, d.ArgErr()
+		return nil, d.Errf("health: takes no arguments, only a block of options")
 	}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		opt := d.Val()
 		var v string
-		if !d.Args(&v) {
+		if !d.Args(&v) || d.NextArg() {
 			return nil, d.Errf("health: %s: expected one value", opt)
 		}
 		switch opt {
@@ -296,7 +315,7 @@ func parseAffinity(d *caddyfile.Dispenser) (*AffinityConfig, error) {
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		opt := d.Val()
 		var v string
-		if !d.Args(&v) {
+		if !d.Args(&v) || d.NextArg() {
 			return nil, d.Errf("affinity: %s: expected one value", opt)
 		}
 		switch opt {
@@ -336,6 +355,8 @@ func parseHandlerDirective(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler,
 		handler = new(Proxy)
 	case "switchyard_errors":
 		handler = new(ErrorWriter)
+	case "switchyard_console":
+		handler = new(Console)
 	case "switchyard_simulator":
 		sim := new(Simulator)
 		if err := sim.UnmarshalCaddyfile(h.Dispenser); err != nil {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
@@ -13,6 +14,8 @@ import (
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard-gw/switchyard/routing"
 )
 
 func adapt(t *testing.T, src string) ([]byte, error) {
@@ -24,6 +27,7 @@ func adapt(t *testing.T, src string) ([]byte, error) {
 // validate adapts and provisions a Caddyfile without serving it, as `caddy validate` does.
 func validate(t *testing.T, src string) error {
 	t.Helper()
+	t.Setenv("XDG_DATA_HOME", t.TempDir())
 	cfg, err := adapt(t, src)
 	if err != nil {
 		return err
@@ -34,6 +38,7 @@ func validate(t *testing.T, src string) error {
 }
 
 func TestExampleCaddyfileValidates(t *testing.T) {
+	t.Setenv("XDG_DATA_HOME", t.TempDir()) // the default SQLite store goes in Caddy's data dir
 	src, err := os.ReadFile("../Caddyfile.example")
 	require.NoError(t, err)
 	cfg, err := adapt(t, string(src))
@@ -187,4 +192,166 @@ func TestSimulatorDirective(t *testing.T) {
 	}`)
 	d.Next()
 	assert.ErrorContains(t, new(Simulator).UnmarshalCaddyfile(d), "colour")
+}
+
+// switchyardJSON adapts a Caddyfile and returns the switchyard app as generic JSON, so
+// the tests see the keys the app is configured with.
+func switchyardJSON(t *testing.T, src string) map[string]any {
+	t.Helper()
+	cfg, err := adapt(t, src)
+	require.NoError(t, err)
+	var parsed struct {
+		Apps struct {
+			Switchyard map[string]any `json:"switchyard"`
+		} `json:"apps"`
+	}
+	require.NoError(t, json.Unmarshal(cfg, &parsed))
+	require.NotNil(t, parsed.Apps.Switchyard, "%s", cfg)
+	return parsed.Apps.Switchyard
+}
+
+func TestHealthAndAffinityBlocksAdapt(t *testing.T) {
+	app := switchyardJSON(t, `{
+	switchyard {
+		health {
+			failure_threshold 5
+			window 1m
+			cooldown 2s
+			max_cooldown 10m
+			half_open_probes 3
+		}
+		affinity {
+			header X-Conversation
+			ttl 30m
+			max_entries 5000
+		}
+	}
+}`)
+	// Durations are nanoseconds in Caddy's JSON.
+	assert.Equal(t, map[string]any{
+		"failure_threshold": 5.0,
+		"window":            float64(time.Minute),
+		"cooldown":          float64(2 * time.Second),
+		"max_cooldown":      float64(10 * time.Minute),
+		"half_open_probes":  3.0,
+	}, app["health"])
+	assert.Equal(t, map[string]any{
+		"header":      "X-Conversation",
+		"ttl":         float64(30 * time.Minute),
+		"max_entries": 5000.0,
+	}, app["affinity"])
+}
+
+func TestHealthAndAffinityBlocksIntoApp(t *testing.T) {
+	cfg, err := adapt(t, `{
+	switchyard {
+		health {
+			failure_threshold 4
+			cooldown 1s
+		}
+		affinity {
+			ttl 90s
+		}
+	}
+}`)
+	require.NoError(t, err)
+	var parsed struct {
+		Apps struct {
+			Switchyard App `json:"switchyard"`
+		} `json:"apps"`
+	}
+	require.NoError(t, json.Unmarshal(cfg, &parsed))
+	app := parsed.Apps.Switchyard
+	require.NotNil(t, app.Health)
+	require.NotNil(t, app.Affinity)
+
+	// What is left unset falls back to the defaults in the policy the circuits use.
+	p := app.Health.policy()
+	assert.Equal(t, 4, p.FailureThreshold)
+	assert.Equal(t, time.Second, p.Cooldown)
+	assert.Equal(t, routing.DefaultHealthPolicy.Window, p.Window)
+	assert.Equal(t, routing.DefaultHealthPolicy.MaxCooldown, p.MaxCooldown)
+	assert.Equal(t, routing.DefaultHealthPolicy.HalfOpenProbes, p.HalfOpenProbes)
+	assert.Equal(t, caddy.Duration(90*time.Second), app.Affinity.TTL)
+	assert.False(t, app.Affinity.Disabled)
+}
+
+func TestAffinityOffAdapts(t *testing.T) {
+	app := switchyardJSON(t, "{\n\tswitchyard {\n\t\taffinity off\n\t}\n}\n")
+	assert.Equal(t, map[string]any{"disabled": true}, app["affinity"])
+
+	// Without the options, neither key appears.
+	app = switchyardJSON(t, "{\n\tswitchyard {\n\t\tmax_request_body 1MB\n\t}\n}\n")
+	assert.NotContains(t, app, "health")
+	assert.NotContains(t, app, "affinity")
+}
+
+func TestCandidateStreamTimeoutsAdapt(t *testing.T) {
+	app := switchyardJSON(t, `{
+	switchyard {
+		model m {
+			candidate c {
+				protocol family_a
+				url https://api.example.com/v1
+				upstream_model real
+				first_byte_timeout 45s
+				idle_timeout 2m
+			}
+		}
+	}
+}`)
+	models, _ := app["models"].([]any)
+	require.Len(t, models, 1)
+	cands, _ := models[0].(map[string]any)["candidates"].([]any)
+	require.Len(t, cands, 1)
+	c := cands[0].(map[string]any)
+	assert.Equal(t, float64(45*time.Second), c["first_byte_timeout"])
+	assert.Equal(t, float64(2*time.Minute), c["idle_timeout"])
+}
+
+func TestBadHealthAffinityAndTimeoutValuesNameTheOption(t *testing.T) {
+	global := func(body string) string { return "{\n\tswitchyard {\n" + body + "\t}\n}\n" }
+	health := func(line string) string { return global("\t\thealth {\n\t\t\t" + line + "\n\t\t}\n") }
+	affinity := func(line string) string { return global("\t\taffinity {\n\t\t\t" + line + "\n\t\t}\n") }
+	candidate := func(line string) string {
+		return global("\t\tmodel gpt-x {\n\t\t\tcandidate east {\n\t\t\t\tprotocol family_a\n\t\t\t\turl http://127.0.0.1:9/v1\n\t\t\t\tupstream_model up\n\t\t\t\t" +
+			line + "\n\t\t\t}\n\t\t}\n")
+	}
+	cases := map[string]struct {
+		src  string
+		want []string
+	}{
+		"threshold not a number":   {health("failure_threshold many"), []string{"failure_threshold", `"many"`}},
+		"threshold zero":           {health("failure_threshold 0"), []string{"failure_threshold"}},
+		"threshold missing":        {health("failure_threshold"), []string{"failure_threshold"}},
+		"probes negative":          {health("half_open_probes -1"), []string{"half_open_probes"}},
+		"window not a duration":    {health("window soon"), []string{"window", `"soon"`}},
+		"window zero":              {health("window 0s"), []string{"window"}},
+		"cooldown negative":        {health("cooldown -5s"), []string{"cooldown"}},
+		"max_cooldown bad":         {health("max_cooldown forever"), []string{"max_cooldown", `"forever"`}},
+		"health two values":        {health("cooldown 1s 2s"), []string{"health", "cooldown", "one value"}},
+		"health unknown option":    {health("retries 3"), []string{"health", `"retries"`}},
+		"health takes no argument": {global("\t\thealth on {\n\t\t}\n"), []string{"health", "no arguments"}},
+		"ttl not a duration":       {affinity("ttl long"), []string{"ttl", `"long"`}},
+		"ttl zero":                 {affinity("ttl 0"), []string{"ttl"}},
+		"max_entries zero":         {affinity("max_entries 0"), []string{"max_entries"}},
+		"max_entries not a number": {affinity("max_entries lots"), []string{"max_entries", `"lots"`}},
+		"header missing":           {affinity("header"), []string{"header"}},
+		"affinity unknown option":  {affinity("sticky yes"), []string{"affinity", `"sticky"`}},
+		"affinity bad argument":    {global("\t\taffinity on\n"), []string{"affinity"}},
+		"first_byte_timeout bad":   {candidate("first_byte_timeout later"), []string{`"gpt-x"`, `"east"`, "first_byte_timeout", `"later"`}},
+		"first_byte_timeout zero":  {candidate("first_byte_timeout 0s"), []string{`"east"`, "first_byte_timeout"}},
+		"idle_timeout bad":         {candidate("idle_timeout never"), []string{`"gpt-x"`, `"east"`, "idle_timeout", `"never"`}},
+		"idle_timeout negative":    {candidate("idle_timeout -1s"), []string{`"east"`, "idle_timeout"}},
+		"idle_timeout two values":  {candidate("idle_timeout 1s 2s"), []string{`"east"`, "idle_timeout"}},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := adapt(t, c.src)
+			require.Error(t, err)
+			for _, w := range c.want {
+				assert.Contains(t, err.Error(), w)
+			}
+		})
+	}
 }

@@ -199,7 +199,8 @@ func (h *Resolve) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if !model.Supports(op.Family) {
 		// Answered from memory: this will not change by retrying, so tell SDKs not to.
 		e := protocols.Errorf(op.Family, http.StatusServiceUnavailable, protocols.CodeNoChannel,
-			"model '%s' is not offered on the %s protocol; GET /v1/models lists the protocols of each model", modelID, op.Family.Token())
+			"%s: model '%s' is not offered on the %s protocol; GET /v1/models lists the protocols of each model",
+			protocols.CodeNoChannel, modelID, op.Family.Token())
 		e.NoRetry = true
 		return fail(e)
 	}
@@ -275,6 +276,9 @@ func (h *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Ha
 		Path:         r.URL.Path,
 		RawQuery:     r.URL.RawQuery,
 	}
+	identity, _ := caddyhttp.GetVar(r.Context(), varIdentity).(*auth.Identity)
+	requestID := requestID(r)
+	req.Finalize = func(out *relay.Outcome) { h.meter(rt, identity, requestID, out) }
 	// A conversation goes back to the candidate that served it last, while it is
 	// healthy: thinking signatures and prompt caches only hold there.
 	var conversation string

@@ -161,12 +161,21 @@ func startGatewayWith(t *testing.T, up *upstream, models, options string) *gatew
 	}
 	g.caddyfile = "{\n\tadmin 127.0.0.1:" + strconv.Itoa(adminPort) + "\n\tdefault_bind 127.0.0.1\n\tswitchyard {\n" +
 		"\t\tkey test " + testKey + "\n" +
-		options + models + "\t}\n}\n" +
+		storeOption(t, options) + options + models + "\t}\n}\n" +
 		"http://127.0.0.1:" + strconv.Itoa(port) + " {\n\tswitchyard_auth\n\tswitchyard_model\n\tswitchyard_proxy\n" +
 		"\thandle_errors {\n\t\tswitchyard_errors\n\t}\n}\n"
 	startCaddy(t, g.caddyfile)
 	g.waitReady(t)
 	return g
+}
+
+// storeOption puts the key store in the test's temporary directory, unless the test
+// chose its own store.
+func storeOption(t *testing.T, options string) string {
+	if strings.Contains(options, "store ") {
+		return ""
+	}
+	return "\t\tstore sqlite " + t.TempDir() + "/switchyard.db\n"
 }
 
 // reload loads a new configuration into the running Caddy, as `caddy reload` does.

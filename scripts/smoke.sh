@@ -122,6 +122,14 @@ check "a model lacking the protocol fails at once" 503 'routing_no_available_cha
 check "a wrong key is 401" 401 'invalid_api_key' \
 	-H "Authorization: Bearer sk-not-a-real-key-000000" "$base_url/v1/models"
 check "live health on the admin endpoint" 200 '"candidates"' "http://127.0.0.1:2019/switchyard/health"
+check "the console asks for a password" 401 '' "$base_url/console/"
+check "the console page, with the demo password" 200 '<html' -u admin:switchyard-demo "$base_url/console/"
+check "a key created through the admin API" 201 '"secret":"sk-sy-' \
+	-X POST "http://127.0.0.1:2019/switchyard/keys" -H 'Content-Type: application/json' -d '{"name":"smoke"}'
+created_key=$(grep -o '"secret":"sk-sy-[a-z2-7]*"' "$work/body" | cut -d'"' -f4 || true)
+check "the new key calls the gateway" 200 '"model":"sim-claude"' \
+	"$base_url/v1/messages" -H "x-api-key: $created_key" -H 'anthropic-version: 2023-06-01' "${json[@]}" \
+	-d '{"model":"sim-claude","max_tokens":64,"messages":[{"role":"user","content":"Hello"}]}'
 
 ((failed == 0)) || show_log
 say "$passed passed, $failed failed"

@@ -27,7 +27,7 @@ const (
 
 // ErrConflict is returned when a write would break a uniqueness rule: a key id or key
 // hash that is already stored, or the rotation of a key that was already replaced.
-var ErrConflict = errors.New("store: conflict")
+var ErrConflict = fmt.Errorf("store: %w", auth.ErrConflict)
 
 // maxPrefixLen bounds a key's display prefix (auth.DisplayPrefix gives 12 characters):
 // a longer one is more of the secret than a list needs, and is refused.

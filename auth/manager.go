@@ -1,0 +1,151 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Manager is what operators do with keys: create, rotate, revoke, list. Every change
+// reaches this gateway's cache before the call returns, so a revoked key stops working
+// here at once (other gateways sharing the store follow within their refresh interval).
+type Manager struct {
+	Store KeyStore
+	Cache *Cache
+	// ModelExists checks a model named in an allowlist; nil accepts any.
+	ModelExists func(id string) bool
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// InvalidError is a request an operator must correct; its text says how.
+type InvalidError struct{ Reason string }
+
+func (e *InvalidError) Error() string { return e.Reason }
+
+func invalid(format string, args ...any) error {
+	return &InvalidError{Reason: fmt.Sprintf(format, args...)}
+}
+
+func (m *Manager) now() time.Time {
+	if m.Now != nil {
+		return m.Now().UTC()
+	}
+	return time.Now().UTC()
+}
+
+// CreateRequest describes a new key.
+type CreateRequest struct {
+	Name   string
+	Models []string
+	// ExpiresAt, when set, must be in the future.
+	ExpiresAt time.Time
+}
+
+// Created is a new key and its secret, which is shown this once and never stored.
+type Created struct {
+	Key    *Key   `json:"key"`
+	Secret string `json:"secret"`
+}
+
+func (m *Manager) newKey(req CreateRequest, now time.Time) (*Key, string, error) {
+	if err := ValidateName(req.Name); err != nil {
+		return nil, "", invalid("%v", err)
+	}
+	models := slices.Compact(slices.Sorted(slices.Values(req.Models)))
+	for _, id := range models {
+		if id == "" || (m.ModelExists != nil && !m.ModelExists(id)) {
+			return nil, "", invalid("models: %q is not a model of this gateway", id)
+		}
+	}
+	if !req.ExpiresAt.IsZero() && !req.ExpiresAt.After(now) {
+		return nil, "", invalid("expires_at: must be in the future")
+	}
+	secret, err := GenerateSecret()
+	if err != nil {
+		return nil, "", err
+	}
+	return &Key{
+		ID:        NewKeyID(),
+		Name:      strings.TrimSpace(req.Name),
+		Prefix:    DisplayPrefix(secret),
+		Hash:      HashKey(secret),
+		Models:    models,
+		CreatedAt: now,
+		ExpiresAt: req.ExpiresAt.UTC(),
+	}, secret, nil
+}
+
+// Create makes a new key.
+func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Created, error) {
+	k, secret, err := m.newKey(req, m.now())
+	if err != nil {
+		return nil, err
+	}
+	if err := m.Store.CreateKey(ctx, k); err != nil {
+		return nil, err
+	}
+	return &Created{Key: k, Secret: secret}, m.Cache.Refresh(ctx)
+}
+
+// Rotated is the result of a rotation: the replacement with its secret, and the old key
+// as it now is (revoked, or expiring at the end of the grace period).
+type Rotated struct {
+	Created
+	Replaced *Key `json:"replaced"`
+}
+
+// Rotate replaces a key with a new one of the same name and models. The old key stops
+// working at once, or after grace.
+func (m *Manager) Rotate(ctx context.Context, id string, grace time.Duration) (*Rotated, error) {
+	if grace < 0 {
+		return nil, invalid("grace: must not be negative")
+	}
+	old, err := m.Store.GetKey(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	now := m.now()
+	if !old.Active(now) {
+		return nil, invalid("key %s is %s; only an active key can be rotated", id, old.Status(now))
+	}
+	if old.ReplacedBy != "" {
+		return nil, invalid("key %s was already replaced by %s; rotate that one instead", id, old.ReplacedBy)
+	}
+	k, secret, err := m.newKey(CreateRequest{Name: old.Name, Models: old.Models, ExpiresAt: old.ExpiresAt}, now)
+	if err != nil {
+		return nil, err
+	}
+	replaced, err := m.Store.RotateKey(ctx, id, k, now, grace)
+	if err != nil {
+		return nil, err
+	}
+	return &Rotated{Created: Created{Key: k, Secret: secret}, Replaced: replaced}, m.Cache.Refresh(ctx)
+}
+
+// Revoke ends a key now.
+func (m *Manager) Revoke(ctx context.Context, id string) (*Key, error) {
+	if err := m.Store.RevokeKey(ctx, id, m.now()); err != nil {
+		return nil, err
+	}
+	if err := m.Cache.Refresh(ctx); err != nil {
+		return nil, err
+	}
+	return m.Store.GetKey(ctx, id)
+}
+
+// Get returns one key.
+func (m *Manager) Get(ctx context.Context, id string) (*Key, error) { return m.Store.GetKey(ctx, id) }
+
+// List returns every key, newest first.
+func (m *Manager) List(ctx context.Context) ([]*Key, error) { return m.Store.ListKeys(ctx) }
+
+// IsInvalid reports an error the operator must correct (400), as opposed to a missing
+// key (404) or a failure of the store (500).
+func IsInvalid(err error) bool {
+	var inv *InvalidError
+	return errors.As(err, &inv)
+}

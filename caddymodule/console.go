@@ -1,0 +1,130 @@
+package caddymodule
+
+import (
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/switchyard-gw/switchyard/console"
+)
+
+func init() {
+	caddy.RegisterModule(KeysAPI{})
+	caddy.RegisterModule(Console{})
+}
+
+// consoleAPI is the keys and models API over this app, for the admin endpoint and the
+// console page alike.
+func (a *App) consoleAPI(requireHeader string) *console.API {
+	return &console.API{Keys: a.manager, Models: a.modelInfo, RequireHeader: requireHeader}
+}
+
+// modelInfo lists the models with their candidates' names and live circuit states.
+func (a *App) modelInfo() []console.ModelInfo {
+	now := time.Now()
+	var out []console.ModelInfo
+	for _, m := range a.catalog.Models() {
+		info := console.ModelInfo{ID: m.ID, DisplayName: m.DisplayName, Capabilities: map[string]bool{"reasoning": m.Capabilities.Reasoning}}
+		for tag, on := range m.Capabilities.Tags {
+			info.Capabilities[tag] = on
+		}
+		for _, f := range m.Protocols {
+			info.Protocols = append(info.Protocols, f.Token())
+		}
+		sort.Strings(info.Protocols)
+		for _, c := range m.Candidates {
+			info.Candidates = append(info.Candidates, console.CandidateInfo{
+				Name: c.Name, Protocol: c.Protocol.Token(), Priority: c.Priority,
+				State: a.upstreams[c].Health.State(now).String(),
+			})
+		}
+		out = append(out, info)
+	}
+	return out
+}
+
+// noStore answers every API call when the configuration has no key store.
+var noStore = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	_, _ = w.Write([]byte(`{"error":"this gateway has no key store configured (switchyard { store ... })"}` + "\n"))
+})
+
+// KeysAPI serves the keys and models API on Caddy's admin endpoint, under /switchyard/:
+// what `caddy switchyard keys …` talks to.
+type KeysAPI struct{}
+
+// CaddyModule returns the Caddy module information.
+func (KeysAPI) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "admin.api.switchyard_keys", New: func() caddy.Module { return new(KeysAPI) }}
+}
+
+// Routes implements caddy.AdminRouter.
+func (KeysAPI) Routes() []caddy.AdminRoute {
+	h := caddy.AdminHandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		app := current.Load()
+		var api http.Handler = noStore
+		if app != nil && app.manager != nil {
+			api = app.consoleAPI("").Handler()
+		}
+		http.StripPrefix("/switchyard", api).ServeHTTP(w, r)
+		return nil
+	})
+	return []caddy.AdminRoute{
+		{Pattern: "/switchyard/keys", Handler: h},
+		{Pattern: "/switchyard/keys/", Handler: h},
+		{Pattern: "/switchyard/models", Handler: h},
+	}
+}
+
+// Console is the `switchyard_console` handler: the web console page and its API. Mount
+// it behind authentication with its path stripped, for example:
+//
+//	handle_path /console/* {
+//		basic_auth { admin <hash> }
+//		switchyard_console
+//	}
+type Console struct {
+	app *App
+}
+
+// CaddyModule returns the Caddy module information.
+func (Console) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "http.handlers.switchyard_console", New: func() caddy.Module { return new(Console) }}
+}
+
+// Provision implements caddy.Provisioner.
+func (c *Console) Provision(ctx caddy.Context) (err error) {
+	c.app, err = loadApp(ctx)
+	return err
+}
+
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
+	if c.app.manager == nil && strings.HasPrefix(r.URL.Path, "/api/") {
+		noStore.ServeHTTP(w, r)
+		return nil
+	}
+	console.New(c.app.consoleAPI(console.ConsoleHeader)).ServeHTTP(w, r)
+	return nil
+}
+
+// UnmarshalCaddyfile reads `switchyard_console` (no options).
+func (c *Console) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next()
+	if d.NextArg() || d.NextBlock(0) {
+		return d.Err("switchyard_console takes no options")
+	}
+	return nil
+}
+
+// Interface guards
+var (
+	_ caddy.AdminRouter           = (*KeysAPI)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Console)(nil)
+	_ caddy.Provisioner           = (*Console)(nil)
+)

@@ -1,0 +1,148 @@
+package caddymodule
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/switchyard-gw/switchyard/auth"
+	"github.com/switchyard-gw/switchyard/metering"
+	"github.com/switchyard-gw/switchyard/relay"
+)
+
+// ledgerPool shares one usage ledger (its journal and background writer) between the
+// configurations that use the same journal directory; the last one to go flushes it.
+var ledgerPool = caddy.NewUsagePool()
+
+type sharedLedger struct{ *metering.Ledger }
+
+func (s sharedLedger) Destruct() error { return s.Close() }
+
+// journalDir is where this gateway keeps its usage journal: beside the SQLite file, or in
+// Caddy's data directory.
+func (a *App) journalDir(driver, dsn string) string {
+	if a.Journal != "" {
+		return a.Journal
+	}
+	if driver == "sqlite" {
+		return filepath.Join(filepath.Dir(dsn), "journal")
+	}
+	return filepath.Join(caddy.AppDataDir(), "switchyard", "journal")
+}
+
+// openLedger joins (or opens) the usage ledger over the configured store.
+func (a *App) openLedger(ctx context.Context, dir string, sink metering.Sink) error {
+	logger := a.logger
+	shared, _, err := ledgerPool.LoadOrNew(dir, func() (caddy.Destructor, error) {
+		l, err := metering.OpenLedger(ctx, dir, sink, metering.Options{
+			OnError: func(what string, err error) { logger.Warn(what, zap.Error(err)) },
+		})
+		if err != nil {
+			return nil, fmt.Errorf("usage ledger: %v", err)
+		}
+		return sharedLedger{l}, nil
+	})
+	if err != nil {
+		return err
+	}
+	a.ledgerKey = dir
+	a.ledger = shared.(sharedLedger).Ledger
+	return nil
+}
+
+// meter prices what one answer used, counts it, and puts its record in the ledger. It runs
+// inside relay's Finalize hook: before the answer's last bytes reach the client.
+func (h *Proxy) meter(rt *route, identity *auth.Identity, requestID string, out *relay.Outcome) {
+	u := metering.Extract(rt.op.Kind, metering.Observed{
+		Usage: out.Usage, StartUsage: out.StartUsage,
+		OutputChars: out.OutputChars, ThinkingChars: out.ThinkingChars, Complete: out.Complete,
+	})
+	cost := metering.Cost(rt.model.Prices, u)
+	keyID := ""
+	if identity != nil {
+		keyID = identity.KeyID
+	}
+	loadUsageMetrics().observe(rt.model.ID, keyID, u, cost)
+	if h.app.ledger == nil {
+		return
+	}
+	rec := &metering.Record{
+		RequestID:  requestID,
+		KeyID:      keyID,
+		Model:      rt.model.ID,
+		Candidate:  out.Served.Candidate.Name,
+		Protocol:   rt.op.Family.Token(),
+		Operation:  rt.op.Kind.String(),
+		Status:     out.Status,
+		Usage:      u,
+		CostMicros: cost,
+		LatencyMs:  out.Latency.Milliseconds(),
+		TTFBMs:     out.TimeToFirstByte.Milliseconds(),
+		Attempts:   len(out.Attempts) + 1, // the serving attempt is recorded after Finalize
+		Time:       time.Now().UTC(),
+	}
+	if err := h.app.ledger.Append(rec); err != nil {
+		h.logger.Error("usage record could not be journaled", zap.String("request_id", requestID), zap.Error(err))
+	}
+}
+
+// usageMetrics count tokens and cost, process-wide like the other gateway metrics.
+type usageMetrics struct {
+	tokens *prometheus.CounterVec
+	cost   *prometheus.CounterVec
+}
+
+var (
+	usageOnce sync.Once
+	usage     *usageMetrics
+)
+
+func loadUsageMetrics() *usageMetrics {
+	usageOnce.Do(func() {
+		usage = &usageMetrics{
+			tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+				Namespace: "switchyard", Name: "tokens_total",
+				Help: "Tokens metered, by service model, key id and kind (input, cached_input, cache_write, output, reasoning).",
+			}, []string{"model", "key_id", "kind"}),
+			cost: prometheus.NewCounterVec(prometheus.CounterOpts{
+				Namespace: "switchyard", Name: "cost_micros_total",
+				Help: "Cost metered, in micro-units of the configured currency, by service model and key id.",
+			}, []string{"model", "key_id"}),
+		}
+	})
+	return usage
+}
+
+func (m *usageMetrics) register(reg prometheus.Registerer) error {
+	for _, c := range []prometheus.Collector{m.tokens, m.cost} {
+		if err := reg.Register(c); err != nil {
+			if _, already := err.(prometheus.AlreadyRegisteredError); !already {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (m *usageMetrics) observe(model, keyID string, u metering.Usage, cost int64) {
+	for _, c := range []struct {
+		kind string
+		n    int64
+	}{
+		{"input", u.Input}, {"cached_input", u.CachedInput}, {"cache_write", u.CacheWrite},
+		{"output", u.Output}, {"reasoning", u.Reasoning},
+	} {
+		if c.n > 0 {
+			m.tokens.WithLabelValues(model, keyID, c.kind).Add(float64(c.n))
+		}
+	}
+	if cost > 0 {
+		m.cost.WithLabelValues(model, keyID).Add(float64(cost))
+	}
+}

@@ -1,0 +1,126 @@
+package caddymodule
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
+
+	"github.com/switchyard-gw/switchyard/auth"
+	"github.com/switchyard-gw/switchyard/metering"
+	"github.com/switchyard-gw/switchyard/store"
+)
+
+// StoreConfig says where keys live. SQLite in Caddy's data directory is the default;
+// PostgreSQL lets several gateways share keys (a revocation reaches them all within a
+// second).
+type StoreConfig struct {
+	// Driver is "sqlite" (default), "postgres", or "off" (static keys only).
+	Driver string `json:"driver,omitempty"`
+	// DSN is the SQLite file (default: switchyard/switchyard.db in Caddy's data
+	// directory) or the PostgreSQL connection string. Placeholders such as
+	// {env.SWITCHYARD_DSN} are replaced at load, keeping passwords out of the config.
+	DSN string `json:"dsn,omitempty"`
+}
+
+// storePool shares one open store, its key cache and the cache's background work
+// between the configurations that name the same store, so a reload neither reopens the
+// database nor loses what the cache holds.
+var storePool = caddy.NewUsagePool()
+
+type sharedStore struct {
+	store  *store.Store
+	cache  *auth.Cache
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// Destruct stops the cache's background work (writing last-used times a final time)
+// and closes the store, when no configuration uses it any more.
+func (s *sharedStore) Destruct() error {
+	s.cancel()
+	<-s.done
+	return s.store.Close()
+}
+
+func (c *StoreConfig) resolve(repl *caddy.Replacer) (driver, dsn string, err error) {
+	driver = "sqlite"
+	if c != nil && c.Driver != "" {
+		driver = c.Driver
+	}
+	if c != nil {
+		dsn = repl.ReplaceKnown(c.DSN, "")
+	}
+	switch driver {
+	case "off":
+		return driver, "", nil
+	case "sqlite":
+		if dsn == "" {
+			dsn = filepath.Join(caddy.AppDataDir(), "switchyard", "switchyard.db")
+		}
+	case "postgres":
+		if dsn == "" {
+			return "", "", fmt.Errorf("store: postgres needs a connection string")
+		}
+	default:
+		return "", "", fmt.Errorf("store: %q is not a store driver (sqlite, postgres, off)", driver)
+	}
+	return driver, dsn, nil
+}
+
+// openStore joins (or opens) the shared store of this configuration.
+func (a *App) openStore(ctx caddy.Context, repl *caddy.Replacer, static auth.Verifier) error {
+	driver, dsn, err := a.Store.resolve(repl)
+	if err != nil {
+		return err
+	}
+	if driver == "off" {
+		a.verifier = static
+		return nil
+	}
+	logger := a.logger
+	key := driver + "\x00" + dsn
+	shared, _, err := storePool.LoadOrNew(key, func() (caddy.Destructor, error) {
+		st, err := store.Open(ctx, driver, dsn)
+		if err != nil {
+			// The message names the driver only: a DSN may hold a password.
+			return nil, fmt.Errorf("store: opening the %s key store: %v", driver, err)
+		}
+		cache, err := auth.NewCache(ctx, st)
+		if err != nil {
+			_ = st.Close()
+			return nil, fmt.Errorf("store: loading keys: %v", err)
+		}
+		runCtx, cancel := context.WithCancel(context.Background())
+		s := &sharedStore{store: st, cache: cache, cancel: cancel, done: make(chan struct{})}
+		go func() {
+			defer close(s.done)
+			cache.Run(runCtx, auth.DefaultRefreshInterval, auth.DefaultTouchInterval, func(err error) {
+				logger.Warn("key store unreachable; keys keep working from memory", zap.String("driver", driver), zap.Error(err))
+			})
+		}()
+		return s, nil
+	})
+	if err != nil {
+		return err
+	}
+	a.storeKey = key
+	s := shared.(*sharedStore)
+	a.manager = &auth.Manager{
+		Store: s.store,
+		Cache: s.cache,
+		ModelExists: func(id string) bool {
+			_, ok := a.catalog.Lookup(id)
+			return ok
+		},
+	}
+	// Static keys from the configuration first, then the store.
+	a.verifier = auth.Verifiers{static, s.cache}
+	// Usage goes to the same store, through this gateway's journal.
+	if sink, ok := any(s.store).(metering.Sink); ok {
+		return a.openLedger(ctx, a.journalDir(driver, dsn), sink)
+	}
+	return nil
+}

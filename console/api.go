@@ -1,0 +1,246 @@
+// Package console is the operator's side of Switchyard: a JSON API over keys and models,
+// served both on Caddy's admin endpoint (for the CLI) and by the console handler (for the
+// web page), and the web page itself, embedded in the binary. It knows nothing of Caddy.
+package console
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/switchyard-gw/switchyard/auth"
+)
+
+// ModelInfo is a model as operators see it: its candidates by name, never their upstream
+// hosts, models or credentials.
+type ModelInfo struct {
+	ID           string          `json:"id"`
+	DisplayName  string          `json:"display_name"`
+	Protocols    []string        `json:"protocols"`
+	Capabilities map[string]bool `json:"capabilities"`
+	Candidates   []CandidateInfo `json:"candidates"`
+}
+
+// CandidateInfo is one candidate of a model, with its live circuit state.
+type CandidateInfo struct {
+	Name     string `json:"name"`
+	Protocol string `json:"protocol"`
+	Priority int    `json:"priority"`
+	State    string `json:"state"`
+}
+
+// API serves keys and models as JSON.
+type API struct {
+	Keys   *auth.Manager
+	Models func() []ModelInfo
+	// RequireHeader, when set, must be present on every request that changes something:
+	// a browser cannot send a custom header to another site without that site agreeing,
+	// so a page elsewhere cannot make a logged-in operator's browser create or revoke keys.
+	RequireHeader string
+	Now           func() time.Time
+}
+
+// ConsoleHeader is the header the web console sends with every change.
+const ConsoleHeader = "X-Switchyard-Console"
+
+// Handler routes the API: GET/POST /keys, GET /keys/{id}, POST /keys/{id}/rotate,
+// POST /keys/{id}/revoke (and DELETE /keys/{id}), GET /models.
+func (a *API) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /keys", a.listKeys)
+	mux.HandleFunc("POST /keys", a.changing(a.createKey))
+	mux.HandleFunc("GET /keys/{id}", a.getKey)
+	mux.HandleFunc("POST /keys/{id}/rotate", a.changing(a.rotateKey))
+	mux.HandleFunc("POST /keys/{id}/revoke", a.changing(a.revokeKey))
+	mux.HandleFunc("DELETE /keys/{id}", a.changing(a.revokeKey))
+	mux.HandleFunc("GET /models", a.listModels)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "no such API route: "+r.Method+" "+r.URL.Path)
+	})
+	return mux
+}
+
+func (a *API) now() time.Time {
+	if a.Now != nil {
+		return a.Now()
+	}
+	return time.Now()
+}
+
+func (a *API) changing(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if a.RequireHeader != "" && r.Header.Get(a.RequireHeader) == "" {
+			writeError(w, http.StatusForbidden, "changes need the "+a.RequireHeader+" header")
+			return
+		}
+		next(w, r)
+	}
+}
+
+// keyView is a key with its status at the time of the answer.
+type keyView struct {
+	*auth.Key
+	Status string `json:"status"`
+}
+
+func (a *API) view(k *auth.Key) keyView { return keyView{Key: k, Status: k.Status(a.now())} }
+
+func (a *API) listKeys(w http.ResponseWriter, r *http.Request) {
+	keys, err := a.Keys.List(r.Context())
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	out := make([]keyView, len(keys))
+	for i, k := range keys {
+		out[i] = a.view(k)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"keys": out})
+}
+
+func (a *API) getKey(w http.ResponseWriter, r *http.Request) {
+	k, err := a.Keys.Get(r.Context(), r.PathValue("id"))
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"key": a.view(k)})
+}
+
+type createBody struct {
+	Name      string   `json:"name"`
+	Models    []string `json:"models"`
+	ExpiresAt string   `json:"expires_at"` // RFC 3339
+	ExpiresIn string   `json:"expires_in"` // a duration: 90m, 12h, 30d
+}
+
+func (a *API) createKey(w http.ResponseWriter, r *http.Request) {
+	var body createBody
+	if !readJSON(w, r, &body) {
+		return
+	}
+	req := auth.CreateRequest{Name: body.Name, Models: body.Models}
+	switch {
+	case body.ExpiresAt != "" && body.ExpiresIn != "":
+		writeError(w, http.StatusBadRequest, "give expires_at or expires_in, not both")
+		return
+	case body.ExpiresAt != "":
+		t, err := time.Parse(time.RFC3339, body.ExpiresAt)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "expires_at: not an RFC 3339 time (for example 2027-01-31T00:00:00Z)")
+			return
+		}
+		req.ExpiresAt = t
+	case body.ExpiresIn != "":
+		d, err := ParseDuration(body.ExpiresIn)
+		if err != nil || d <= 0 {
+			writeError(w, http.StatusBadRequest, "expires_in: not a positive duration (for example 12h or 30d)")
+			return
+		}
+		req.ExpiresAt = a.now().Add(d)
+	}
+	created, err := a.Keys.Create(r.Context(), req)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, map[string]any{"key": a.view(created.Key), "secret": created.Secret})
+}
+
+func (a *API) rotateKey(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Grace string `json:"grace"`
+	}
+	if r.ContentLength != 0 && !readJSON(w, r, &body) {
+		return
+	}
+	var grace time.Duration
+	if body.Grace != "" {
+		d, err := ParseDuration(body.Grace)
+		if err != nil || d < 0 {
+			writeError(w, http.StatusBadRequest, "grace: not a duration (for example 0, 10m or 1d)")
+			return
+		}
+		grace = d
+	}
+	rotated, err := a.Keys.Rotate(r.Context(), r.PathValue("id"), grace)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, map[string]any{
+		"key": a.view(rotated.Key), "secret": rotated.Secret, "replaced": a.view(rotated.Replaced),
+	})
+}
+
+func (a *API) revokeKey(w http.ResponseWriter, r *http.Request) {
+	k, err := a.Keys.Revoke(r.Context(), r.PathValue("id"))
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"key": a.view(k)})
+}
+
+func (a *API) listModels(w http.ResponseWriter, _ *http.Request) {
+	models := []ModelInfo{}
+	if a.Models != nil {
+		models = a.Models()
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"models": models})
+}
+
+// fail maps an error to its status; a store failure is reported without its details,
+// which may name hosts or paths.
+func (a *API) fail(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, auth.ErrNotFound):
+		writeError(w, http.StatusNotFound, "no key with that id")
+	case auth.IsInvalid(err):
+		writeError(w, http.StatusBadRequest, err.Error())
+	case errors.Is(err, auth.ErrConflict):
+		writeError(w, http.StatusConflict, "the key changed meanwhile (rotated or revoked elsewhere); reload and try again")
+	default:
+		writeError(w, http.StatusInternalServerError, "the key store could not complete the request; see the gateway's log")
+	}
+}
+
+func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
+		writeError(w, http.StatusUnsupportedMediaType, "send the request body as application/json")
+		return false
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		writeError(w, http.StatusBadRequest, "the request body is not the expected JSON: "+err.Error())
+		return false
+	}
+	return true
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store") // answers may carry a secret shown once
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, message string) {
+	writeJSON(w, status, map[string]string{"error": message})
+}
+
+// ParseDuration reads a Go duration, or a whole number of days ("30d").
+func ParseDuration(s string) (time.Duration, error) {
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil {
+			return 0, err
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	return time.ParseDuration(s)
+}
