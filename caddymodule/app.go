@@ -45,17 +45,18 @@ type App struct {
 	// or in Caddy's data directory).
 	Journal string `json:"journal,omitempty"`
 
-	manager    *auth.Manager // nil without a key store
-	storeKey   string
-	ledger     *metering.Ledger // nil without a store
-	ledgerKey  string
-	affinity   *routing.Affinity
-	healthKeys []string
-	catalog    *routing.Catalog
-	verifier   auth.Verifier
-	upstreams  map[*routing.Candidate]*relay.Upstream
-	models     *modelList
-	logger     *zap.Logger
+	manager     *auth.Manager // nil without a key store
+	storeKey    string
+	ledger      *metering.Ledger // nil without a store
+	usageReader metering.Reader  // nil when the store keeps no usage
+	ledgerKey   string
+	affinity    *routing.Affinity
+	healthKeys  []string
+	catalog     *routing.Catalog
+	verifier    auth.Verifier
+	upstreams   map[*routing.Candidate]*relay.Upstream
+	models      *modelList
+	logger      *zap.Logger
 }
 
 // ModelConfig declares one service model.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -18,8 +19,8 @@ import (
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "switchyard",
-		Usage: "keys <create|list|show|rotate|revoke> [flags]",
-		Short: "Manages Switchyard API keys through the admin API",
+		Usage: "keys <create|list|show|rotate|revoke> [flags] | usage [flags]",
+		Short: "Manages Switchyard API keys and reads usage through the admin API",
 		Long: `
 Manages the API keys of a running Switchyard gateway by calling its admin API
 (the Caddy admin endpoint), so keys are never edited in the database by hand.
@@ -29,6 +30,9 @@ Manages the API keys of a running Switchyard gateway by calling its admin API
   caddy switchyard keys show <id>
   caddy switchyard keys rotate <id> [--grace 1h]
   caddy switchyard keys revoke <id>
+
+  caddy switchyard usage [--from 2026-11-01] [--to 2026-11-30] [--key <id>]
+                         [--model <id>] [--group day,key,model]
 
 A new key's secret is printed once, when it is created or rotated; it is not
 stored and cannot be shown again.`,
@@ -95,7 +99,92 @@ func buildCLI(cmd *cobra.Command) {
 		},
 	}
 	keys.AddCommand(create, list, show, rotate, revoke)
-	cmd.AddCommand(keys)
+
+	var from, to, key, model, group string
+	usageCmd := &cobra.Command{
+		Use:   "usage",
+		Short: "Sums metered usage by day, key and model (default: the last 30 days, by day)",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			q := url.Values{}
+			for name, v := range map[string]string{"from": from, "to": to, "key": key, "model": model, "group": group} {
+				if v != "" {
+					q.Set(name, v)
+				}
+			}
+			return c.call("GET", "/switchyard/usage?"+q.Encode(), nil, c.printUsage)
+		},
+	}
+	usageCmd.Flags().StringVar(&from, "from", "", "first day, YYYY-MM-DD (UTC)")
+	usageCmd.Flags().StringVar(&to, "to", "", "last day, YYYY-MM-DD (UTC), included")
+	usageCmd.Flags().StringVar(&key, "key", "", "only this key id")
+	usageCmd.Flags().StringVar(&model, "model", "", "only this model")
+	usageCmd.Flags().StringVar(&group, "group", "day", "sum by any of day,key,model (empty: totals only)")
+	cmd.AddCommand(keys, usageCmd)
+}
+
+type cliUsageRow struct {
+	Day        string `json:"day"`
+	KeyID      string `json:"key_id"`
+	Model      string `json:"model"`
+	Requests   int64  `json:"requests"`
+	Input      int64  `json:"input"`
+	CachedIn   int64  `json:"cached_input"`
+	CacheWrite int64  `json:"cache_write"`
+	Output     int64  `json:"output"`
+	Reasoning  int64  `json:"reasoning"`
+	CostMicros int64  `json:"cost_micros"`
+	Estimated  int64  `json:"estimated"`
+}
+
+func (c *cli) printUsage(answer map[string]json.RawMessage) error {
+	var rows []cliUsageRow
+	var total cliUsageRow
+	var groups []string
+	if err := json.Unmarshal(answer["rows"], &rows); err != nil {
+		return err
+	}
+	_ = json.Unmarshal(answer["total"], &total)
+	_ = json.Unmarshal(answer["group"], &groups)
+	var from, to string
+	_ = json.Unmarshal(answer["from"], &from)
+	_ = json.Unmarshal(answer["to"], &to)
+	fmt.Fprintf(c.out, "usage from %s to %s\n\n", from, to)
+	tw := tabwriter.NewWriter(c.out, 2, 4, 2, ' ', tabwriter.AlignRight)
+	header := ""
+	for _, g := range groups {
+		header += strings.ToUpper(g) + "\t"
+	}
+	fmt.Fprintln(tw, header+"REQUESTS\tINPUT\tCACHED\tCACHE WRITE\tOUTPUT\tREASONING\tCOST\tESTIMATED\t")
+	line := func(r cliUsageRow, label []string) {
+		fmt.Fprintf(tw, "%s%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t\n", strings.Join(label, ""), r.Requests, r.Input, r.CachedIn,
+			r.CacheWrite, r.Output, r.Reasoning, money(r.CostMicros), r.Estimated)
+	}
+	for _, r := range rows {
+		var label []string
+		for _, g := range groups {
+			label = append(label, map[string]string{"day": r.Day, "key": r.KeyID, "model": r.Model}[g]+"\t")
+		}
+		line(r, label)
+	}
+	label := make([]string, len(groups))
+	for i := range label {
+		label[i] = "\t"
+	}
+	if len(label) > 0 {
+		label[0] = "TOTAL\t"
+	}
+	line(total, label)
+	return tw.Flush()
+}
+
+// money shows micro-units as a decimal amount with six places, exactly.
+func money(micros int64) string {
+	sign := ""
+	if micros < 0 {
+		sign, micros = "-", -micros
+	}
+	return fmt.Sprintf("%s%d.%06d", sign, micros/1_000_000, micros%1_000_000)
 }
 
 func (c *cli) baseURL() string {

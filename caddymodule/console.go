@@ -21,7 +21,11 @@ func init() {
 // consoleAPI is the keys and models API over this app, for the admin endpoint and the
 // console page alike.
 func (a *App) consoleAPI(requireHeader string) *console.API {
-	return &console.API{Keys: a.manager, Models: a.modelInfo, RequireHeader: requireHeader}
+	api := &console.API{Keys: a.manager, Models: a.modelInfo, RequireHeader: requireHeader}
+	if a.usageReader != nil {
+		api.Usage = a.usageReader
+	}
+	return api
 }
 
 // modelInfo lists the models with their candidates' names and live circuit states.
@@ -79,6 +83,7 @@ func (KeysAPI) Routes() []caddy.AdminRoute {
 		{Pattern: "/switchyard/keys", Handler: h},
 		{Pattern: "/switchyard/keys/", Handler: h},
 		{Pattern: "/switchyard/models", Handler: h},
+		{Pattern: "/switchyard/usage", Handler: h},
 	}
 }
 

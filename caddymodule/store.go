@@ -119,6 +119,9 @@ func (a *App) openStore(ctx caddy.Context, repl *caddy.Replacer, static auth.Ver
 	// Static keys from the configuration first, then the store.
 	a.verifier = auth.Verifiers{static, s.cache}
 	// Usage goes to the same store, through this gateway's journal.
+	if reader, ok := any(s.store).(metering.Reader); ok {
+		a.usageReader = reader
+	}
 	if sink, ok := any(s.store).(metering.Sink); ok {
 		return a.openLedger(ctx, a.journalDir(driver, dsn), sink)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/switchyard-gw/switchyard/auth"
+	"github.com/switchyard-gw/switchyard/metering"
 )
 
 // ModelInfo is a model as operators see it: its candidates by name, never their upstream
@@ -36,6 +37,8 @@ type CandidateInfo struct {
 type API struct {
 	Keys   *auth.Manager
 	Models func() []ModelInfo
+	// Usage answers usage queries; nil when the store keeps no usage.
+	Usage metering.Reader
 	// RequireHeader, when set, must be present on every request that changes something:
 	// a browser cannot send a custom header to another site without that site agreeing,
 	// so a page elsewhere cannot make a logged-in operator's browser create or revoke keys.
@@ -57,6 +60,7 @@ func (a *API) Handler() http.Handler {
 	mux.HandleFunc("POST /keys/{id}/revoke", a.changing(a.revokeKey))
 	mux.HandleFunc("DELETE /keys/{id}", a.changing(a.revokeKey))
 	mux.HandleFunc("GET /models", a.listModels)
+	mux.HandleFunc("GET /usage", a.queryUsage)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such API route: "+r.Method+" "+r.URL.Path)
 	})
@@ -191,6 +195,64 @@ func (a *API) listModels(w http.ResponseWriter, _ *http.Request) {
 		models = a.Models()
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"models": models})
+}
+
+// queryUsage sums usage: ?from=YYYY-MM-DD&to=YYYY-MM-DD (to inclusive, UTC days;
+// default the last 30 days), &key=<id>, &model=<id>, &group=day,key,model.
+func (a *API) queryUsage(w http.ResponseWriter, r *http.Request) {
+	if a.Usage == nil {
+		writeError(w, http.StatusServiceUnavailable, "this gateway's store keeps no usage")
+		return
+	}
+	q, err := a.usageQuery(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	rows, err := a.Usage.QueryUsage(r.Context(), q)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "the usage query failed; see the gateway's log")
+		return
+	}
+	if rows == nil {
+		rows = []metering.Row{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"from": q.From.Format(time.DateOnly), "to": q.To.Add(-24 * time.Hour).Format(time.DateOnly),
+		"group": q.GroupBy, "rows": rows, "total": metering.Total(rows),
+	})
+}
+
+func (a *API) usageQuery(r *http.Request) (metering.Query, error) {
+	v := r.URL.Query()
+	today := a.now().UTC().Truncate(24 * time.Hour)
+	q := metering.Query{From: today.AddDate(0, 0, -29), To: today.AddDate(0, 0, 1), KeyID: v.Get("key"), Model: v.Get("model")}
+	for name, dst := range map[string]*time.Time{"from": &q.From, "to": &q.To} {
+		if s := v.Get(name); s != "" {
+			d, err := time.Parse(time.DateOnly, s)
+			if err != nil {
+				return q, errors.New(name + ": not a YYYY-MM-DD date")
+			}
+			if name == "to" {
+				d = d.AddDate(0, 0, 1) // the to day is included
+			}
+			*dst = d
+		}
+	}
+	if !q.From.Before(q.To) {
+		return q, errors.New("from: must not be after to")
+	}
+	if g := v.Get("group"); g != "" {
+		for _, dim := range strings.Split(g, ",") {
+			switch dim {
+			case "day", "key", "model":
+				q.GroupBy = append(q.GroupBy, dim)
+			default:
+				return q, errors.New("group: " + dim + " is not day, key or model")
+			}
+		}
+	}
+	return q, nil
 }
 
 // fail maps an error to its status; a store failure is reported without its details,

@@ -1,0 +1,55 @@
+package metering
+
+import (
+	"context"
+	"time"
+)
+
+// Query selects usage records and how to sum them.
+type Query struct {
+	// From and To bound the records' times: From <= time < To. Zero means unbounded.
+	From, To time.Time
+	// KeyID and Model, when set, keep only that key's or that model's records.
+	KeyID, Model string
+	// GroupBy names the dimensions rows are summed by, in this order: any of "day"
+	// (UTC calendar day), "key", "model". Empty gives one row of totals.
+	GroupBy []string
+}
+
+// Row is the sum of the records of one group.
+type Row struct {
+	Day        string `json:"day,omitempty"` // YYYY-MM-DD, UTC
+	KeyID      string `json:"key_id,omitempty"`
+	Model      string `json:"model,omitempty"`
+	Requests   int64  `json:"requests"`
+	Input      int64  `json:"input"`
+	CachedIn   int64  `json:"cached_input"`
+	CacheWrite int64  `json:"cache_write"`
+	Output     int64  `json:"output"`
+	Reasoning  int64  `json:"reasoning"`
+	CostMicros int64  `json:"cost_micros"`
+	// Estimated counts the records whose tokens were partly estimated.
+	Estimated int64 `json:"estimated"`
+}
+
+// Reader answers usage queries; the stores implement it.
+type Reader interface {
+	// QueryUsage returns one row per group, ordered by the GroupBy dimensions.
+	QueryUsage(ctx context.Context, q Query) ([]Row, error)
+}
+
+// Total sums rows into one.
+func Total(rows []Row) Row {
+	var t Row
+	for _, r := range rows {
+		t.Requests += r.Requests
+		t.Input += r.Input
+		t.CachedIn += r.CachedIn
+		t.CacheWrite += r.CacheWrite
+		t.Output += r.Output
+		t.Reasoning += r.Reasoning
+		t.CostMicros += r.CostMicros
+		t.Estimated += r.Estimated
+	}
+	return t
+}
