@@ -15,10 +15,10 @@ import (
 // files make the same change in each database's dialect. Migrations are never edited
 // once released: a change is a new number.
 //
-// Planned next: 0002_usage (issue 6), the usage ledger — one row per metered request
-// with key_id REFERENCES api_keys (id), model, token counts, cost in integer
-// micro-units and time, indexed by (key_id, time). Keys are never deleted, so the
-// reference always holds.
+// 0002_usage adds the usage ledger: usage_records, one row per metered request, and
+// ledger_journals, how far each gateway's journal has been written (see usage.go). Its
+// key_id does not refer to api_keys, though 0001's comments expected it to: keys from
+// the configuration ("static:name") are metered too and are not in that table.
 //
 //go:embed migrations
 var migrationFiles embed.FS

@@ -1,12 +1,13 @@
-// Package store keeps Switchyard's shared state in a database: API keys now, a usage
-// ledger later. Two drivers give the same tables and the same behaviour:
+// Package store keeps Switchyard's shared state in a database: API keys and the usage
+// ledger. Two drivers give the same tables and the same behaviour:
 //
 //   - "sqlite": an embedded SQLite file (pure Go, no cgo). The default: one gateway, or
 //     several processes on one host sharing the file.
 //   - "postgres": a PostgreSQL database, for several gateways on different hosts.
 //
-// A *Store implements auth.KeyStore. The schema is created and upgraded by migrations
-// embedded in the binary and applied by Open.
+// A *Store implements auth.KeyStore, and metering.Sink and metering.Reader for usage
+// (see usage.go). The schema is created and upgraded by migrations embedded in the
+// binary and applied by Open.
 package store
 
 import (
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/switchyard-gw/switchyard/auth"
+	"github.com/switchyard-gw/switchyard/metering"
 )
 
 // The drivers Open accepts.
@@ -36,7 +38,7 @@ const maxPrefixLen = 16
 // maxIDLen bounds a key id (auth.NewKeyID gives 20 characters).
 const maxIDLen = 64
 
-// Store is a key store on SQLite or PostgreSQL. It is safe for concurrent use.
+// Store is a key and usage store on SQLite or PostgreSQL. It is safe for concurrent use.
 type Store struct {
 	driver string
 	b      backend
@@ -298,6 +300,14 @@ type backend interface {
 	changedSince(ctx context.Context, seq int64) ([]*auth.Key, error)
 	// touchKeys raises last_used_at to the given times (already storedTime).
 	touchKeys(ctx context.Context, lastUsed map[string]time.Time) error
+	// writeUsage inserts the records not already stored and raises journalID's position
+	// to upTo, in one transaction (see Store.WriteUsage).
+	writeUsage(ctx context.Context, journalID string, upTo int64, records []metering.Record, now time.Time) error
+	journalPosition(ctx context.Context, journalID string) (int64, error)
+	// usageDialect is how this database spells the parts of a usage query that differ.
+	usageDialect() *usageDialect
+	// queryUsage runs a query built by buildUsageQuery.
+	queryUsage(ctx context.Context, uq usageQuery) ([]metering.Row, error)
 	close() error
 }
 

@@ -25,7 +25,7 @@ type fixture struct {
 
 var drivers = []string{DriverSQLite, DriverPostgres}
 
-func newFixture(t *testing.T, driver string) *fixture {
+func newFixture(t testing.TB, driver string) *fixture {
 	t.Helper()
 	switch driver {
 	case DriverSQLite:

@@ -1,0 +1,125 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/switchyard-gw/switchyard/metering"
+)
+
+// sqliteUsageChunk is how many records one INSERT carries: 256 rows of 18 columns bind
+// 4,608 values, well under SQLite's limit of 32,766, and a batch of 1,000 records
+// (the ledger's default) takes four statements instead of a thousand.
+const sqliteUsageChunk = 256
+
+// sqliteInsertUsage holds the INSERT statement's text for each number of rows, built
+// once.
+var sqliteInsertUsage = sync.OnceValue(func() []string {
+	row := "(" + strings.TrimSuffix(strings.Repeat("?, ", usageColumnCount), ", ") + ")"
+	out := make([]string, sqliteUsageChunk+1)
+	for n := 1; n <= sqliteUsageChunk; n++ {
+		// ON CONFLICT names request_id: a duplicate request is skipped, while a NULL
+		// in a NOT NULL column or a failed CHECK still fails the statement (INSERT OR
+		// IGNORE would silently skip those rows too).
+		out[n] = "INSERT INTO usage_records (" + usageColumns + ") VALUES " +
+			strings.TrimSuffix(strings.Repeat(row+", ", n), ", ") +
+			" ON CONFLICT (request_id) DO NOTHING"
+	}
+	return out
+})
+
+const sqliteUpsertJournal = `INSERT INTO ledger_journals (journal_id, position, updated_at) VALUES (?1, ?2, ?3)
+	ON CONFLICT (journal_id) DO UPDATE SET position = max(position, excluded.position), updated_at = excluded.updated_at`
+
+func (b *sqliteBackend) writeUsage(ctx context.Context, journalID string, upTo int64, records []metering.Record, now time.Time) error {
+	tx, err := b.w.BeginTx(ctx, nil) // BEGIN IMMEDIATE, like every write
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	var full *sql.Stmt // the statement for a whole chunk, prepared once per batch
+	args := make([]any, 0, usageColumnCount*min(len(records), sqliteUsageChunk))
+	for start := 0; start < len(records); start += sqliteUsageChunk {
+		part := records[start:min(start+sqliteUsageChunk, len(records))]
+		args = args[:0]
+		for i := range part {
+			args = appendSQLiteUsage(args, &part[i])
+		}
+		if len(part) == sqliteUsageChunk {
+			if full == nil {
+				if full, err = tx.PrepareContext(ctx, sqliteInsertUsage()[sqliteUsageChunk]); err != nil {
+					return err
+				}
+				defer full.Close()
+			}
+			_, err = full.ExecContext(ctx, args...)
+		} else {
+			_, err = tx.ExecContext(ctx, sqliteInsertUsage()[len(part)], args...)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if _, err := tx.ExecContext(ctx, sqliteUpsertJournal, journalID, upTo, now.UnixMicro()); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// appendSQLiteUsage appends r's values in usageColumns' order.
+func appendSQLiteUsage(args []any, r *metering.Record) []any {
+	estimated := 0
+	if r.Estimated {
+		estimated = 1
+	}
+	return append(args,
+		nullString(r.RequestID), nullString(r.KeyID), r.Model, r.Candidate, r.Protocol, r.Operation, r.Status,
+		r.Input, r.CachedInput, r.CacheWrite, r.Output, r.Reasoning, estimated,
+		r.CostMicros, r.LatencyMs, r.TTFBMs, r.Attempts, sqliteTime(r.Time))
+}
+
+func (b *sqliteBackend) journalPosition(ctx context.Context, journalID string) (int64, error) {
+	var pos int64
+	err := b.r.QueryRowContext(ctx, `SELECT position FROM ledger_journals WHERE journal_id = ?`, journalID).Scan(&pos)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	return pos, err
+}
+
+// sqliteDay is the number of the UTC day of ts (Unix microseconds), rounded down also
+// before 1970. Grouping by this integer is much cheaper than by a formatted date, which
+// is made once per group from it.
+const sqliteDay = `(ts / 86400000000 - (ts % 86400000000 < 0))`
+
+var sqliteUsageDialect = &usageDialect{
+	param:     numberedParam("?"),
+	time:      func(t time.Time) any { return t.UnixMicro() },
+	dayGroup:  sqliteDay,
+	daySelect: `strftime('%Y-%m-%d', ` + sqliteDay + ` * 86400, 'unixepoch')`,
+	key:       `coalesce(key_id, '')`, // SQLite's default collation compares bytes
+	model:     `model`,
+}
+
+func (b *sqliteBackend) usageDialect() *usageDialect { return sqliteUsageDialect }
+
+func (b *sqliteBackend) queryUsage(ctx context.Context, uq usageQuery) ([]metering.Row, error) {
+	rows, err := b.r.QueryContext(ctx, uq.sql, uq.args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []metering.Row
+	for rows.Next() {
+		r, err := scanUsageRow(rows.Scan, uq.dims)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
