@@ -6,11 +6,17 @@ package integration
 // the way it checks what an operator relies on: the secret is shown once and is gone
 // from the page once dismissed or reloaded, errors from the API reach the page, and the
 // page runs under its Content-Security-Policy without a single violation.
+//
+// Then usage: a key made in the page is used on two models, and once the ledger has
+// stored the calls the Usage section must show what the usage API answers, to the token
+// and to the micro-unit of cost, beside a few weeks of history written straight into the
+// store so that the charts have days to draw.
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -24,7 +30,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/tidwall/gjson"
 
+	"github.com/switchyard-gw/switchyard/metering"
 	"github.com/switchyard-gw/switchyard/simulator"
+	"github.com/switchyard-gw/switchyard/store"
 )
 
 // The console's basic-auth login. The hash is bcrypt at its lowest cost: Caddy checks
@@ -102,6 +110,78 @@ type consoleReport struct {
 	TracesAfterReload    []string `json:"secret_traces_after_reload"`
 	SecretBoxAfterReload int      `json:"secret_box_after_reload"`
 	StatusAfterReload    string   `json:"status_after_reload"`
+	Usage                struct {
+		KeyID        string     `json:"key_id"`
+		UnusedKeyID  string     `json:"unused_key_id"`
+		CallStatuses []int      `json:"call_statuses"`
+		All          usageShown `json:"all"`
+		APIAll       struct {
+			ByModel usageAnswer `json:"by_model"`
+			ByDay   usageAnswer `json:"by_day"`
+		} `json:"api_all"`
+		ByKind usageShown  `json:"by_kind"`
+		Key    usageShown  `json:"key"`
+		APIKey usageAnswer `json:"api_key"`
+		Model  usageShown  `json:"model"`
+		Unused usageShown  `json:"unused"`
+	} `json:"usage"`
+}
+
+// usageRow is one row of the usage API, or of the Usage section's table read back from
+// its cells' data-value attributes (CostText is then the cost as written).
+type usageRow struct {
+	Day         string `json:"day"`
+	Model       string `json:"model"`
+	Requests    int64  `json:"requests"`
+	Input       int64  `json:"input"`
+	CachedInput int64  `json:"cached_input"`
+	Output      int64  `json:"output"`
+	Reasoning   int64  `json:"reasoning"`
+	CostMicros  int64  `json:"cost_micros"`
+	Estimated   int64  `json:"estimated"`
+	CostText    string `json:"cost_text"`
+}
+
+type usageAnswer struct {
+	From  string     `json:"from"`
+	To    string     `json:"to"`
+	Rows  []usageRow `json:"rows"`
+	Total usageRow   `json:"total"`
+}
+
+// usageChart is one SVG chart of the Usage section.
+type usageChart struct {
+	Role  string `json:"role"`
+	Label string `json:"label"`
+	Days  []struct {
+		Day    string   `json:"day"`
+		Total  int64    `json:"total"`
+		Title  string   `json:"title"`
+		Series []string `json:"series"`
+	} `json:"days"`
+	YTicks []string `json:"y_ticks"`
+	XTicks []string `json:"x_ticks"`
+}
+
+// usageShown is what the Usage section showed at one moment.
+type usageShown struct {
+	State         string      `json:"state"`
+	From          string      `json:"from"`
+	To            string      `json:"to"`
+	Summary       string      `json:"summary"`
+	Note          string      `json:"note"`
+	Empty         string      `json:"empty"`
+	ChartsVisible bool        `json:"charts_visible"`
+	TableVisible  bool        `json:"table_visible"`
+	StatCost      string      `json:"stat_cost"`
+	StatRequests  string      `json:"stat_requests"`
+	Models        []usageRow  `json:"models"`
+	Total         *usageRow   `json:"total"`
+	TokensChart   *usageChart `json:"tokens_chart"`
+	CostChart     *usageChart `json:"cost_chart"`
+	TokensLegend  []string    `json:"tokens_legend"`
+	KeyOptions    []string    `json:"key_options"`
+	ModelOptions  []string    `json:"model_options"`
 }
 
 // gatewayCalls are the two calls console.mjs makes with a key, as a client would.
@@ -145,10 +225,10 @@ func needBrowser(t *testing.T) (node string) {
 	return node
 }
 
-// startConsoleGateway runs the gateway with a SQLite key store in the test's temporary
+// startConsoleGateway runs the gateway with a SQLite store in the test's temporary
 // directory and the console mounted at /console/ behind basic auth, as the README
-// shows an operator to do.
-func startConsoleGateway(t *testing.T, up *upstream) *gateway {
+// shows an operator to do. It returns the gateway and the database file.
+func startConsoleGateway(t *testing.T, up *upstream) (*gateway, string) {
 	t.Helper()
 	port, adminPort := freePort(t), freePort(t)
 	g := &gateway{
@@ -158,26 +238,73 @@ func startConsoleGateway(t *testing.T, up *upstream) *gateway {
 	}
 	a := "http://" + up.hostport() + "/v1"
 	b := "http://" + up.hostport()
+	db := filepath.Join(t.TempDir(), "keys.db")
 	models := "" +
 		"\t\tmodel chat-a {\n\t\t\tdisplay_name \"Chat A\"\n\t\t\tprotocols family_a\n\t\t\treasoning true\n\t\t\tcapability vision true\n" +
+		"\t\t\tprice input 2.5 output 10\n" +
 		candidate("main", "family_a", a, upstreamPrefix+"-a", "priority 1") +
 		candidate("spare", "family_a", a, upstreamPrefix+"-a", "priority 2") + "\t\t}\n" +
-		"\t\tmodel msg-b {\n\t\t\tprotocols family_b\n" +
+		"\t\tmodel msg-b {\n\t\t\tprotocols family_b\n\t\t\tprice input 3 cached_input 0.3 output 15\n" +
 		candidate("main", "family_b", b, upstreamPrefix+"-b") + "\t\t}\n"
 	g.caddyfile = "{\n\tadmin 127.0.0.1:" + strconv.Itoa(adminPort) + "\n\tdefault_bind 127.0.0.1\n" +
-		"\tswitchyard {\n\t\tstore sqlite " + filepath.Join(t.TempDir(), "keys.db") + "\n" + models + "\t}\n}\n" +
+		"\tswitchyard {\n\t\tstore sqlite " + db + "\n" + models + "\t}\n}\n" +
 		"http://127.0.0.1:" + strconv.Itoa(port) + " {\n" +
 		"\thandle_path /console/* {\n\t\tbasic_auth {\n\t\t\t" + consoleUser + " " + consolePasswordHash + "\n\t\t}\n\t\tswitchyard_console\n\t}\n" +
 		"\thandle {\n\t\tswitchyard_auth\n\t\tswitchyard_model\n\t\tswitchyard_proxy\n\t}\n" +
 		"\thandle_errors {\n\t\tswitchyard_errors\n\t}\n}\n"
 	startCaddy(t, g.caddyfile)
 	g.waitReady(t)
-	return g
+	return g, db
+}
+
+// historyKey is the key id of the usage written straight into the store: a key from
+// the configuration, so that it is in no list of stored keys.
+const historyKey = "static:history"
+
+// seedUsageHistory writes a few weeks of usage into the store through its ledger side,
+// as gateways' ledgers would have: some days used on both models, some on one, some not
+// at all, one day beyond the last 30, one record partly estimated, and costs that need
+// all six decimal places.
+func seedUsageHistory(t *testing.T, db string) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, store.DriverSQLite, db)
+	require.NoError(t, err)
+	defer st.Close()
+	today := time.Now().UTC().Truncate(24 * time.Hour)
+	var records []metering.Record
+	add := func(daysAgo int, model string, n int, u metering.Usage, cost int64) {
+		for i := 0; i < n; i++ {
+			records = append(records, metering.Record{
+				RequestID: fmt.Sprintf("history-%d-%s-%d", daysAgo, model, i),
+				KeyID:     historyKey, Model: model, Candidate: "main", Protocol: "family_a",
+				Operation: "chat", Status: 200, Usage: u, CostMicros: cost, Attempts: 1,
+				Time: today.AddDate(0, 0, -daysAgo).Add(time.Duration(9+i) * time.Hour),
+			})
+		}
+	}
+	chat := func(in, out int64) metering.Usage {
+		return metering.Usage{Input: in, CachedInput: in / 4, Output: out, Reasoning: out / 5}
+	}
+	add(1, "chat-a", 3, chat(42_000, 6_100), 25_736)
+	add(1, "msg-b", 2, chat(18_500, 2_400), 91_003)
+	add(2, "chat-a", 5, chat(30_500, 4_000), 18_250)
+	add(4, "msg-b", 4, chat(61_000, 9_900), 120_001)
+	add(6, "chat-a", 2, chat(12_000, 800), 6_080)
+	add(6, "msg-b", 1, metering.Usage{Input: 8_000, Output: 1_200, Estimated: true}, 42_000)
+	add(9, "chat-a", 6, chat(25_000, 3_300), 15_500)
+	add(13, "msg-b", 3, chat(40_000, 5_000), 97_777)
+	add(20, "chat-a", 4, chat(51_000, 7_700), 33_333)
+	add(20, "msg-b", 2, chat(22_000, 2_000), 69_900)
+	add(27, "chat-a", 1, chat(9_000, 900), 4_567)
+	add(45, "chat-a", 9, chat(99_000, 9_000), 999_999) // outside the last 30 days
+	require.NoError(t, st.WriteUsage(ctx, "console-test-history", 1, records))
 }
 
 func TestConsoleInBrowser(t *testing.T) {
 	node := needBrowser(t)
-	g := startConsoleGateway(t, newUpstream(t))
+	g, db := startConsoleGateway(t, newUpstream(t))
+	seedUsageHistory(t, db)
 
 	out := t.TempDir()
 	if dir := os.Getenv("SY_CONSOLE_SCREENSHOTS"); dir != "" {
@@ -193,6 +320,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		"SY_CONSOLE_PASSWORD="+consolePassword,
 		"SY_GATEWAY_URL="+g.base,
 		"SY_MODEL=chat-a",
+		"SY_MESSAGES_MODEL=msg-b",
 		"SY_OUT_DIR="+out,
 		"SY_CHROMIUM="+chromiumPath,
 	)
@@ -311,6 +439,97 @@ func TestConsoleInBrowser(t *testing.T) {
 		assert.Equal(t, 200, r.Rotate.NewCall)
 	})
 
+	t.Run("the usage section shows what the usage API counts", func(t *testing.T) {
+		u := r.Usage
+		assert.Equal(t, []int{200, 200, 200}, u.CallStatuses, "the calls made with the usage key")
+
+		all := u.All
+		require.Equal(t, "ready", all.State, "note: %q", all.Note)
+		assert.Equal(t, u.APIAll.ByModel.From, all.From)
+		assert.Equal(t, u.APIAll.ByModel.To, all.To)
+		// The last 30 days by default, ending today (the page's today, in UTC).
+		to, err := time.Parse(time.DateOnly, all.To)
+		require.NoError(t, err)
+		assert.WithinDuration(t, time.Now().UTC(), to, 48*time.Hour)
+		assert.Equal(t, to.AddDate(0, 0, -29).Format(time.DateOnly), all.From)
+		assert.Contains(t, all.KeyOptions, u.KeyID, "the key filter lists the keys")
+		assert.Subset(t, all.ModelOptions, []string{"", "chat-a", "msg-b"})
+
+		// The table: a row per model and the overall total, to the token and micro-unit.
+		require.NotNil(t, all.Total)
+		sameUsage(t, u.APIAll.ByModel.Total, *all.Total, "total")
+		costShown(t, all.StatCost, u.APIAll.ByModel.Total.CostMicros)
+		require.Len(t, all.Models, len(u.APIAll.ByModel.Rows))
+		api := map[string]usageRow{}
+		for _, row := range u.APIAll.ByModel.Rows {
+			api[row.Model] = row
+		}
+		for _, shown := range all.Models {
+			sameUsage(t, api[shown.Model], shown, shown.Model)
+		}
+		// Both models were used today and in the seeded history, so both are shown.
+		assert.ElementsMatch(t, []string{"chat-a", "msg-b"}, []string{all.Models[0].Model, all.Models[1].Model})
+
+		// The charts: a group of bars for each day with usage, and nothing else.
+		var days []string
+		tokens := map[string]int64{}
+		for _, row := range u.APIAll.ByDay.Rows {
+			if row.Requests > 0 {
+				days = append(days, row.Day)
+				tokens[row.Day] = row.Input + row.Output
+			}
+		}
+		require.GreaterOrEqual(t, len(days), 8, "today and the seeded days: %v", days)
+		for name, chart := range map[string]*usageChart{"tokens": all.TokensChart, "cost": all.CostChart, "tokens by kind": u.ByKind.TokensChart} {
+			require.NotNil(t, chart, "%s chart", name)
+			assert.Equal(t, "img", chart.Role, "%s chart", name)
+			assert.NotEmpty(t, chart.Label, "%s chart's aria-label", name)
+			var shown []string
+			for _, d := range chart.Days {
+				shown = append(shown, d.Day)
+				assert.NotEmpty(t, d.Series, "%s chart, %s: no bars", name, d.Day)
+				assert.NotEmpty(t, d.Title, "%s chart, %s: no title", name, d.Day)
+			}
+			assert.Equal(t, days, shown, "%s chart: one group per day with usage", name)
+			assert.NotEmpty(t, chart.XTicks, "%s chart: day labels", name)
+			require.NotEmpty(t, chart.YTicks, "%s chart: value labels", name)
+			assert.Equal(t, "0", chart.YTicks[0], "%s chart: the axis starts at 0", name)
+		}
+		for _, d := range all.TokensChart.Days {
+			assert.Equal(t, tokens[d.Day], d.Total, "tokens on %s", d.Day)
+		}
+		assert.Contains(t, all.TokensChart.Label, "Tokens per day")
+		assert.Contains(t, all.CostChart.Label, "Cost per day")
+		assert.Equal(t, []string{all.Models[0].Model, all.Models[1].Model}, all.TokensLegend, "the legend follows the table")
+		assert.Equal(t, []string{"input", "cached", "output", "reasoning"}, u.ByKind.TokensLegend)
+
+		// The key alone: what the simulator reported for its three calls.
+		mine := u.Key
+		require.Equal(t, "ready", mine.State)
+		require.NotNil(t, mine.Total)
+		sameUsage(t, u.APIKey.Total, *mine.Total, "the key's total")
+		assert.Equal(t, int64(3), mine.Total.Requests)
+		assert.Equal(t, int64(10+16+10+10), mine.Total.Output, "10 tokens of text each, 16 of reasoning once")
+		assert.Equal(t, int64(16), mine.Total.Reasoning)
+		assert.Zero(t, mine.Total.Estimated)
+		assert.Positive(t, mine.Total.CostMicros)
+		assert.Contains(t, mine.Summary, "7 days")
+		require.NotNil(t, mine.TokensChart)
+		require.Len(t, mine.TokensChart.Days, 1, "the key was used today only")
+		assert.Equal(t, mine.To, mine.TokensChart.Days[0].Day)
+
+		// One model: its row alone.
+		require.Len(t, u.Model.Models, 1)
+		assert.Equal(t, "msg-b", u.Model.Models[0].Model)
+		sameUsage(t, api["msg-b"], *u.Model.Total, "msg-b alone")
+
+		// A key never used: a calm empty state, no chart, no table.
+		assert.Equal(t, "empty", u.Unused.State)
+		assert.Contains(t, u.Unused.Empty, "No usage in this period")
+		assert.False(t, u.Unused.ChartsVisible)
+		assert.False(t, u.Unused.TableVisible)
+	})
+
 	t.Run("screenshots were taken", func(t *testing.T) {
 		require.NotEmpty(t, r.Screenshots)
 		for _, shot := range r.Screenshots {
@@ -319,4 +538,32 @@ func TestConsoleInBrowser(t *testing.T) {
 			assert.Greater(t, info.Size(), int64(10_000), "%s is too small to be a page", shot)
 		}
 	})
+}
+
+// sameUsage compares a row of the usage API with the same row read from the page.
+func sameUsage(t *testing.T, want, got usageRow, what string) {
+	t.Helper()
+	assert.Equal(t, want.Requests, got.Requests, "%s: requests", what)
+	assert.Equal(t, want.Input, got.Input, "%s: input", what)
+	assert.Equal(t, want.CachedInput, got.CachedInput, "%s: cached input", what)
+	assert.Equal(t, want.Output, got.Output, "%s: output", what)
+	assert.Equal(t, want.Reasoning, got.Reasoning, "%s: reasoning", what)
+	assert.Equal(t, want.CostMicros, got.CostMicros, "%s: cost", what)
+	assert.Equal(t, want.Estimated, got.Estimated, "%s: estimated", what)
+	if got.CostText != "" {
+		costShown(t, got.CostText, want.CostMicros)
+	}
+}
+
+// costShown checks that a cost as the page writes it (en-GB: "1,234.025736") is exactly
+// micros micro-units, with two to six decimal places.
+func costShown(t *testing.T, text string, micros int64) {
+	t.Helper()
+	whole, frac, ok := strings.Cut(strings.ReplaceAll(text, ",", ""), ".")
+	if !assert.True(t, ok, "cost %q has no decimal point", text) {
+		return
+	}
+	assert.True(t, len(frac) >= 2 && len(frac) <= 6, "cost %q: want 2 to 6 decimal places", text)
+	frac += strings.Repeat("0", max(0, 6-len(frac)))
+	assert.Equal(t, fmt.Sprintf("%d.%06d", micros/1_000_000, micros%1_000_000), whole+"."+frac, "cost %q", text)
 }

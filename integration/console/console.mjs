@@ -1,6 +1,7 @@
 // Drives the Switchyard web console in headless Chromium as an operator would, and
 // checks that what the page does reaches the gateway: a key created in the page works,
-// and once revoked in the page it stops working. The Go test (console_test.go) starts
+// and once revoked in the page it stops working; calls made with a key show up in the
+// Usage section as the usage API counts them. The Go test (console_test.go) starts
 // the gateway, runs this script and judges the JSON report it prints on stdout.
 //
 // Environment:
@@ -9,6 +10,7 @@
 //   SY_CONSOLE_PASSWORD  basic-auth password
 //   SY_GATEWAY_URL       the gateway's base URL, e.g. http://127.0.0.1:1234
 //   SY_MODEL             a Family A model id to call with the new key
+//   SY_MESSAGES_MODEL    a Family B model id, called with the usage key
 //   SY_OUT_DIR           where screenshots go
 //   SY_CHROMIUM          the browser (default /usr/bin/chromium)
 //
@@ -35,6 +37,7 @@ const user = env('SY_CONSOLE_USER');
 const password = env('SY_CONSOLE_PASSWORD');
 const gatewayURL = env('SY_GATEWAY_URL').replace(/\/$/, '');
 const model = env('SY_MODEL');
+const messagesModel = env('SY_MESSAGES_MODEL');
 const outDir = env('SY_OUT_DIR');
 const executablePath = env('SY_CHROMIUM', '/usr/bin/chromium');
 
@@ -59,6 +62,37 @@ async function callGateway(secret) {
   out.chat_type = res.headers.get('content-type') ?? '';
   out.chat_body = await jsonOrText(res);
   return out;
+}
+
+// useKey makes the calls whose usage the Usage section must show: two chat completions
+// (one asking for reasoning) and one message, each answered with the simulator's known
+// token counts.
+async function useKey(secret) {
+  const statuses = [];
+  const chat = (extra) => fetch(gatewayURL + '/v1/chat/completions', {
+    method: 'POST',
+    headers: { Authorization: 'Bearer ' + secret, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ model, messages: [{ role: 'user', content: 'Usage for the console' }], ...extra }),
+  });
+  statuses.push((await chat({ reasoning_effort: 'low' })).status);
+  statuses.push((await chat({})).status);
+  const res = await fetch(gatewayURL + '/v1/messages', {
+    method: 'POST',
+    headers: { 'x-api-key': secret, 'anthropic-version': '2023-06-01', 'Content-Type': 'application/json' },
+    body: JSON.stringify({ model: messagesModel, max_tokens: 64, messages: [{ role: 'user', content: 'Usage for the console' }] }),
+  });
+  statuses.push(res.status);
+  return statuses;
+}
+
+// consoleAPI reads the console's JSON API as the page does, with the console login.
+async function consoleAPI(path) {
+  const res = await fetch(new URL(path, consoleURL), {
+    headers: { Authorization: 'Basic ' + Buffer.from(user + ':' + password).toString('base64'), Accept: 'application/json' },
+  });
+  const body = await jsonOrText(res);
+  if (!res.ok) throw new Error(`GET ${path}: ${res.status} ${JSON.stringify(body)}`);
+  return body;
 }
 
 async function jsonOrText(res) {
@@ -105,6 +139,70 @@ async function rowOf(page, prefix) {
 async function waitForStatus(page, prefix, status) {
   await page.locator(`[data-testid="key-row"][data-prefix="${prefix}"][data-status="${status}"]`)
     .waitFor({ timeout: STEP_TIMEOUT });
+}
+
+// waitUsage waits until the Usage section has drawn the answer to its latest query.
+async function waitUsage(page) {
+  await page.waitForFunction(() => {
+    const s = document.querySelector('[data-testid="usage-section"]').dataset.state;
+    return s && s !== 'loading';
+  }, null, { timeout: STEP_TIMEOUT });
+}
+
+// usageShown reads what the Usage section shows: its period, the table (raw integers
+// from data-value, and the cost as written), the charts' day groups and legend.
+async function usageShown(page) {
+  return page.evaluate(() => {
+    const section = document.querySelector('[data-testid="usage-section"]');
+    const cells = (row) => {
+      const out = {};
+      for (const td of row.querySelectorAll('td[data-field]')) {
+        out[td.dataset.field] = Number(td.dataset.value);
+        if (td.dataset.field === 'cost_micros') out.cost_text = td.textContent;
+      }
+      return out;
+    };
+    const svg = (id) => {
+      const node = document.querySelector(`[data-testid="${id}"]`);
+      if (!node) return null;
+      return {
+        role: node.getAttribute('role'),
+        label: node.getAttribute('aria-label') || '',
+        days: Array.from(node.querySelectorAll('[data-testid="usage-day"]'), (g) => ({
+          day: g.dataset.day,
+          total: Number(g.dataset.total),
+          title: g.querySelector('title') ? g.querySelector('title').textContent : '',
+          series: Array.from(g.querySelectorAll('rect.seg'), (r) => r.dataset.series),
+        })),
+        y_ticks: Array.from(node.querySelectorAll('.tick-y'), (t) => t.textContent),
+        x_ticks: Array.from(node.querySelectorAll('.tick-x'), (t) => t.textContent),
+      };
+    };
+    const visible = (id) => {
+      const node = document.querySelector(`[data-testid="${id}"]`);
+      return !!node && node.getClientRects().length > 0;
+    };
+    const total = section.querySelector('[data-testid="usage-total-row"]');
+    return {
+      state: section.dataset.state,
+      from: section.dataset.from || '',
+      to: section.dataset.to || '',
+      summary: section.querySelector('[data-testid="usage-summary"]').textContent,
+      note: visible('usage-note') ? section.querySelector('[data-testid="usage-note"]').textContent : '',
+      empty: visible('usage-empty') ? section.querySelector('[data-testid="usage-empty"]').textContent : '',
+      charts_visible: visible('usage-charts'),
+      table_visible: visible('usage-table'),
+      stat_cost: section.querySelector('[data-testid="usage-stat-cost"]').textContent,
+      stat_requests: section.querySelector('[data-testid="usage-stat-requests"]').textContent,
+      models: Array.from(section.querySelectorAll('[data-testid="usage-model-row"]'), (r) => ({ model: r.dataset.model, ...cells(r) })),
+      total: total ? cells(total) : null,
+      tokens_chart: svg('usage-tokens-svg'),
+      cost_chart: svg('usage-cost-svg'),
+      tokens_legend: Array.from(section.querySelectorAll('[data-testid="usage-tokens-legend"] [data-testid="usage-legend-item"]'), (li) => li.dataset.series),
+      key_options: Array.from(section.querySelectorAll('[data-testid="usage-key"] option'), (o) => o.value),
+      model_options: Array.from(section.querySelectorAll('[data-testid="usage-model"] option'), (o) => o.value),
+    };
+  });
 }
 
 async function screenshot(page, name) {
@@ -326,6 +424,86 @@ async function run(page) {
   ];
   report.secret_box_after_reload = await page.getByTestId('secret-box').count();
   report.status_after_reload = await (await rowOf(page, prefix)).getAttribute('data-status');
+
+  await usageSteps(page, name, oldSecret);
+}
+
+// usageSteps: a key made in the page is used on both models; once the ledger has
+// written the calls, the Usage section must show what the usage API answers, for every
+// key and for that key alone, and a calm empty state for a key never used.
+async function usageSteps(page, name, unusedSecret) {
+  const usageName = name + '-usage';
+  log('creating', usageName, 'and using it');
+  await page.getByTestId('create-name').fill(usageName);
+  await page.getByTestId('create-submit').click();
+  await page.getByTestId('secret-box').waitFor();
+  const secret = (await page.getByTestId('secret-value').textContent()).trim();
+  const keyID = await (await rowOf(page, secret.slice(0, 12))).getAttribute('data-key-id');
+  const unusedID = await (await rowOf(page, unusedSecret.slice(0, 12))).getAttribute('data-key-id');
+  await page.getByTestId('secret-dismiss').click();
+  await page.getByTestId('secret-box').waitFor({ state: 'detached' });
+  const u = { key_id: keyID, unused_key_id: unusedID };
+  report.usage = u;
+  u.call_statuses = await useKey(secret);
+
+  // The ledger writes in batches: wait until the three calls are in the store.
+  const deadline = Date.now() + 15000;
+  for (;;) {
+    const answer = await consoleAPI('api/usage?key=' + encodeURIComponent(keyID));
+    if (answer.total.requests >= 3 || Date.now() > deadline) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+
+  // The section, as opened from the navigation: every key, the last 30 days.
+  await page.getByTestId('nav-usage').click();
+  await page.getByTestId('usage-refresh').click();
+  await waitUsage(page);
+  const all = await usageShown(page);
+  u.all = all;
+  const period = 'from=' + all.from + '&to=' + all.to;
+  u.api_all = {
+    by_model: await consoleAPI('api/usage?' + period + '&group=model'),
+    by_day: await consoleAPI('api/usage?' + period + '&group=day'),
+  };
+  await page.getByTestId('usage-section').screenshot({ path: join(outDir, 'console-usage.png') });
+  report.screenshots.push(join(outDir, 'console-usage.png'));
+
+  // Split by kind: the same days, now in four kinds of token.
+  await page.locator('label[for="usage-split-kind"]').click();
+  u.by_kind = await usageShown(page);
+  await page.getByTestId('usage-section').screenshot({ path: join(outDir, 'console-usage-kinds.png') });
+  report.screenshots.push(join(outDir, 'console-usage-kinds.png'));
+  await page.locator('label[for="usage-split-model"]').click();
+
+  // The key alone, over 7 days.
+  await page.getByTestId('usage-range').selectOption('7');
+  await waitUsage(page);
+  await page.getByTestId('usage-key').selectOption(keyID);
+  await waitUsage(page);
+  const mine = await usageShown(page);
+  u.key = mine;
+  u.api_key = await consoleAPI('api/usage?from=' + mine.from + '&to=' + mine.to + '&key=' + encodeURIComponent(keyID) + '&group=model');
+
+  // One model, every key, the last 30 days again.
+  await page.getByTestId('usage-key').selectOption('');
+  await waitUsage(page);
+  await page.getByTestId('usage-range').selectOption('30');
+  await waitUsage(page);
+  await page.getByTestId('usage-model').selectOption(messagesModel);
+  await waitUsage(page);
+  u.model = await usageShown(page);
+  await page.getByTestId('usage-model').selectOption('');
+  await waitUsage(page);
+
+  // A key never used: the empty state.
+  await page.getByTestId('usage-key').selectOption(unusedID);
+  await waitUsage(page);
+  u.unused = await usageShown(page);
+  await page.getByTestId('usage-section').screenshot({ path: join(outDir, 'console-usage-empty.png') });
+  report.screenshots.push(join(outDir, 'console-usage-empty.png'));
+  await page.getByTestId('usage-key').selectOption('');
+  await waitUsage(page);
+  await screenshot(page, 'console-usage-page.png');
 }
 
 await main().catch((err) => {
