@@ -48,7 +48,7 @@ type seenRequest struct {
 	Body                   []byte
 }
 
-func newUpstream(t *testing.T) *upstream {
+func newUpstream(t testing.TB) *upstream {
 	u := &upstream{}
 	u.Server = httptest.NewServer(simulator.New(simulator.Config{
 		APIKey: upstreamCred,
@@ -82,7 +82,7 @@ func (u *upstream) hostport() string {
 	return "localhost:" + strconv.Itoa(u.Listener.Addr().(*net.TCPAddr).Port)
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer l.Close()
@@ -90,7 +90,7 @@ func freePort(t *testing.T) int {
 }
 
 // startCaddy adapts a Caddyfile and runs it in this process until the test ends.
-func startCaddy(t *testing.T, caddyfile string) {
+func startCaddy(t testing.TB, caddyfile string) {
 	t.Helper()
 	cfg, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(caddyfile), nil)
 	require.NoError(t, err, "adapting the Caddyfile")
@@ -142,7 +142,7 @@ func standardModels(up *upstream) string {
 }
 
 // startGateway runs the gateway with the standard models.
-func startGateway(t *testing.T) *gateway {
+func startGateway(t testing.TB) *gateway {
 	t.Helper()
 	up := newUpstream(t)
 	limited := "\t\tkey limited " + limitedKey + " {\n\t\t\tmodels chat-a\n\t\t}\n"
@@ -151,7 +151,7 @@ func startGateway(t *testing.T) *gateway {
 
 // startGatewayWith runs the gateway with the given model declarations and further
 // lines for the switchyard option, with Caddy's admin endpoint on a free port.
-func startGatewayWith(t *testing.T, up *upstream, models, options string) *gateway {
+func startGatewayWith(t testing.TB, up *upstream, models, options string) *gateway {
 	t.Helper()
 	port, adminPort := freePort(t), freePort(t)
 	g := &gateway{
@@ -171,7 +171,7 @@ func startGatewayWith(t *testing.T, up *upstream, models, options string) *gatew
 
 // storeOption puts the key store in the test's temporary directory, unless the test
 // chose its own store.
-func storeOption(t *testing.T, options string) string {
+func storeOption(t testing.TB, options string) string {
 	if strings.Contains(options, "store ") {
 		return ""
 	}
@@ -191,7 +191,7 @@ func (g *gateway) reload(t *testing.T, caddyfile string) {
 	http.DefaultTransport.(*http.Transport).CloseIdleConnections()
 }
 
-func (g *gateway) waitReady(t *testing.T) {
+func (g *gateway) waitReady(t testing.TB) {
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
 		resp, err := http.Get(g.base + "/v1/models")
