@@ -1,0 +1,152 @@
+package integration
+
+import (
+	"context"
+	"database/sql"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	_ "modernc.org/sqlite"
+)
+
+// ledgerRow is one ledger record as stored.
+type ledgerRow struct {
+	KeyID, Model, Candidate, Protocol, Operation string
+	Status                                       int
+	Input, Cached, CacheWrite, Output, Reasoning int64
+	Estimated                                    bool
+	Cost                                         int64
+}
+
+// meteredGateway runs the gateway with priced models and a store the test can read.
+func meteredGateway(t *testing.T) (*gateway, *sql.DB) {
+	up := newUpstream(t)
+	dbPath := filepath.Join(t.TempDir(), "usage.db")
+	a, b := "http://"+up.hostport()+"/v1", "http://"+up.hostport()
+	models := "\t\tmodel priced {\n\t\t\tprice input 2 cached_input 0.5 output 8 reasoning 20\n" +
+		candidate("a", "family_a", a, "up-priced") + candidate("b", "family_b", b, "up-priced") + "\t\t}\n" +
+		"\t\tmodel drip {\n\t\t\tprice input 2 output 8\n" + candidate("b", "family_b", b, "up+drip-300ms") + "\t\t}\n"
+	g := startGatewayWith(t, up, models, "\t\tstore sqlite "+dbPath+"\n")
+	db, err := sql.Open("sqlite", dbPath)
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	return g, db
+}
+
+// record waits for the ledger row of a request (the ledger writes in batches).
+func record(t *testing.T, db *sql.DB, requestID string) ledgerRow {
+	t.Helper()
+	var r ledgerRow
+	var key sql.NullString
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		err := db.QueryRow(`SELECT key_id, model, candidate, protocol, operation, status, input, cached_input, cache_write,
+			output, reasoning, estimated, cost_micros FROM usage_records WHERE request_id = ?`, requestID).
+			Scan(&key, &r.Model, &r.Candidate, &r.Protocol, &r.Operation, &r.Status, &r.Input, &r.Cached, &r.CacheWrite,
+				&r.Output, &r.Reasoning, &r.Estimated, &r.Cost)
+		if err == nil {
+			r.KeyID = key.String
+			return r
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no ledger row for %s: %v", requestID, err)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+// The simulator's usage is deterministic: input tokens are len(upstream body)/4+1,
+// answer text 10 tokens, reasoning or thinking 16 more. Prices per million: input 2,
+// cached 0.5, output 8, reasoning 20.
+func TestEveryShapeIsMeteredExactly(t *testing.T) {
+	g, db := meteredGateway(t)
+	cost := func(input, output, reasoning int64) int64 {
+		return (input*2_000_000 + (output-reasoning)*8_000_000 + reasoning*20_000_000 + 500_000) / 1_000_000
+	}
+	cases := []struct {
+		name, path, body string
+		headers          []string
+		reasoning        int64
+		estimated        bool
+	}{
+		{"chat", "/v1/chat/completions", `{"model":"priced","messages":[{"role":"user","content":"hi"}]}`, nil, 0, false},
+		{"chat streamed with reasoning", "/v1/chat/completions", `{"model":"priced","stream":true,"reasoning_effort":"low","messages":[{"role":"user","content":"hi"}]}`, nil, 16, false},
+		{"responses with reasoning", "/v1/responses", `{"model":"priced","input":"hi","reasoning":{"effort":"low"}}`, nil, 16, false},
+		{"responses streamed", "/v1/responses", `{"model":"priced","input":"hi","stream":true}`, nil, 0, false},
+		{"messages with the thinking split", "/v1/messages", `{"model":"priced","max_tokens":4096,"thinking":{"type":"enabled","budget_tokens":1024},"messages":[{"role":"user","content":"hi"}]}`,
+			[]string{"anthropic-version", v1, "anthropic-beta", "thinking-token-count-2026-05-13"}, 16, false},
+		{"messages streamed, thinking not split out", "/v1/messages", `{"model":"priced","max_tokens":4096,"stream":true,"thinking":{"type":"enabled","budget_tokens":1024},"messages":[{"role":"user","content":"hi"}]}`,
+			[]string{"anthropic-version", v1}, 16, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := g.call(t, "POST", c.path, c.body, c.headers...)
+			require.Equal(t, 200, r.Status, "%s", r.Body)
+			sent := g.up.last(t).Body
+			rec := record(t, db, r.Header.Get("X-Switchyard-Request-Id"))
+			wantInput := int64(len(sent)/4 + 1)
+			assert.Equal(t, "static:test", rec.KeyID)
+			assert.Equal(t, "priced", rec.Model)
+			assert.Equal(t, 200, rec.Status)
+			assert.Equal(t, wantInput, rec.Input, "input tokens as the upstream reported them")
+			assert.Equal(t, 10+c.reasoning, rec.Output, "output includes reasoning")
+			assert.Equal(t, c.estimated, rec.Estimated)
+			if c.estimated {
+				// Derived from the thinking text forwarded: present, never above the output.
+				assert.Positive(t, rec.Reasoning)
+				assert.LessOrEqual(t, rec.Reasoning, rec.Output)
+				assert.Equal(t, cost(wantInput, rec.Output, rec.Reasoning), rec.Cost)
+			} else {
+				assert.Equal(t, c.reasoning, rec.Reasoning)
+				assert.Equal(t, cost(wantInput, 10+c.reasoning, c.reasoning), rec.Cost, "reasoning at its own price")
+			}
+		})
+	}
+
+	// Prometheus counts the same tokens by kind and the cost, by model and key id.
+	resp, err := http.Get(g.admin + "/metrics")
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		`switchyard_tokens_total{key_id="static:test",kind="reasoning",model="priced"}`,
+		`switchyard_tokens_total{key_id="static:test",kind="input",model="priced"}`,
+		`switchyard_cost_micros_total{key_id="static:test",model="priced"}`,
+	} {
+		assert.True(t, strings.Contains(string(b), want), "the metrics lack %s", want)
+	}
+}
+
+// A client that leaves mid-stream is billed for what was forwarded, flagged estimated.
+func TestClientThatLeavesMidStreamIsBilledAsAnEstimate(t *testing.T) {
+	g, db := meteredGateway(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "POST", g.base+"/v1/messages",
+		strings.NewReader(`{"model":"drip","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+	req.Header.Set("x-api-key", testKey)
+	req.Header.Set("anthropic-version", v1)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	id := resp.Header.Get("X-Switchyard-Request-Id")
+	buf := make([]byte, 4096)
+	seen := ""
+	for !strings.Contains(seen, "content_block_delta") { // read until some text has come
+		n, err := resp.Body.Read(buf)
+		require.NoError(t, err)
+		seen += string(buf[:n])
+	}
+	cancel()
+	resp.Body.Close()
+
+	rec := record(t, db, id)
+	assert.True(t, rec.Estimated, "the upstream never reported its final usage")
+	assert.Positive(t, rec.Input, "message_start's input count is kept")
+	assert.Positive(t, rec.Output, "what was forwarded is billed")
+	assert.Positive(t, rec.Cost)
+}
