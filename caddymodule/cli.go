@@ -14,6 +14,8 @@ import (
 
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
+
+	"github.com/switchyard-gw/switchyard/metering"
 )
 
 func init() {
@@ -123,23 +125,9 @@ func buildCLI(cmd *cobra.Command) {
 	cmd.AddCommand(keys, usageCmd)
 }
 
-type cliUsageRow struct {
-	Day        string `json:"day"`
-	KeyID      string `json:"key_id"`
-	Model      string `json:"model"`
-	Requests   int64  `json:"requests"`
-	Input      int64  `json:"input"`
-	CachedIn   int64  `json:"cached_input"`
-	CacheWrite int64  `json:"cache_write"`
-	Output     int64  `json:"output"`
-	Reasoning  int64  `json:"reasoning"`
-	CostMicros int64  `json:"cost_micros"`
-	Estimated  int64  `json:"estimated"`
-}
-
 func (c *cli) printUsage(answer map[string]json.RawMessage) error {
-	var rows []cliUsageRow
-	var total cliUsageRow
+	var rows []metering.Row
+	var total metering.Row
 	var groups []string
 	if err := json.Unmarshal(answer["rows"], &rows); err != nil {
 		return err
@@ -156,7 +144,7 @@ func (c *cli) printUsage(answer map[string]json.RawMessage) error {
 		header += strings.ToUpper(g) + "\t"
 	}
 	fmt.Fprintln(tw, header+"REQUESTS\tINPUT\tCACHED\tCACHE WRITE\tOUTPUT\tREASONING\tCOST\tESTIMATED\t")
-	line := func(r cliUsageRow, label []string) {
+	line := func(r metering.Row, label []string) {
 		fmt.Fprintf(tw, "%s%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t\n", strings.Join(label, ""), r.Requests, r.Input, r.CachedIn,
 			r.CacheWrite, r.Output, r.Reasoning, money(r.CostMicros), r.Estimated)
 	}

@@ -166,6 +166,29 @@ func TestKeysCLI(t *testing.T) {
 	out, err = run("revoke", "key_nope", "--address", g.admin)
 	assert.Error(t, err)
 	assert.Contains(t, out, "no key with that id")
+	// The calls above were metered: `caddy switchyard usage` sums them.
+	usage := func(args ...string) (string, error) {
+		var out bytes.Buffer
+		cmd := caddy(append([]string{"switchyard", "usage", "--address", g.admin}, args...)...)
+		cmd.Stdout, cmd.Stderr = &out, &out
+		err := cmd.Run()
+		return out.String(), err
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		out, err = usage("--group", "model")
+		require.NoError(t, err, out)
+		if strings.Contains(out, "chat-a") || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	assert.Contains(t, out, "MODEL")
+	assert.Contains(t, out, "chat-a")
+	assert.Contains(t, out, "TOTAL")
+	out, err = usage("--from", "not-a-date")
+	assert.Error(t, err)
+	assert.Contains(t, out, "YYYY-MM-DD")
 }
 
 // buildCaddyCLI builds a Caddy with the switchyard modules (the same main xcaddy
