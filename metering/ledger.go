@@ -55,6 +55,7 @@ type Ledger struct {
 	id   string
 	sink Sink
 	log  func(string, error)
+	lock io.Closer // held while open: one gateway per journal
 
 	mu      sync.Mutex
 	seg     *os.File
@@ -96,11 +97,16 @@ func OpenLedger(ctx context.Context, dir string, sink Sink, opts Options) (*Ledg
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	id, err := journalID(dir)
+	lock, err := lockDir(dir)
 	if err != nil {
 		return nil, err
 	}
-	l := &Ledger{dir: dir, id: id, sink: sink, log: opts.OnError,
+	id, err := journalID(dir)
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
+	l := &Ledger{dir: dir, id: id, sink: sink, log: opts.OnError, lock: lock,
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	if l.log == nil {
 		l.log = func(string, error) {}
@@ -221,6 +227,9 @@ var ErrClosed = errors.New("the usage ledger is closed")
 // Append puts a record in the journal. When it returns without error the record will
 // reach the database, whatever happens to this process afterwards.
 func (l *Ledger) Append(r *Record) error {
+	if r.RequestID == "" || r.Time.IsZero() {
+		return errors.New("a usage record needs a request id and a time")
+	}
 	line, err := json.Marshal(r)
 	if err != nil {
 		return err
@@ -325,12 +334,14 @@ func (l *Ledger) flush(ctx context.Context, batch int, segBytes int64) error {
 	from := l.committed
 	l.statsMu.Unlock()
 	for from < written {
-		records, upTo, err := l.read(from, written, batch)
+		records, ends, lines, upTo, err := l.read(from, written, batch)
 		if err != nil {
 			return err
 		}
 		if err := l.sink.WriteUsage(ctx, l.id, upTo, records); err != nil {
-			return err
+			if err := l.oneByOne(ctx, records, ends, lines); err != nil {
+				return err
+			}
 		}
 		from = upTo
 		l.statsMu.Lock()
@@ -340,13 +351,51 @@ func (l *Ledger) flush(ctx context.Context, batch int, segBytes int64) error {
 	return l.removeCommittedSegments(from)
 }
 
+// oneByOne writes a batch the database refused record by record, so that one record the
+// database will never take (a permanent error) cannot hold back all billing after it:
+// when a single record fails while the database still answers, it is set aside in the
+// dead-letter file beside the journal and the position moves past it. When the database
+// does not answer, the error is returned and the whole batch is tried again later.
+func (l *Ledger) oneByOne(ctx context.Context, records []Record, ends []int64, lines [][]byte) error {
+	for i := range records {
+		err := l.sink.WriteUsage(ctx, l.id, ends[i], records[i:i+1])
+		if err == nil {
+			continue
+		}
+		if _, probe := l.sink.JournalPosition(ctx, l.id); probe != nil {
+			return err // the database is away: keep everything for later
+		}
+		if derr := l.deadLetter(lines[i]); derr != nil {
+			return derr
+		}
+		l.log("a usage record the database refuses was set aside in "+filepath.Join(l.dir, deadLetterFile)+
+			" (request "+records[i].RequestID+")", err)
+		if err := l.sink.WriteUsage(ctx, l.id, ends[i], nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deadLetterFile keeps records the database refused for good, for an operator to look at.
+const deadLetterFile = "refused.jsonl"
+
+func (l *Ledger) deadLetter(line []byte) error {
+	f, err := os.OpenFile(filepath.Join(l.dir, deadLetterFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = f.Write(line)
+	return err
+}
+
 // read parses up to batch records from position from (but not beyond to).
-func (l *Ledger) read(from, to int64, batch int) ([]Record, int64, error) {
+func (l *Ledger) read(from, to int64, batch int) (records []Record, ends []int64, lines [][]byte, upTo int64, err error) {
 	segs, err := l.segments()
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, nil, 0, err
 	}
-	var records []Record
 	pos := from
 	for i, base := range segs {
 		end := to
@@ -358,7 +407,7 @@ func (l *Ledger) read(from, to int64, batch int) ([]Record, int64, error) {
 		}
 		f, err := os.Open(l.segPath(base))
 		if err != nil {
-			return nil, 0, err
+			return nil, nil, nil, 0, err
 		}
 		r := bufio.NewReaderSize(io.NewSectionReader(f, pos-base, end-pos), 64<<10)
 		for len(records) < batch {
@@ -372,13 +421,15 @@ func (l *Ledger) read(from, to int64, batch int) ([]Record, int64, error) {
 				continue // a damaged line is skipped rather than blocking the ledger
 			}
 			records = append(records, rec)
+			ends = append(ends, pos)
+			lines = append(lines, line)
 		}
 		f.Close()
 		if len(records) >= batch {
 			break
 		}
 	}
-	return records, pos, nil
+	return records, ends, lines, pos, nil
 }
 
 func (l *Ledger) removeCommittedSegments(committed int64) error {
@@ -427,5 +478,7 @@ func (l *Ledger) Close() error {
 	<-l.done
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.seg.Close()
+	err := l.seg.Close()
+	l.lock.Close()
+	return err
 }

@@ -35,6 +35,11 @@ func (s *memorySink) WriteUsage(_ context.Context, journal string, upTo int64, r
 		return errors.New("database unavailable")
 	}
 	for _, r := range rs {
+		if r.Model == "poison" {
+			return errors.New("the database refuses this record for good")
+		}
+	}
+	for _, r := range rs {
 		if _, dup := s.records[r.RequestID]; !dup {
 			s.records[r.RequestID] = r
 		}
@@ -112,6 +117,7 @@ func TestLedgerReplaysAfterTheProcessDied(t *testing.T) {
 	require.NoError(t, err)
 	_, _ = f.WriteString(`{"request_id":"sy_torn","mod`)
 	f.Close()
+	first.lock.Close() // the kernel drops a dead process's lock
 
 	sink.setDown(false)
 	second, err := OpenLedger(context.Background(), dir, sink, Options{Interval: 10 * time.Millisecond})
@@ -134,4 +140,37 @@ func TestLedgerCloseFlushes(t *testing.T) {
 	require.NoError(t, l.Close())
 	assert.Equal(t, 10, sink.count(), "a reload or shutdown writes what is pending")
 	assert.ErrorIs(t, l.Append(record(11)), ErrClosed)
+}
+
+func TestOneRefusedRecordDoesNotHoldBackTheRest(t *testing.T) {
+	dir, sink := t.TempDir(), newMemorySink()
+	l, err := OpenLedger(context.Background(), dir, sink, Options{Interval: 10 * time.Millisecond, BatchRecords: 50})
+	require.NoError(t, err)
+	for i := 0; i < 100; i++ {
+		r := record(i)
+		if i == 37 {
+			r.Model = "poison"
+		}
+		require.NoError(t, l.Append(r))
+	}
+	waitFor(t, "the other records", func() bool { return sink.count() == 99 })
+	require.NoError(t, l.Close())
+	refused, err := os.ReadFile(filepath.Join(dir, "refused.jsonl"))
+	require.NoError(t, err)
+	assert.Contains(t, string(refused), "sy_000037", "the refused record is kept for an operator")
+	assert.Zero(t, l.Stats().PendingBytes)
+
+	assert.Error(t, (&Ledger{}).Append(&Record{}), "a record without a request id is refused at once")
+}
+
+func TestOneGatewayPerJournal(t *testing.T) {
+	dir := t.TempDir()
+	first, err := OpenLedger(context.Background(), dir, newMemorySink(), Options{})
+	require.NoError(t, err)
+	_, err = OpenLedger(context.Background(), dir, newMemorySink(), Options{})
+	assert.ErrorContains(t, err, "in use by another gateway")
+	require.NoError(t, first.Close())
+	second, err := OpenLedger(context.Background(), dir, newMemorySink(), Options{})
+	require.NoError(t, err, "free again once the first is closed")
+	require.NoError(t, second.Close())
 }

@@ -540,3 +540,17 @@ func generateUsageDay(start time.Time, d, keys, perDay int) []metering.Record {
 	}
 	return out
 }
+
+// The ledger moves past a record the database refused for good by writing an empty
+// batch with the new position: both stores must take it.
+func TestEmptyUsageBatchMovesThePosition(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, f *fixture) {
+		s := f.open(t)
+		ctx := context.Background()
+		require.NoError(t, s.WriteUsage(ctx, "j1", 120, nil))
+		pos, err := s.JournalPosition(ctx, "j1")
+		require.NoError(t, err)
+		assert.Equal(t, int64(120), pos)
+		assert.Equal(t, int64(0), f.usageCount(t))
+	})
+}
