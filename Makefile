@@ -42,9 +42,22 @@ test:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
 
-# Placeholder until the benchmark suite exists: every benchmark, no tests.
-bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+# The load benchmark (bench/, README "Load benchmark"): Switchyard against a stock Caddy
+# reverse_proxy of the same Caddy version and the upstream itself, all on 127.0.0.1.
+# About six minutes; prints a table and writes bench/results/latest.json.
+# Extra flags: make bench BENCH_FLAGS='-quick' (a check that it runs), '-pprof DIR'.
+STOCK_BIN := bin/caddy-stock
+BENCH_BIN := bin/switchyard-bench
+BENCH_FLAGS ?=
+
+bench: $(BIN) $(STOCK_BIN)
+	$(GO) build -o $(BENCH_BIN) ./bench
+	./$(BENCH_BIN) -switchyard $(BIN) -stock $(STOCK_BIN) -out bench/results/latest.json $(BENCH_FLAGS)
+
+# Caddy with no plugins, built once and again only when its manifest changes.
+$(STOCK_BIN): bench/stock-caddy.json
+	$(GO) run ./internal/buildtool -manifest bench/stock-caddy.json
+	@touch $@
 
 # Lists unformatted Go files (testdata excluded) and fails if there are any.
 fmt-check:
