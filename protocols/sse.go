@@ -54,7 +54,7 @@ func NewEventStream(kind Kind, serviceModel string, dropUsageChunk bool, scrub S
 		dropUsageChunk: dropUsageChunk,
 		scrub:          scrub,
 		LastSequence:   -1,
-		buf:            make([]byte, 0, 4096),
+		buf:            make([]byte, 0, 2048),
 	}
 }
 

@@ -97,10 +97,16 @@ func (out *Outcome) finalize(req *Request, up *Upstream) {
 	}
 }
 
+// A stream holds its read and output buffers for as long as it is open, so they are kept
+// small: SSE events are small, and ten thousand open streams must fit in memory.
 var (
-	readBufs    = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
-	scratchBufs = sync.Pool{New: func() any { b := make([]byte, 0, 32<<10); return &b }}
+	readBufs    = sync.Pool{New: func() any { b := make([]byte, 8<<10); return &b }}
+	scratchBufs = sync.Pool{New: func() any { b := make([]byte, 0, 2<<10); return &b }}
 )
+
+// maxPooledScratch is the largest output buffer put back in the pool; one that grew for
+// a huge event is left to the garbage collector.
+const maxPooledScratch = 64 << 10
 
 // Serve tries the model's upstreams, best first by health, until one commits an answer
 // to w. Upstreams whose circuit is open are skipped without cost. It returns an
@@ -355,7 +361,12 @@ func relayStream(ctx context.Context, w http.ResponseWriter, req *Request, up *U
 	buf := *bufp
 	scratchp := scratchBufs.Get().(*[]byte)
 	pending := (*scratchp)[:0]
-	defer func() { *scratchp = pending[:0]; scratchBufs.Put(scratchp) }()
+	defer func() {
+		if cap(pending) <= maxPooledScratch {
+			*scratchp = pending[:0]
+			scratchBufs.Put(scratchp)
+		}
+	}()
 
 	// The gate: nothing is committed until an event that carries data is in hand.
 	// Comments and keep-alive frames before it are held and sent with it; if it turns

@@ -79,8 +79,6 @@ func NewUpstream(modelID string, c *routing.Candidate, opts Options) *Upstream {
 		// identity encoding itself and must not have the transport decode for it.
 		DisableCompression: true,
 		ForceAttemptHTTP2:  c.BaseURL.Scheme == "https",
-		WriteBufferSize:    32 << 10,
-		ReadBufferSize:     32 << 10,
 	}
 	secrets := []string{c.BaseURL.Host}
 	if h := c.BaseURL.Hostname(); h != c.BaseURL.Host {
