@@ -70,10 +70,17 @@ http://127.0.0.1:%d {
 `, adminPort, filepath.Join(dir, "caddy-data"), filepath.Join(dir, "keys.db"), filepath.Join(dir, "journal"), testKey,
 		simPort, simPort, gwPort, simPort)), 0o600))
 
+	t.Cleanup(func() {
+		if t.Failed() {
+			if b, err := os.ReadFile(filepath.Join(dir, "gateway.log")); err == nil {
+				t.Logf("gateway log (end):\n%s", b[max(0, len(b)-4000):])
+			}
+		}
+	})
 	start := func() *exec.Cmd {
 		cmd := caddy("run", "--config", config, "--adapter", "caddyfile")
 		cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+filepath.Join(dir, "xdg"), "XDG_CONFIG_HOME="+filepath.Join(dir, "xdg"))
-		log, err := os.Create(filepath.Join(dir, "gateway.log"))
+		log, err := os.OpenFile(filepath.Join(dir, "gateway.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 		require.NoError(t, err)
 		cmd.Stdout, cmd.Stderr = log, log
 		require.NoError(t, cmd.Start())

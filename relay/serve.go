@@ -100,7 +100,7 @@ func (out *Outcome) finalize(req *Request, up *Upstream) {
 // A stream holds its read and output buffers for as long as it is open, so they are kept
 // small: SSE events are small, and ten thousand open streams must fit in memory.
 var (
-	readBufs    = sync.Pool{New: func() any { b := make([]byte, 8<<10); return &b }}
+	readBufs    = sync.Pool{New: func() any { b := make([]byte, 4<<10); return &b }}
 	scratchBufs = sync.Pool{New: func() any { b := make([]byte, 0, 2<<10); return &b }}
 )
 

@@ -79,6 +79,10 @@ func NewUpstream(modelID string, c *routing.Candidate, opts Options) *Upstream {
 		// identity encoding itself and must not have the transport decode for it.
 		DisableCompression: true,
 		ForceAttemptHTTP2:  c.BaseURL.Scheme == "https",
+		// Each open stream keeps its connection's buffers: small ones keep ten thousand
+		// streams affordable, and large reads and writes bypass them anyway.
+		WriteBufferSize: 2 << 10,
+		ReadBufferSize:  2 << 10,
 	}
 	secrets := []string{c.BaseURL.Host}
 	if h := c.BaseURL.Hostname(); h != c.BaseURL.Host {
