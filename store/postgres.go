@@ -149,15 +149,7 @@ func (b *pgBackend) queryKeys(ctx context.Context, query string, args ...any) ([
 		return nil, err
 	}
 	defer rows.Close()
-	var keys []*auth.Key
-	for rows.Next() {
-		k, err := scanPGKey(rows)
-		if err != nil {
-			return nil, err
-		}
-		keys = append(keys, k)
-	}
-	return keys, rows.Err()
+	return collect(rows, func(r resultRows) (*auth.Key, error) { return scanPGKey(r) })
 }
 
 func (b *pgBackend) touchKeys(ctx context.Context, lastUsed map[string]time.Time) error {

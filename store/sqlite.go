@@ -195,15 +195,7 @@ func (b *sqliteBackend) queryKeys(ctx context.Context, query string, args ...any
 		return nil, err
 	}
 	defer rows.Close()
-	var keys []*auth.Key
-	for rows.Next() {
-		k, err := scanSQLiteKey(rows)
-		if err != nil {
-			return nil, err
-		}
-		keys = append(keys, k)
-	}
-	return keys, rows.Err()
+	return collect(rows, func(r resultRows) (*auth.Key, error) { return scanSQLiteKey(r) })
 }
 
 func (b *sqliteBackend) touchKeys(ctx context.Context, lastUsed map[string]time.Time) error {

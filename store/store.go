@@ -322,3 +322,23 @@ type writer interface {
 	// replaced_by and seq.
 	update(ctx context.Context, k *auth.Key) error
 }
+
+// resultRows is what both drivers' query results offer: pgx.Rows and *sql.Rows.
+type resultRows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// collect scans every row of a result with scan.
+func collect[T any](rows resultRows, scan func(resultRows) (T, error)) ([]T, error) {
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}

@@ -113,13 +113,5 @@ func (b *sqliteBackend) queryUsage(ctx context.Context, uq usageQuery) ([]meteri
 		return nil, err
 	}
 	defer rows.Close()
-	var out []metering.Row
-	for rows.Next() {
-		r, err := scanUsageRow(rows.Scan, uq.dims)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return collect(rows, func(r resultRows) (metering.Row, error) { return scanUsageRow(r.Scan, uq.dims) })
 }
