@@ -170,6 +170,9 @@ func (s *EventStream) AppendRewritten(dst []byte, ev Event) (out []byte, keep bo
 		}
 		return append(dst, ev.Raw...), true // [DONE], comments, pings without data
 	}
+	if s.kind == KindChat && len(ev.Name) == 0 {
+		return s.appendChatChunk(dst, ev)
+	}
 	path := s.observe(ev)
 	// Every in-band error form IsError knows is scrubbed, including those an upstream
 	// sends without an `event:` line, and an error is never dropped.
@@ -186,6 +189,50 @@ func (s *EventStream) AppendRewritten(dst []byte, ev Event) (out []byte, keep bo
 			dst = append(dst, s.modelLiteral...)
 			return append(dst, ev.Raw[at+end:]...), true
 		}
+	}
+	return append(dst, ev.Raw...), true
+}
+
+// appendChatChunk is AppendRewritten for a chat chunk, the most frequent event there is:
+// one pass over the chunk's top level finds the model, usage, choices and any error,
+// where separate lookups would scan the chunk once each.
+func (s *EventStream) appendChatChunk(dst []byte, ev Event) ([]byte, bool) {
+	var model, usage, choices, errField gjson.Result
+	gjson.Parse(view(ev.Data)).ForEach(func(key, value gjson.Result) bool {
+		switch key.Str {
+		case "model":
+			if !model.Exists() {
+				model = value
+			}
+		case "usage":
+			usage = value
+		case "choices":
+			choices = value
+		case "error":
+			errField = value
+		}
+		return true
+	})
+	// As the SDKs read it: an `error` that is null or false is no error.
+	if errField.Exists() && errField.Type != gjson.Null && errField.Type != gjson.False {
+		return s.appendScrubbed(dst, ev), true
+	}
+	if choices.IsArray() {
+		d := gjson.GetMany(choices.Raw, "0.delta.content", "0.delta.tool_calls.0.function.arguments", "0.delta.reasoning_content")
+		s.OutputChars += rawTextLen(d[0]) + rawTextLen(d[1])
+		s.ThinkingChars += rawTextLen(d[2])
+	}
+	if usage.IsObject() {
+		s.Usage = append(s.Usage[:0], usage.Raw...)
+		if s.dropUsageChunk && choices.IsArray() && !choices.Get("0").Exists() {
+			return dst, false // the usage-only chunk the gateway asked for itself
+		}
+	}
+	if model.Type == gjson.String && model.Index > 0 {
+		at := ev.dataAt + model.Index
+		dst = append(dst, ev.Raw[:at]...)
+		dst = append(dst, s.modelLiteral...)
+		return append(dst, ev.Raw[at+len(model.Raw):]...), true
 	}
 	return append(dst, ev.Raw...), true
 }
