@@ -55,6 +55,16 @@ func KeyFromRequest(h http.Header) string {
 	return strings.TrimSpace(h.Get("X-Api-Key"))
 }
 
+// keyHeaders are the request headers a gateway key may arrive in.
+var keyHeaders = []string{"Authorization", "X-Api-Key", "Api-Key", "X-Goog-Api-Key"}
+
+// StripKeyHeaders removes every header a key may have come in.
+func StripKeyHeaders(h http.Header) {
+	for _, name := range keyHeaders {
+		delete(h, name)
+	}
+}
+
 // Verifier resolves keys to identities.
 type Verifier interface {
 	Verify(secret string) (*Identity, bool)

@@ -104,6 +104,9 @@ func (h *Auth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 	logFields(r, zap.String("switchyard_request_id", id))
 
 	identity, ok := h.app.verifier.Verify(auth.KeyFromRequest(r.Header))
+	// The key has been read: remove it, so no later handler and no access log line can
+	// see it (Caddy's log redacts Authorization, but knows nothing of x-api-key).
+	auth.StripKeyHeaders(r.Header)
 	if !ok {
 		// Authentication comes before protocol handling, so the generic Family A
 		// envelope is used on every path, /v1/messages included.
