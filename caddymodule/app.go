@@ -4,6 +4,7 @@
 package caddymodule
 
 import (
+	"context"
 	"fmt"
 	"net/url"
 	"time"
@@ -50,6 +51,11 @@ type App struct {
 	ledger      *metering.Ledger // nil without a store
 	usageReader metering.Reader  // nil when the store keeps no usage
 	ledgerKey   string
+	ledgerSink  metering.Sink
+	ledgerDir   string
+	// ledgerReady is closed once Start has opened the ledger; requests that arrive first
+	// (Caddy starts apps in no fixed order) wait for it rather than go unrecorded.
+	ledgerReady chan struct{}
 	affinity    *routing.Affinity
 	healthKeys  []string
 	catalog     *routing.Catalog
@@ -314,6 +320,14 @@ func (cc CandidateConfig) build(repl *caddy.Replacer) (*routing.Candidate, error
 
 // Start implements caddy.App.
 func (a *App) Start() error {
+	if a.ledgerSink != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := a.openLedger(ctx, a.ledgerDir, a.ledgerSink); err != nil {
+			return err
+		}
+		close(a.ledgerReady)
+	}
 	current.Store(a)
 	return nil
 }

@@ -69,7 +69,13 @@ func (h *Proxy) meter(rt *route, identity *auth.Identity, requestID string, out 
 		keyID = identity.KeyID
 	}
 	loadUsageMetrics().observe(rt.model.ID, keyID, u, cost)
-	if h.app.ledger == nil {
+	if h.app.ledgerReady == nil {
+		return // no store keeps usage
+	}
+	select {
+	case <-h.app.ledgerReady:
+	case <-time.After(5 * time.Second):
+		h.logger.Error("usage ledger not open 5 s after the request: record not kept", zap.String("request_id", requestID))
 		return
 	}
 	rec := &metering.Record{

@@ -123,7 +123,11 @@ func (a *App) openStore(ctx caddy.Context, repl *caddy.Replacer, static auth.Ver
 		a.usageReader = reader
 	}
 	if sink, ok := any(s.store).(metering.Sink); ok {
-		return a.openLedger(ctx, a.journalDir(driver, dsn), sink)
+		// The ledger opens when the app starts, not here: `caddy validate` provisions a
+		// configuration in a process of its own while the gateway may be running, and must
+		// not touch (or lock) that gateway's journal.
+		a.ledgerSink, a.ledgerDir = sink, a.journalDir(driver, dsn)
+		a.ledgerReady = make(chan struct{})
 	}
 	return nil
 }

@@ -122,6 +122,16 @@ check "a model lacking the protocol fails at once" 503 'routing_no_available_cha
 check "a wrong key is 401" 401 'invalid_api_key' \
 	-H "Authorization: Bearer sk-not-a-real-key-000000" "$base_url/v1/models"
 check "live health on the admin endpoint" 200 '"candidates"' "http://127.0.0.1:2019/switchyard/health"
+# `caddy validate` provisions the configuration in a process of its own: it must not
+# trip over the running gateway's store or usage journal.
+if XDG_DATA_HOME="$work/data" XDG_CONFIG_HOME="$work/config" "$bin" validate --config "$config" --adapter caddyfile >"$work/validate.log" 2>&1; then
+	passed=$((passed + 1))
+	say "PASS caddy validate while the gateway runs"
+else
+	failed=$((failed + 1))
+	say "FAIL caddy validate while the gateway runs"
+	tail -n 5 "$work/validate.log" | sed 's/^/  | /'
+fi
 check "the console asks for a password" 401 '' "$base_url/console/"
 check "the console page, with the demo password" 200 '<html' -u admin:switchyard-demo "$base_url/console/"
 check "a key created through the admin API" 201 '"secret":"sk-sy-' \
