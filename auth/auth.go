@@ -122,6 +122,11 @@ func (s *StaticKeys) Verify(secret string) (*Identity, bool) {
 	if secret == "" {
 		return nil, false
 	}
-	id, ok := s.byHash[HashKey(secret)]
+	return s.VerifyHash(HashKey(secret))
+}
+
+// VerifyHash implements HashVerifier.
+func (s *StaticKeys) VerifyHash(h Hash) (*Identity, bool) {
+	id, ok := s.byHash[h]
 	return id, ok
 }

@@ -52,7 +52,11 @@ func (c *Cache) Verify(secret string) (*Identity, bool) {
 	if secret == "" {
 		return nil, false
 	}
-	h := HashKey(secret)
+	return c.VerifyHash(HashKey(secret))
+}
+
+// VerifyHash implements HashVerifier.
+func (c *Cache) VerifyHash(h Hash) (*Identity, bool) {
 	c.mu.RLock()
 	k, ok := c.byHash[h]
 	c.mu.RUnlock()
@@ -176,14 +180,24 @@ func (c *Cache) Run(ctx context.Context, refresh, touch time.Duration, onError f
 	}
 }
 
+// HashVerifier resolves an already hashed key, so that a chain of verifiers hashes the
+// presented key once.
+type HashVerifier interface {
+	VerifyHash(h Hash) (*Identity, bool)
+}
+
 // Verifiers tries several verifiers in turn (static keys from the configuration, then
-// the store).
-type Verifiers []Verifier
+// the store), hashing the key once for all of them.
+type Verifiers []HashVerifier
 
 // Verify implements Verifier.
 func (vs Verifiers) Verify(secret string) (*Identity, bool) {
+	if secret == "" {
+		return nil, false
+	}
+	h := HashKey(secret)
 	for _, v := range vs {
-		if id, ok := v.Verify(secret); ok {
+		if id, ok := v.VerifyHash(h); ok {
 			return id, true
 		}
 	}

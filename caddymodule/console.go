@@ -21,11 +21,7 @@ func init() {
 // consoleAPI is the keys and models API over this app, for the admin endpoint and the
 // console page alike.
 func (a *App) consoleAPI(requireHeader string) *console.API {
-	api := &console.API{Keys: a.manager, Models: a.modelInfo, RequireHeader: requireHeader}
-	if a.usageReader != nil {
-		api.Usage = a.usageReader
-	}
-	return api
+	return &console.API{Keys: a.manager, Models: a.modelInfo, Usage: a.usageReader, RequireHeader: requireHeader}
 }
 
 // modelInfo lists the models with their candidates' names and live circuit states.

@@ -126,14 +126,7 @@ func loadUsageMetrics() *usageMetrics {
 }
 
 func (m *usageMetrics) register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.tokens, m.cost} {
-		if err := reg.Register(c); err != nil {
-			if _, already := err.(prometheus.AlreadyRegisteredError); !already {
-				return err
-			}
-		}
-	}
-	return nil
+	return registerCollectors(reg, m.tokens, m.cost)
 }
 
 func (m *usageMetrics) observe(model, keyID string, u metering.Usage, cost int64) {

@@ -57,7 +57,13 @@ func loadMetrics() *gatewayMetrics {
 // register adds the collectors to a configuration's registry; one that is already there
 // (a second handler of the same configuration) is fine.
 func (m *gatewayMetrics) register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.requests, m.attempts, m.failovers, m.ttfb, m.circuits} {
+	return registerCollectors(reg, m.requests, m.attempts, m.failovers, m.ttfb, m.circuits)
+}
+
+// registerCollectors adds process-wide collectors to a configuration's registry; one
+// already there (another module of the same configuration added it) is fine.
+func registerCollectors(reg prometheus.Registerer, cs ...prometheus.Collector) error {
+	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
 			var already prometheus.AlreadyRegisteredError
 			if !errors.As(err, &already) {

@@ -71,7 +71,7 @@ func (c *StoreConfig) resolve(repl *caddy.Replacer) (driver, dsn string, err err
 }
 
 // openStore joins (or opens) the shared store of this configuration.
-func (a *App) openStore(ctx caddy.Context, repl *caddy.Replacer, static auth.Verifier) error {
+func (a *App) openStore(ctx caddy.Context, repl *caddy.Replacer, static *auth.StaticKeys) error {
 	driver, dsn, err := a.Store.resolve(repl)
 	if err != nil {
 		return err

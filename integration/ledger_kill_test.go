@@ -31,14 +31,8 @@ func TestLedgerSurvivesSIGKILL(t *testing.T) {
 	}
 	caddy := buildCaddyCLI(t)
 	dir := t.TempDir()
-	gwPort, simPort, adminPort := freePort(t), freePort(t), freePort(t)
-	config := filepath.Join(dir, "Caddyfile")
-	require.NoError(t, os.WriteFile(config, []byte(fmt.Sprintf(`{
-	admin 127.0.0.1:%d
-	default_bind 127.0.0.1
-	storage file_system %s
-	switchyard {
-		store sqlite %s
+	cfg := writeProcessConfig(t, dir, func(simPort int) string {
+		return fmt.Sprintf(`		store sqlite %s
 		journal %s
 		key load %s
 		model metered {
@@ -53,22 +47,9 @@ func TestLedgerSurvivesSIGKILL(t *testing.T) {
 				url http://127.0.0.1:%d
 				upstream_model sim-basic
 			}
-		}
-	}
-}
-http://127.0.0.1:%d {
-	switchyard_auth
-	switchyard_model
-	switchyard_proxy
-	handle_errors {
-		switchyard_errors
-	}
-}
-http://127.0.0.1:%d {
-	switchyard_simulator
-}
-`, adminPort, filepath.Join(dir, "caddy-data"), filepath.Join(dir, "keys.db"), filepath.Join(dir, "journal"), testKey,
-		simPort, simPort, gwPort, simPort)), 0o600))
+		}`, filepath.Join(dir, "keys.db"), filepath.Join(dir, "journal"), testKey, simPort, simPort)
+	})
+	config, gwPort := cfg.path, cfg.gwPort
 
 	t.Cleanup(func() {
 		if t.Failed() {

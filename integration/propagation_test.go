@@ -121,14 +121,8 @@ type processGateway struct {
 func startGatewayProcess(t *testing.T, caddy func(args ...string) *exec.Cmd, name, dsn string) *processGateway {
 	t.Helper()
 	dir := t.TempDir()
-	gwPort, simPort, adminPort := freePort(t), freePort(t), freePort(t)
-	config := filepath.Join(dir, "Caddyfile")
-	require.NoError(t, os.WriteFile(config, []byte(fmt.Sprintf(`{
-	admin 127.0.0.1:%d
-	default_bind 127.0.0.1
-	storage file_system %s
-	switchyard {
-		store postgres %q
+	cfg := writeProcessConfig(t, dir, func(simPort int) string {
+		return fmt.Sprintf(`		store postgres %q
 		journal %s
 		model shared-chat {
 			candidate sim {
@@ -136,21 +130,9 @@ func startGatewayProcess(t *testing.T, caddy func(args ...string) *exec.Cmd, nam
 				url http://127.0.0.1:%d/v1
 				upstream_model sim-basic
 			}
-		}
-	}
-}
-http://127.0.0.1:%d {
-	switchyard_auth
-	switchyard_model
-	switchyard_proxy
-	handle_errors {
-		switchyard_errors
-	}
-}
-http://127.0.0.1:%d {
-	switchyard_simulator
-}
-`, adminPort, filepath.Join(dir, "caddy-data"), dsn, filepath.Join(dir, "journal"), simPort, gwPort, simPort)), 0o600))
+		}`, dsn, filepath.Join(dir, "journal"), simPort)
+	})
+	config, gwPort, adminPort := cfg.path, cfg.gwPort, cfg.adminPort
 
 	p := &processGateway{
 		gateway: &gateway{

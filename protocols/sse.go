@@ -170,7 +170,7 @@ func (s *EventStream) AppendRewritten(dst []byte, ev Event) (out []byte, keep bo
 		}
 		return append(dst, ev.Raw...), true // [DONE], comments, pings without data
 	}
-	if s.kind == KindChat && len(ev.Name) == 0 {
+	if s.kind == KindChat {
 		return s.appendChatChunk(dst, ev)
 	}
 	path := s.observe(ev)
@@ -178,9 +178,6 @@ func (s *EventStream) AppendRewritten(dst []byte, ev Event) (out []byte, keep bo
 	// sends without an `event:` line, and an error is never dropped.
 	if s.IsError(ev) {
 		return s.appendScrubbed(dst, ev), true
-	}
-	if path == "-" {
-		return dst, false
 	}
 	if path != "" {
 		if start, end, ok := ValueSpan(ev.Data, path); ok {
@@ -214,7 +211,7 @@ func (s *EventStream) appendChatChunk(dst []byte, ev Event) ([]byte, bool) {
 		return true
 	})
 	// As the SDKs read it: an `error` that is null or false is no error.
-	if errField.Exists() && errField.Type != gjson.Null && errField.Type != gjson.False {
+	if string(ev.Name) == "error" || errField.Exists() && errField.Type != gjson.Null && errField.Type != gjson.False {
 		return s.appendScrubbed(dst, ev), true
 	}
 	if choices.IsArray() {
@@ -251,22 +248,11 @@ func (s *EventStream) appendScrubbed(dst []byte, ev Event) []byte {
 	return append(dst, scrubbed.Raw...)
 }
 
-// observe records usage and sequence numbers, and returns the path of the model in the
-// event's data ("" for none), or "-" when the event is to be dropped.
+// observe records usage, text counts and sequence numbers of a Responses or Family B
+// event, and returns the path of the model in its data ("" for none). Chat chunks are
+// read by appendChatChunk.
 func (s *EventStream) observe(ev Event) string {
 	switch s.kind {
-	case KindChat:
-		f := gjson.GetMany(view(ev.Data), "usage", "choices.#", "choices.0.delta.content",
-			"choices.0.delta.tool_calls.0.function.arguments", "choices.0.delta.reasoning_content")
-		s.OutputChars += rawTextLen(f[2]) + rawTextLen(f[3])
-		s.ThinkingChars += rawTextLen(f[4])
-		if f[0].IsObject() {
-			s.Usage = append(s.Usage[:0], f[0].Raw...)
-			if s.dropUsageChunk && f[1].Exists() && f[1].Int() == 0 {
-				return "-"
-			}
-		}
-		return "model"
 	case KindResponses:
 		f := gjson.GetMany(view(ev.Data), "type", "sequence_number", "delta")
 		if f[1].Type == gjson.Number {
