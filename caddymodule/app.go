@@ -7,6 +7,8 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"regexp"
+	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -301,12 +303,20 @@ func (cc CandidateConfig) build(repl *caddy.Replacer) (*routing.Candidate, error
 	if u.RawQuery != "" || u.Fragment != "" {
 		return nil, fmt.Errorf("url: %q must not have a query or fragment", cc.URL)
 	}
+	// A credential that is configured but comes out empty (an unset {env.VAR}) would
+	// fail every request upstream with 401; it is a configuration error. The message
+	// names the field, never a value.
+	cred := repl.ReplaceKnown(cc.Credential, "")
+	if cc.Credential != "" && strings.TrimSpace(cred) == "" {
+		return nil, fmt.Errorf("credential: %s resolves to an empty value (is it set in the gateway's environment?); "+
+			"leave the credential out for an upstream without auth", placeholderNames(cc.Credential))
+	}
 	return &routing.Candidate{
 		Name:          cc.Name,
 		Protocol:      f,
 		BaseURL:       u,
 		UpstreamModel: cc.UpstreamModel,
-		Credential:    repl.ReplaceKnown(cc.Credential, ""),
+		Credential:    cred,
 		Priority:      cc.Priority,
 		Weight:        cc.Weight,
 		Timeouts: routing.Timeouts{
@@ -316,6 +326,20 @@ func (cc CandidateConfig) build(repl *caddy.Replacer) (*routing.Candidate, error
 			Idle:      time.Duration(cc.IdleTimeout),
 		},
 	}, nil
+}
+
+// placeholderPattern matches one Caddy placeholder such as {env.OPENAI_API_KEY}.
+var placeholderPattern = regexp.MustCompile(`\{[^{}\s]+\}`)
+
+// placeholderNames describes a configured value that resolved to nothing by the
+// placeholders it is made of; a value with anything else in it is not quoted, so no
+// part of a secret reaches an error message.
+func placeholderNames(raw string) string {
+	names := placeholderPattern.FindAllString(raw, -1)
+	if len(names) == 0 || strings.TrimSpace(placeholderPattern.ReplaceAllString(raw, "")) != "" {
+		return "the value"
+	}
+	return strings.Join(names, "")
 }
 
 // Start implements caddy.App.

@@ -162,11 +162,22 @@ func TestBadConfigNamesModelCandidateAndField(t *testing.T) {
 			head + "\t\tkey ops short\n" + tail,
 			[]string{`"ops"`, "16"},
 		},
+		// An unset variable would otherwise start a candidate that fails every request
+		// upstream with 401 (SWITCHYARD_TEST_UNSET_CREDENTIAL is emptied below).
+		"credential from an unset variable": {
+			candidate(full + "\t\t\t\tcredential {env.SWITCHYARD_TEST_UNSET_CREDENTIAL}\n"),
+			[]string{`"gpt-x"`, `"east"`, "credential", "{env.SWITCHYARD_TEST_UNSET_CREDENTIAL}", "empty"},
+		},
+		"credential of placeholders that are all empty": {
+			candidate(full + "\t\t\t\tcredential \"{env.SWITCHYARD_TEST_UNSET_CREDENTIAL} {env.SWITCHYARD_TEST_UNSET_CREDENTIAL}\"\n"),
+			[]string{`"gpt-x"`, `"east"`, "credential", "empty"},
+		},
 		"model declared twice": {
 			head + "\t\tmodel a {\n\t\t\tcandidate c {\n" + full + "\t\t\t}\n\t\t}\n\t\tmodel a {\n\t\t\tcandidate c {\n" + full + "\t\t\t}\n\t\t}\n" + tail,
 			[]string{`"a"`, "twice"},
 		},
 	}
+	t.Setenv("SWITCHYARD_TEST_UNSET_CREDENTIAL", "")
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
 			err := validate(t, c.src)
@@ -176,6 +187,23 @@ func TestBadConfigNamesModelCandidateAndField(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A candidate may have no credential at all (a local upstream without auth), and a
+// credential from a variable that is set loads; only one that comes out empty is refused.
+func TestCredentialMayBeAbsentButNotEmpty(t *testing.T) {
+	src := func(cred string) string {
+		return "{\n\tswitchyard {\n\t\tmodel m {\n\t\t\tcandidate c {\n\t\t\t\tprotocol family_a\n" +
+			"\t\t\t\turl http://127.0.0.1:9/v1\n\t\t\t\tupstream_model up\n" + cred + "\t\t\t}\n\t\t}\n\t}\n}\n"
+	}
+	require.NoError(t, validate(t, src("")), "no credential line")
+	t.Setenv("SWITCHYARD_TEST_CREDENTIAL", "sk-upstream-secret-value-42")
+	require.NoError(t, validate(t, src("\t\t\t\tcredential {env.SWITCHYARD_TEST_CREDENTIAL}\n")))
+
+	t.Setenv("SWITCHYARD_TEST_CREDENTIAL", "   ")
+	err := validate(t, src("\t\t\t\tcredential {env.SWITCHYARD_TEST_CREDENTIAL}\n"))
+	require.Error(t, err, "a credential of blanks is as empty as none")
+	assert.Contains(t, err.Error(), `model "m", candidate "c": credential: {env.SWITCHYARD_TEST_CREDENTIAL} resolves to an empty value`)
 }
 
 func TestSimulatorDirective(t *testing.T) {
