@@ -19,26 +19,54 @@ type behaviours struct {
 	cut         bool
 	inbandError bool
 	toolCall    bool
+
+	// Broken upstreams (broken.go).
+	html200        bool
+	redirect       bool
+	badJSON        bool
+	hugeJSON       bool
+	reset          bool
+	accountHeaders bool
+	noSubops       int // 404 or 405 on the side endpoints; 0: off
+
+	// Stream framing (write.go) and usage (each shape's file).
+	hugeFirstEvent bool
+	hugeEvent      bool
+	noTerminator   bool
+	tailAtOnce     bool
+	comments       bool
+	usageDelay     time.Duration
+	noUsage        bool
+}
+
+// flags are the behaviours that a bare token turns on.
+var flags = map[string]func(b *behaviours){
+	"rate-limit":       func(b *behaviours) { b.rateLimit = true },
+	"stall":            func(b *behaviours) { b.stall = true },
+	"cut":              func(b *behaviours) { b.cut = true },
+	"inband-error":     func(b *behaviours) { b.inbandError = true },
+	"tool-call":        func(b *behaviours) { b.toolCall = true },
+	"html-200":         func(b *behaviours) { b.html200 = true },
+	"redirect-302":     func(b *behaviours) { b.redirect = true },
+	"bad-json":         func(b *behaviours) { b.badJSON = true },
+	"huge-json":        func(b *behaviours) { b.hugeJSON = true },
+	"reset":            func(b *behaviours) { b.reset = true },
+	"account-headers":  func(b *behaviours) { b.accountHeaders = true },
+	"no-subops":        func(b *behaviours) { b.noSubops = 404 },
+	"no-subops-405":    func(b *behaviours) { b.noSubops = 405 },
+	"huge-first-event": func(b *behaviours) { b.hugeFirstEvent = true },
+	"huge-event":       func(b *behaviours) { b.hugeEvent = true },
+	"no-terminator":    func(b *behaviours) { b.noTerminator = true },
+	"tail-at-once":     func(b *behaviours) { b.tailAtOnce = true },
+	"comments":         func(b *behaviours) { b.comments = true },
+	"no-usage":         func(b *behaviours) { b.noUsage = true },
 }
 
 func parseBehaviours(model string) behaviours {
 	var b behaviours
 	for part := range strings.SplitSeq(model, "+") {
-		switch part {
-		case "rate-limit":
-			b.rateLimit = true
-			continue
-		case "stall":
-			b.stall = true
-			continue
-		case "cut":
-			b.cut = true
-			continue
-		case "inband-error":
-			b.inbandError = true
-			continue
-		case "tool-call":
-			b.toolCall = true
+		if set, ok := flags[part]; ok {
+			set(&b)
 			continue
 		}
 		if code, ok := strings.CutPrefix(part, "fail-"); ok {
@@ -49,6 +77,8 @@ func parseBehaviours(model string) behaviours {
 			b.slowHeaders = d
 		} else if d, ok := durationAfter(part, "drip-"); ok {
 			b.drip = d
+		} else if d, ok := durationAfter(part, "usage-delay-"); ok {
+			b.usageDelay = d
 		}
 	}
 	return b

@@ -56,19 +56,21 @@ func (c *call) chat(streaming bool) {
 				}}},
 				{"annotations", list{}}}
 		}
-		c.writeJSON(obj{
+		reply := obj{
 			{"id", id},
 			{"object", "chat.completion"},
 			{"created", created},
 			{"model", c.model},
 			{"choices", list{obj{{"index", 0}, {"message", message}, {"logprobs", nil}, {"finish_reason", finish}}}},
-			{"usage", usage},
-			{"service_tier", "default"},
-		})
+		}
+		if !c.beh.noUsage {
+			reply = append(reply, field{"usage", usage})
+		}
+		c.writeJSON(append(reply, field{"service_tier", "default"}))
 		return
 	}
 
-	includeUsage := req.Get("stream_options.include_usage").Bool()
+	includeUsage := req.Get("stream_options.include_usage").Bool() && !c.beh.noUsage
 	var events []event
 	chunk := func(choices list, usage any) {
 		o := obj{
@@ -82,7 +84,7 @@ func (c *call) chat(streaming bool) {
 		if includeUsage {
 			o = append(o, field{"usage", usage})
 		}
-		events = append(events, event{"", mustJSON(o)})
+		events = append(events, event{data: mustJSON(o)})
 	}
 	delta := func(d obj, finish any) {
 		chunk(list{obj{{"index", 0}, {"delta", d}, {"logprobs", nil}, {"finish_reason", finish}}}, nil)
@@ -105,9 +107,11 @@ func (c *call) chat(streaming bool) {
 		}
 	}
 	delta(obj{}, finish)
+	final := len(events) // the usage chunk, or [DONE]
 	if includeUsage {
 		chunk(list{}, usage)
 	}
-	events = append(events, event{"", []byte("[DONE]")})
+	events = append(events, event{data: []byte("[DONE]")})
+	events[final].final = true
 	c.writeStream(events)
 }

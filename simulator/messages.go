@@ -82,7 +82,7 @@ func (c *call) messages(streaming bool) {
 		return u
 	}
 	message := func(content []obj, stopReason any, usage obj) obj {
-		return obj{
+		m := obj{
 			{"id", id},
 			{"type", "message"},
 			{"role", "assistant"},
@@ -90,8 +90,11 @@ func (c *call) messages(streaming bool) {
 			{"content", content},
 			{"stop_reason", stopReason},
 			{"stop_sequence", nil},
-			{"usage", usage},
 		}
+		if c.beh.noUsage {
+			return m
+		}
+		return append(m, field{"usage", usage})
 	}
 
 	if !streaming {
@@ -101,7 +104,7 @@ func (c *call) messages(streaming bool) {
 
 	var events []event
 	emit := func(typ string, fields ...field) {
-		events = append(events, event{typ, mustJSON(append(obj{{"type", typ}}, fields...))})
+		events = append(events, event{name: typ, data: mustJSON(append(obj{{"type", typ}}, fields...))})
 	}
 	emit("message_start", field{"message", message([]obj{}, nil, usage(false, true))})
 	emit("ping")
@@ -137,8 +140,12 @@ func (c *call) messages(streaming bool) {
 		}
 		block(obj{{"type", "text"}, {"text", ""}}, deltas)
 	}
-	emit("message_delta", field{"delta", obj{{"stop_reason", stopReason}, {"stop_sequence", nil}}},
-		field{"usage", usage(true, false)})
+	final := []field{{"delta", obj{{"stop_reason", stopReason}, {"stop_sequence", nil}}}}
+	if !c.beh.noUsage {
+		final = append(final, field{"usage", usage(true, false)})
+	}
+	emit("message_delta", final...)
+	events[len(events)-1].final = true
 	emit("message_stop")
 	c.writeStream(events)
 }

@@ -39,7 +39,7 @@ func (c *call) responses(streaming bool) {
 	}
 	out += reasoningToks
 	in := c.inputTokens()
-	usage := obj{
+	var usage any = obj{
 		{"input_tokens", in},
 		{"input_tokens_details", obj{{"cached_tokens", 0}}},
 		{"output_tokens", out},
@@ -83,6 +83,9 @@ func (c *call) responses(streaming bool) {
 			{"content", list{}}, {"role", "assistant"}})
 	}
 
+	if c.beh.noUsage {
+		usage = nil
+	}
 	id := newID("resp_")
 	created := time.Now().Unix()
 	if !streaming {
@@ -95,7 +98,7 @@ func (c *call) responses(streaming bool) {
 	emit := func(typ string, fields ...field) {
 		o := append(obj{{"type", typ}, {"sequence_number", seq}}, fields...)
 		seq++
-		events = append(events, event{typ, mustJSON(o)})
+		events = append(events, event{name: typ, data: mustJSON(o)})
 	}
 	emit("response.created", field{"response", c.responseObject(id, created, "in_progress", nil, nil)})
 	emit("response.in_progress", field{"response", c.responseObject(id, created, "in_progress", nil, nil)})
@@ -131,6 +134,7 @@ func (c *call) responses(streaming bool) {
 		emit("response.output_item.done", at, field{"item", items[i]})
 	}
 	emit("response.completed", field{"response", c.responseObject(id, created, "completed", items, usage)})
+	events[len(events)-1].final = true
 	c.writeStream(events)
 }
 

@@ -19,6 +19,35 @@
 //	tool-call             answer with a call of the request's first function tool, unless the
 //	                      conversation already ends with a tool result
 //
+// Broken upstreams, for the gateway's failover and scrubbing:
+//
+//	html-200              200 with a text/html page that names the upstream model, the host
+//	                      it was called on, the credential it got and its organisation
+//	redirect-302          302 to a login page, with such a page as its body
+//	bad-json              200 application/json whose (complete) body is not JSON
+//	huge-json             JSON answers: a valid object of more than HugeJSONSize bytes,
+//	                      streamed without a declared length
+//	reset                 a TCP reset before any byte of the answer
+//	account-headers       UUID-shaped organisation and project ids (AccountOrganization,
+//	                      AccountProject) in the account headers, and every error message
+//	                      also names the model, host, credential and those ids
+//	no-subops             404 on count_tokens, input_tokens and compact (no-subops-405: 405)
+//
+// Stream framing and usage:
+//
+//	huge-first-event      streams: the first event is padded past HugeEventSize bytes
+//	huge-event            streams: a normal first event, then one padded past HugeEventSize
+//	comments              streams: two `: keep-alive` comment frames before the first event
+//	no-terminator         streams: the last event ends with one newline, not a blank line
+//	tail-at-once          streams: the body's length is declared; the first event is sent
+//	                      and flushed, then all the others in one write, so the reader's last
+//	                      read carries the final events and the end of the body together
+//	usage-delay-<dur>     streams: wait <dur> before the event that carries the final usage
+//	                      (chat: the usage chunk, or [DONE]; responses: response.completed;
+//	                      messages: message_delta), after the answer's text has been sent
+//	no-usage              no usage anywhere (chat: no usage chunk even when asked for;
+//	                      responses: usage null; messages: no usage objects)
+//
 // # Token counts
 //
 // Usage is deterministic so tests can predict it. With tokens(n) = n/4 + 1:
@@ -181,6 +210,18 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !c.beh.waitHeaders(r.Context()) {
 		return
 	}
+	if c.beh.accountHeaders {
+		c.setAccountHeaders()
+	}
+	if c.beh.reset {
+		c.resetConnection()
+		return
+	}
+	if c.beh.noSubops != 0 && ep.isSideEndpoint() {
+		c.writeError(apiError{status: c.beh.noSubops,
+			message: fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.Path)})
+		return
+	}
 	if c.beh.failStatus != 0 {
 		c.writeError(apiError{status: c.beh.failStatus, message: fmt.Sprintf(
 			"simulated upstream failure (HTTP %d) for model %s", c.beh.failStatus, c.model)})
@@ -195,6 +236,9 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	streaming := (ep == epChat || ep == epResponses || ep == epMessages) &&
 		gjson.GetBytes(body, "stream").Bool()
+	if c.brokenAnswer(streaming) {
+		return
+	}
 	if c.beh.inbandError {
 		if streaming {
 			c.writeInbandError(ep)

@@ -938,3 +938,312 @@ func TestToolCallMessages(t *testing.T) {
 	assert.Equal(t, "end_turn", got.Get("stop_reason").String())
 	assert.Equal(t, ReplyText, got.Get("content.0.text").String())
 }
+
+// ---- Broken upstreams ----
+
+func TestParseBrokenBehaviours(t *testing.T) {
+	b := parseBehaviours("u+html-200+redirect-302+bad-json+huge-json+reset+account-headers+no-subops+huge-first-event+" +
+		"huge-event+no-terminator+tail-at-once+comments+usage-delay-150ms+no-usage")
+	assert.Equal(t, behaviours{html200: true, redirect: true, badJSON: true, hugeJSON: true, reset: true, accountHeaders: true,
+		noSubops: 404, hugeFirstEvent: true, hugeEvent: true, noTerminator: true, tailAtOnce: true, comments: true,
+		usageDelay: 150 * time.Millisecond, noUsage: true}, b)
+	assert.Equal(t, 405, parseBehaviours("u+no-subops-405").noSubops)
+	assert.Equal(t, behaviours{}, parseBehaviours("u+usage-delay-+usage-delay-x+html-2000"))
+}
+
+// noRedirects is a client for srv that shows redirects instead of following them.
+func noRedirects(srv *httptest.Server) *http.Client {
+	c := *srv.Client()
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &c
+}
+
+func TestHTMLRedirectAndBadJSON(t *testing.T) {
+	srv := start(t, Config{APIKey: "cred-123"})
+	host := strings.TrimPrefix(srv.URL, "http://")
+	for _, tc := range []struct {
+		behaviour   string
+		status      int
+		contentType string
+	}{
+		{"html-200", 200, "text/html; charset=utf-8"},
+		{"redirect-302", 302, "text/html; charset=utf-8"},
+		{"bad-json", 200, "application/json"},
+	} {
+		for _, path := range []string{"/v1/chat/completions", "/v1/responses", "/v1/messages", "/v1/messages/count_tokens"} {
+			for _, stream := range []string{"false", "true"} {
+				t.Run(tc.behaviour+" "+path+" stream "+stream, func(t *testing.T) {
+					model := "up-model+" + tc.behaviour
+					req, err := http.NewRequest("POST", srv.URL+path, strings.NewReader(
+						`{"model":"`+model+`","stream":`+stream+`,"max_tokens":1,"input":"hi","messages":[]}`))
+					require.NoError(t, err)
+					req.Header.Set("Authorization", "Bearer cred-123")
+					req.Header.Set("anthropic-version", "2023-06-01")
+					resp, err := noRedirects(srv).Do(req)
+					require.NoError(t, err)
+					defer resp.Body.Close()
+					b, err := io.ReadAll(resp.Body)
+					require.NoError(t, err, "the body is complete")
+					assert.Equal(t, tc.status, resp.StatusCode)
+					assert.Equal(t, tc.contentType, resp.Header.Get("Content-Type"))
+					assert.Equal(t, int64(len(b)), resp.ContentLength)
+					assert.False(t, gjson.ValidBytes(b), "%s", b)
+					for _, secret := range []string{model, host, "cred-123", "org-simsecret42", "proj_simsecret42"} {
+						assert.Contains(t, string(b), secret)
+					}
+					if tc.behaviour == "redirect-302" {
+						assert.Equal(t, "http://"+host+"/login?org=org-simsecret42", resp.Header.Get("Location"))
+					}
+				})
+			}
+		}
+	}
+}
+
+func TestAccountHeaders(t *testing.T) {
+	srv := start(t, Config{})
+	host := strings.TrimPrefix(srv.URL, "http://")
+	for _, path := range []string{"/v1/chat/completions", "/v1/messages"} {
+		resp, got := jsonCall(t, srv, path, `{"model":"up-x+fail-400+account-headers","max_tokens":1,"messages":[]}`,
+			"x-api-key", "cred-456", "anthropic-version", "2023-06-01")
+		require.Equal(t, 400, resp.StatusCode)
+		assert.Equal(t, AccountOrganization, resp.Header.Get("anthropic-organization-id"))
+		assert.Equal(t, AccountOrganization, resp.Header.Get("openai-organization"))
+		assert.Equal(t, AccountProject, resp.Header.Get("openai-project"))
+		msg := got.Get("error.message").String()
+		for _, secret := range []string{"up-x+fail-400+account-headers", host, "cred-456", AccountOrganization, AccountProject} {
+			assert.Contains(t, msg, secret, path)
+		}
+	}
+	// Without an error, the answer is normal apart from the headers.
+	resp, got := jsonCall(t, srv, "/v1/chat/completions", `{"model":"up+account-headers","messages":[]}`)
+	require.Equal(t, 200, resp.StatusCode)
+	assert.Equal(t, AccountProject, resp.Header.Get("openai-project"))
+	assert.Equal(t, ReplyText, got.Get("choices.0.message.content").String())
+}
+
+func TestHugeJSON(t *testing.T) {
+	srv := start(t, Config{})
+	resp := post(t, context.Background(), srv, "/v1/chat/completions", `{"model":"m+huge-json","messages":[]}`)
+	require.Equal(t, 200, resp.StatusCode)
+	assert.Equal(t, int64(-1), resp.ContentLength, "no declared length")
+	head := make([]byte, 64)
+	_, err := io.ReadFull(resp.Body, head)
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(string(head), `{"id":"chatcmpl-`), "%s", head)
+	rest, err := io.Copy(io.Discard, resp.Body)
+	require.NoError(t, err)
+	assert.Greater(t, rest+64, int64(HugeJSONSize))
+
+	// Streams are not affected.
+	_, frames := streamCall(t, srv, "/v1/chat/completions", `{"model":"m+huge-json","stream":true}`)
+	assert.Equal(t, "[DONE]", frames[len(frames)-1].data)
+}
+
+func TestReset(t *testing.T) {
+	srv := start(t, Config{})
+	for _, path := range []string{"/v1/chat/completions", "/v1/messages"} {
+		req, err := http.NewRequest("POST", srv.URL+path, strings.NewReader(`{"model":"m+reset","stream":true}`))
+		require.NoError(t, err)
+		req.Header.Set("anthropic-version", "2023-06-01")
+		resp, err := srv.Client().Do(req)
+		if resp != nil {
+			resp.Body.Close()
+		}
+		require.Error(t, err, "no answer at all")
+	}
+}
+
+func TestNoSubops(t *testing.T) {
+	srv := start(t, Config{})
+	for _, tc := range []struct{ path, model, errType string }{
+		{"/v1/messages/count_tokens", "c+no-subops", "not_found_error"},
+		{"/v1/responses/input_tokens", "m+no-subops", "invalid_request_error"},
+		{"/v1/responses/compact", "m+no-subops", "invalid_request_error"},
+	} {
+		resp, got := jsonCall(t, srv, tc.path, `{"model":"`+tc.model+`","input":"hi","messages":[]}`, anthropicVersion...)
+		assert.Equal(t, 404, resp.StatusCode, tc.path)
+		assert.Equal(t, tc.errType, got.Get("error.type").String())
+	}
+	resp, _ := jsonCall(t, srv, "/v1/responses/compact", `{"model":"m+no-subops-405","input":"hi"}`)
+	assert.Equal(t, 405, resp.StatusCode)
+	// The generation endpoints are offered.
+	resp, _ = jsonCall(t, srv, "/v1/messages", `{"model":"c+no-subops","max_tokens":1,"messages":[]}`, anthropicVersion...)
+	assert.Equal(t, 200, resp.StatusCode)
+	resp, _ = jsonCall(t, srv, "/v1/responses", `{"model":"m+no-subops","input":"hi"}`)
+	assert.Equal(t, 200, resp.StatusCode)
+}
+
+func TestHugeEvents(t *testing.T) {
+	srv := start(t, Config{})
+	_, frames := streamCall(t, srv, "/v1/messages", `{"model":"c+huge-first-event","stream":true,"max_tokens":1,"messages":[]}`,
+		anthropicVersion...)
+	assert.Greater(t, len(frames[0].data), HugeEventSize)
+	assert.Equal(t, "message_start", frames[0].json().Get("type").String(), "still a valid event")
+	assert.Less(t, len(frames[1].data), 1024)
+
+	for _, tc := range []struct{ path, body string }{
+		{"/v1/chat/completions", `{"model":"m+huge-event","stream":true}`},
+		{"/v1/responses", `{"model":"m+huge-event","stream":true,"input":"hi"}`},
+		{"/v1/messages", `{"model":"c+huge-event","stream":true,"max_tokens":1,"messages":[]}`},
+	} {
+		_, frames = streamCall(t, srv, tc.path, tc.body, anthropicVersion...)
+		assert.Less(t, len(frames[0].data), 4096, tc.path)
+		assert.Greater(t, len(frames[1].data), HugeEventSize, tc.path)
+		assert.True(t, gjson.Valid(frames[1].data), tc.path)
+		assert.Len(t, frames[1].json().Get("x_padding").String(), HugeEventSize)
+	}
+}
+
+// rawStream posts a stream request and returns its body bytes as sent.
+func rawStream(t *testing.T, srv *httptest.Server, path, body string) []byte {
+	t.Helper()
+	resp := post(t, context.Background(), srv, path, body, anthropicVersion...)
+	require.Equal(t, 200, resp.StatusCode)
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return b
+}
+
+func TestComments(t *testing.T) {
+	srv := start(t, Config{})
+	b := rawStream(t, srv, "/v1/chat/completions", `{"model":"m+comments","stream":true}`)
+	assert.True(t, strings.HasPrefix(string(b), ": keep-alive\n\n: keep-alive\n\ndata: {"), "%.80s", b)
+	b = rawStream(t, srv, "/v1/messages", `{"model":"c+comments","stream":true,"max_tokens":1,"messages":[]}`)
+	assert.True(t, strings.HasPrefix(string(b), ": keep-alive\n\n: keep-alive\n\nevent: message_start\n"), "%.80s", b)
+}
+
+func TestNoTerminator(t *testing.T) {
+	srv := start(t, Config{})
+	b := rawStream(t, srv, "/v1/chat/completions", `{"model":"m+no-terminator","stream":true}`)
+	assert.True(t, strings.HasSuffix(string(b), "}\n\ndata: [DONE]\n"), "%q", b[max(0, len(b)-40):])
+	b = rawStream(t, srv, "/v1/messages", `{"model":"c+no-terminator","stream":true,"max_tokens":1,"messages":[]}`)
+	assert.True(t, strings.HasSuffix(string(b), "\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n"), "%q", b[max(0, len(b)-60):])
+	b = rawStream(t, srv, "/v1/responses", `{"model":"m+no-terminator","stream":true,"input":"hi"}`)
+	assert.True(t, strings.HasSuffix(string(b), "}}\n"), "%q", b[max(0, len(b)-20):])
+	assert.False(t, strings.HasSuffix(string(b), "\n\n"))
+}
+
+// writeCounter counts the writes a handler makes to its ResponseWriter.
+type writeCounter struct {
+	http.ResponseWriter
+	writes int
+}
+
+func (w *writeCounter) Write(p []byte) (int, error) { w.writes++; return w.ResponseWriter.Write(p) }
+func (w *writeCounter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func TestTailAtOnce(t *testing.T) {
+	h := New(Config{})
+	writes := make(chan int, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		wc := &writeCounter{ResponseWriter: w}
+		h.ServeHTTP(wc, r)
+		writes <- wc.writes
+	}))
+	t.Cleanup(srv.Close)
+
+	for _, tc := range []struct{ path, body, last string }{
+		{"/v1/chat/completions", `{"model":"m+tail-at-once","stream":true,"stream_options":{"include_usage":true}}`, "data: [DONE]\n\n"},
+		{"/v1/chat/completions", `{"model":"m+tail-at-once+no-terminator","stream":true}`, "}\n\ndata: [DONE]\n"},
+		{"/v1/responses", `{"model":"m+tail-at-once","stream":true,"input":"hi"}`, "}}\n\n"},
+		{"/v1/messages", `{"model":"c+tail-at-once","stream":true,"max_tokens":1,"messages":[]}`, "data: {\"type\":\"message_stop\"}\n\n"},
+	} {
+		t.Run(tc.body, func(t *testing.T) {
+			resp := post(t, context.Background(), srv, tc.path, tc.body, anthropicVersion...)
+			require.Equal(t, 200, resp.StatusCode)
+			assert.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
+			require.Positive(t, resp.ContentLength, "the stream's length is declared")
+			// The reader's last read brings the end of the body with the final bytes.
+			var body []byte
+			buf := make([]byte, 256<<10)
+			lastN, lastErr := 0, error(nil)
+			for i := 0; i < 1000; i++ {
+				n, err := resp.Body.Read(buf)
+				body = append(body, buf[:n]...)
+				if n > 0 {
+					lastN, lastErr = n, err
+				}
+				if err != nil {
+					require.ErrorIs(t, err, io.EOF)
+					break
+				}
+			}
+			assert.Positive(t, lastN)
+			assert.ErrorIs(t, lastErr, io.EOF, "the read that carried the final events also ended the body")
+			assert.Equal(t, resp.ContentLength, int64(len(body)))
+			assert.True(t, strings.HasSuffix(string(body), tc.last), "%q", body[max(0, len(body)-60):])
+			assert.Equal(t, 2, <-writes, "the first event, then the whole rest in one write")
+		})
+	}
+}
+
+func TestUsageDelay(t *testing.T) {
+	t.Parallel()
+	srv := start(t, Config{})
+	const delay = 300 * time.Millisecond
+	for _, tc := range []struct {
+		path, body string
+		isFinal    func(f frame) bool
+	}{
+		{"/v1/chat/completions", `{"model":"m+usage-delay-300ms","stream":true,"stream_options":{"include_usage":true}}`,
+			func(f frame) bool { return f.json().Get("usage.prompt_tokens").Exists() }},
+		{"/v1/responses", `{"model":"m+usage-delay-300ms","stream":true,"input":"hi"}`,
+			func(f frame) bool { return f.event == "response.completed" }},
+		{"/v1/messages", `{"model":"c+usage-delay-300ms","stream":true,"max_tokens":1,"messages":[]}`,
+			func(f frame) bool { return f.event == "message_delta" }},
+	} {
+		began := time.Now()
+		resp := post(t, context.Background(), srv, tc.path, tc.body, anthropicVersion...)
+		br := bufio.NewReader(resp.Body)
+		var text strings.Builder
+		sawFinal := false
+		for i := 0; i < 200; i++ {
+			f, err := nextFrame(br)
+			if err == io.EOF {
+				break
+			}
+			require.NoError(t, err)
+			if tc.isFinal(f) {
+				sawFinal = true
+				assert.GreaterOrEqual(t, time.Since(began), delay, "%s: the final usage waits", tc.path)
+				break
+			}
+			text.WriteString(f.json().Get("choices.0.delta.content").String())
+			text.WriteString(f.json().Get("delta").String())
+			text.WriteString(f.json().Get("delta.text").String())
+			assert.Less(t, time.Since(began), delay, "%s: everything before the usage comes at once", tc.path)
+		}
+		assert.True(t, sawFinal, tc.path)
+		assert.Contains(t, text.String(), "simulator.", "%s: the whole text came before the delay", tc.path)
+	}
+}
+
+func TestNoUsage(t *testing.T) {
+	srv := start(t, Config{})
+	_, frames := streamCall(t, srv, "/v1/chat/completions", `{"model":"m+no-usage","stream":true,"stream_options":{"include_usage":true}}`)
+	for _, f := range frames {
+		assert.False(t, f.json().Get("usage").Exists(), "%s", f.data)
+	}
+	assert.Equal(t, "[DONE]", frames[len(frames)-1].data)
+	assert.Equal(t, "stop", frames[len(frames)-2].json().Get("choices.0.finish_reason").String())
+	_, got := jsonCall(t, srv, "/v1/chat/completions", `{"model":"m+no-usage"}`)
+	assert.False(t, got.Get("usage").Exists())
+	assert.Equal(t, ReplyText, got.Get("choices.0.message.content").String())
+
+	_, frames = streamCall(t, srv, "/v1/responses", `{"model":"m+no-usage","stream":true,"input":"hi"}`)
+	last := frames[len(frames)-1].json()
+	assert.Equal(t, "completed", last.Get("response.status").String())
+	assert.Equal(t, gjson.Null, last.Get("response.usage").Type)
+	_, got = jsonCall(t, srv, "/v1/responses", `{"model":"m+no-usage","input":"hi"}`)
+	assert.Equal(t, gjson.Null, got.Get("usage").Type)
+
+	_, frames = streamCall(t, srv, "/v1/messages", `{"model":"c+no-usage","stream":true,"max_tokens":1,"messages":[]}`, anthropicVersion...)
+	for _, f := range frames {
+		assert.False(t, f.json().Get("usage").Exists(), "%s", f.data)
+		assert.False(t, f.json().Get("message.usage").Exists(), "%s", f.data)
+	}
+	_, got = jsonCall(t, srv, "/v1/messages", `{"model":"c+no-usage","max_tokens":1,"messages":[]}`, anthropicVersion...)
+	assert.False(t, got.Get("usage").Exists())
+	assert.Equal(t, "end_turn", got.Get("stop_reason").String())
+}

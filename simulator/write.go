@@ -103,6 +103,9 @@ func nullable(s string) any {
 }
 
 func (c *call) writeError(e apiError) {
+	if c.beh.accountHeaders {
+		e.message += " (" + c.whoAmI() + ")"
+	}
 	var body obj
 	if c.fam == familyAnthropic {
 		body = obj{
@@ -166,18 +169,74 @@ func anthropicErrorType(status int) string {
 type event struct {
 	name string
 	data []byte
+	// final marks the event that carries the answer's final usage (see usage-delay).
+	final bool
 }
 
-// writeStream sends events as an SSE stream, flushing each one, and applies the drip, stall
-// and cut behaviours. It returns early when the client goes away.
+// appendFrame appends ev as an SSE frame, ended by a blank line unless unterminated.
+func appendFrame(b []byte, ev event, unterminated bool) []byte {
+	if ev.name != "" {
+		b = append(b, "event: "...)
+		b = append(b, ev.name...)
+		b = append(b, '\n')
+	}
+	b = append(b, "data: "...)
+	b = append(b, ev.data...)
+	b = append(b, '\n')
+	if !unterminated {
+		b = append(b, '\n')
+	}
+	return b
+}
+
+// keepAlive is the comment frame the comments behaviour sends.
+const keepAlive = ": keep-alive\n\n"
+
+// padded returns a JSON object event's data with a padding field that makes it longer
+// than HugeEventSize; other data is returned as is.
+func padded(data []byte) []byte {
+	if len(data) < 2 || data[0] != '{' {
+		return data
+	}
+	out := make([]byte, 0, len(data)+HugeEventSize+32)
+	out = append(out, `{"x_padding":"`...)
+	out = append(out, bytes.Repeat([]byte{'a'}, HugeEventSize)...)
+	out = append(out, '"')
+	if data[1] != '}' {
+		out = append(out, ',')
+	}
+	return append(out, data[1:]...)
+}
+
+// writeStream sends events as an SSE stream, flushing each one, and applies the stream
+// behaviours (drip, stall, cut, comments, oversized events, framing, usage delay). It
+// returns early when the client goes away.
 func (c *call) writeStream(events []event) {
 	h := c.w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
+	if c.beh.hugeFirstEvent && len(events) > 0 {
+		events[0].data = padded(events[0].data)
+	}
+	if c.beh.hugeEvent && len(events) > 1 {
+		events[1].data = padded(events[1].data)
+	}
+	if c.beh.tailAtOnce {
+		c.writeTailAtOnce(events)
+		return
+	}
 	c.w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(c.w)
 	ctx := c.r.Context()
-	var buf bytes.Buffer
+	if c.beh.comments {
+		for range 2 {
+			if _, err := c.w.Write([]byte(keepAlive)); err != nil {
+				return
+			}
+			_ = rc.Flush()
+		}
+	}
+	var buf []byte
 	for i, ev := range events {
 		if i > 0 {
 			switch {
@@ -191,19 +250,40 @@ func (c *call) writeStream(events []event) {
 				return
 			}
 		}
-		buf.Reset()
-		if ev.name != "" {
-			buf.WriteString("event: ")
-			buf.WriteString(ev.name)
-			buf.WriteByte('\n')
+		if ev.final && !sleep(ctx, c.beh.usageDelay) {
+			return
 		}
-		buf.WriteString("data: ")
-		buf.Write(ev.data)
-		buf.WriteString("\n\n")
-		if _, err := c.w.Write(buf.Bytes()); err != nil {
+		buf = appendFrame(buf[:0], ev, c.beh.noTerminator && i == len(events)-1)
+		if _, err := c.w.Write(buf); err != nil {
 			return
 		}
 		_ = rc.Flush()
+	}
+}
+
+// writeTailAtOnce sends the stream with its length declared: the first event (after the
+// comments, if any) in one flushed write, then every other event in a single write.
+func (c *call) writeTailAtOnce(events []event) {
+	var head, tail []byte
+	if c.beh.comments {
+		head = append(head, keepAlive+keepAlive...)
+	}
+	for i, ev := range events {
+		last := c.beh.noTerminator && i == len(events)-1
+		if i == 0 {
+			head = appendFrame(head, ev, last)
+		} else {
+			tail = appendFrame(tail, ev, last)
+		}
+	}
+	c.w.Header().Set("Content-Length", strconv.Itoa(len(head)+len(tail)))
+	c.w.WriteHeader(http.StatusOK)
+	if _, err := c.w.Write(head); err != nil {
+		return
+	}
+	_ = http.NewResponseController(c.w).Flush()
+	if len(tail) > 0 {
+		_, _ = c.w.Write(tail)
 	}
 }
 
@@ -213,16 +293,16 @@ func (c *call) writeInbandError(ep endpoint) {
 	var ev event
 	switch ep {
 	case epMessages:
-		ev = event{"error", mustJSON(obj{
+		ev = event{name: "error", data: mustJSON(obj{
 			{"type", "error"},
 			{"error", obj{{"type", "overloaded_error"}, {"message", "Overloaded (simulated)"}}},
 		})}
 	case epResponses:
-		ev = event{"error", mustJSON(obj{
+		ev = event{name: "error", data: mustJSON(obj{
 			{"type", "error"}, {"code", "server_error"}, {"message", msg}, {"param", nil}, {"sequence_number", 0},
 		})}
 	default:
-		ev = event{"", mustJSON(obj{{"error", obj{
+		ev = event{data: mustJSON(obj{{"error", obj{
 			{"message", msg}, {"type", "server_error"}, {"param", nil}, {"code", nil},
 		}}})}
 	}
