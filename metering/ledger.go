@@ -40,9 +40,24 @@ type Record struct {
 type Sink interface {
 	// WriteUsage stores records, ignoring request ids it already has, and in the same
 	// transaction records that journal journalID has been written up to position upTo.
+	// Either all of it is stored or nothing is. When the database refused the batch
+	// because of what one of its records holds (a constraint or data error on a row),
+	// the error wraps ErrRecordRefused; any other error (no connection, a database that
+	// takes no writes, a timeout) says nothing about the records, which are tried again.
 	WriteUsage(ctx context.Context, journalID string, upTo int64, records []Record) error
 	// JournalPosition is how far journal journalID has been written (0 if never).
 	JournalPosition(ctx context.Context, journalID string) (int64, error)
+}
+
+// ErrRecordRefused marks a Sink error caused by the records of the batch themselves:
+// writing the same records again would fail again, whatever state the database is in.
+var ErrRecordRefused = errors.New("the database refused a usage record")
+
+// RecoveryNotifier is a Sink that can tell when it answers again after failing. The
+// ledger then writes at once instead of waiting out its back-off.
+type RecoveryNotifier interface {
+	// Recovered returns a channel closed at the next recovery.
+	Recovered() <-chan struct{}
 }
 
 // Ledger keeps usage records without losing any. Append writes each record to a local
@@ -72,6 +87,9 @@ type Ledger struct {
 	statsMu   sync.Mutex
 	committed int64 // journal position known to be in the sink
 	lastErr   error
+
+	refusedMu  sync.Mutex
+	refusedIDs map[string]bool // request ids already in the dead-letter file; nil until read
 }
 
 // Options tune a ledger.
@@ -81,7 +99,10 @@ type Options struct {
 	Interval     time.Duration
 	// SegmentBytes is the size at which a new journal segment is started.
 	SegmentBytes int64
-	// OnError hears about database failures (the ledger keeps the records meanwhile).
+	// OnError hears about failures: a record the database refused (set aside in
+	// refused.jsonl), the journal's own file errors, and the first failed write to the
+	// database of each run of failures (the ledger keeps the records meanwhile and does
+	// not repeat itself until a write has succeeded again).
 	OnError func(what string, err error)
 }
 
@@ -91,7 +112,16 @@ const (
 	defaultSegment  = 32 << 20
 	segmentPrefix   = "usage-"
 	segmentSuffix   = ".jsonl"
-	maxBackoff      = 30 * time.Second
+	// After a failed write the writer waits minBackoff, doubling up to maxBackoff, so a
+	// database that comes back is written to within a second or so (at once when
+	// the sink says it has recovered). A failed attempt costs one round trip.
+	minBackoff = 250 * time.Millisecond
+	maxBackoff = time.Second
+	// writeTimeout bounds one batch's write, so a database that stops answering
+	// without closing the connection cannot stall the writer.
+	writeTimeout = 15 * time.Second
+	// positionTimeout bounds reading the journal position at open.
+	positionTimeout = 5 * time.Second
 )
 
 // OpenLedger opens (or creates) the journal in dir and starts writing it to sink.
@@ -129,7 +159,9 @@ func OpenLedger(ctx context.Context, dir string, sink Sink, opts Options) (*Ledg
 	if err := l.openSegment(); err != nil {
 		return nil, err
 	}
-	pos, err := sink.JournalPosition(ctx, id)
+	posCtx, cancel := context.WithTimeout(ctx, positionTimeout)
+	pos, err := sink.JournalPosition(posCtx, id)
+	cancel()
 	if err != nil {
 		// The database may be down at start: replay everything kept; duplicates are
 		// ignored by request id.
@@ -267,6 +299,7 @@ func (l *Ledger) run(batch int, interval time.Duration, segBytes int64) {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	backoff := time.Duration(0)
+	failing := false
 	for {
 		select {
 		case <-l.stop:
@@ -276,23 +309,41 @@ func (l *Ledger) run(batch int, interval time.Duration, segBytes int64) {
 		case <-l.kick:
 		}
 		if backoff > 0 {
+			wait := time.NewTimer(backoff)
 			select {
 			case <-l.stop:
+				wait.Stop()
 				l.drain(batch, 10*time.Second)
 				return
-			case <-time.After(backoff):
+			case <-wait.C:
+			case <-l.recovered():
+				wait.Stop()
 			}
 		}
-		if err := l.flush(context.Background(), batch, segBytes); err != nil {
-			backoff = min(max(2*backoff, time.Second), maxBackoff)
-			l.statsMu.Lock()
-			l.lastErr = err
-			l.statsMu.Unlock()
-			l.log("writing usage to the database; records stay in the journal", err)
-		} else {
-			backoff = 0
+		err := l.flush(context.Background(), batch, segBytes)
+		l.statsMu.Lock()
+		l.lastErr = err
+		l.statsMu.Unlock()
+		if err == nil {
+			backoff, failing = 0, false
+			continue
+		}
+		backoff = min(max(2*backoff, minBackoff), maxBackoff)
+		if !failing {
+			// Once per run of failures: a database outage would otherwise fill the log
+			// with the same line every few seconds.
+			failing = true
+			l.log("writing usage to the database; records stay in the journal until it answers", err)
 		}
 	}
+}
+
+// recovered is the sink's recovery signal, or nil (never ready) when it gives none.
+func (l *Ledger) recovered() <-chan struct{} {
+	if n, ok := l.sink.(RecoveryNotifier); ok {
+		return n.Recovered()
+	}
+	return nil
 }
 
 // drain writes what is left, for a bounded time (shutdown and reload).
@@ -345,56 +396,110 @@ func (l *Ledger) flush(ctx context.Context, batch int, segBytes int64) error {
 		if err != nil {
 			return err
 		}
-		if err := l.sink.WriteUsage(ctx, l.id, upTo, records); err != nil {
-			if err := l.oneByOne(ctx, records, ends, lines); err != nil {
-				return err
-			}
+		if err := l.write(ctx, records, ends, lines, upTo); err != nil {
+			return err
 		}
 		from = upTo
-		l.statsMu.Lock()
-		l.committed, l.lastErr = upTo, nil
-		l.statsMu.Unlock()
 	}
 	return l.removeCommittedSegments(from)
 }
 
-// oneByOne writes a batch the database refused record by record, so that one record the
-// database will never take (a permanent error) cannot hold back all billing after it:
-// when a single record fails while the database still answers, it is set aside in the
-// dead-letter file beside the journal and the position moves past it. When the database
-// does not answer, the error is returned and the whole batch is tried again later.
-func (l *Ledger) oneByOne(ctx context.Context, records []Record, ends []int64, lines [][]byte) error {
-	for i := range records {
-		err := l.sink.WriteUsage(ctx, l.id, ends[i], records[i:i+1])
-		if err == nil {
-			continue
-		}
-		if _, probe := l.sink.JournalPosition(ctx, l.id); probe != nil {
-			return err // the database is away: keep everything for later
-		}
-		if derr := l.deadLetter(lines[i]); derr != nil {
-			return derr
-		}
-		l.log("a usage record the database refuses was set aside in "+filepath.Join(l.dir, deadLetterFile)+
-			" (request "+records[i].RequestID+")", err)
-		if err := l.sink.WriteUsage(ctx, l.id, ends[i], nil); err != nil {
+// write stores one batch read from the journal, ending at position upTo. A batch the
+// database refuses because of a record in it is split in halves, and each half written
+// on its own, down to the single records it refuses: those are set aside in the
+// dead-letter file and the position moves past them, so that one record the database
+// will never take cannot hold back all billing after it. Any other failure (the
+// database not answering, or taking no writes) says nothing about the records: the
+// error is returned and the batch is tried again later, with nothing set aside.
+func (l *Ledger) write(ctx context.Context, records []Record, ends []int64, lines [][]byte, upTo int64) error {
+	wctx, cancel := context.WithTimeout(ctx, writeTimeout)
+	err := l.sink.WriteUsage(wctx, l.id, upTo, records)
+	cancel()
+	switch {
+	case err == nil:
+		l.advance(upTo)
+		return nil
+	case !errors.Is(err, ErrRecordRefused):
+		return err
+	case len(records) <= 1:
+		return l.setAside(ctx, records, lines, upTo, err)
+	}
+	half := len(records) / 2
+	if err := l.write(ctx, records[:half], ends[:half], lines[:half], ends[half-1]); err != nil {
+		return err
+	}
+	return l.write(ctx, records[half:], ends[half:], lines[half:], upTo)
+}
+
+// setAside puts a record the database refused in the dead-letter file, once, and moves
+// the position past it. If moving the position fails, the record is read again later
+// and found already set aside.
+func (l *Ledger) setAside(ctx context.Context, records []Record, lines [][]byte, upTo int64, cause error) error {
+	if len(records) == 1 {
+		added, err := l.deadLetter(records[0].RequestID, lines[0])
+		if err != nil {
 			return err
 		}
+		if added {
+			l.log("a usage record the database refuses was set aside in "+filepath.Join(l.dir, deadLetterFile)+
+				" (request "+records[0].RequestID+")", cause)
+		}
 	}
+	wctx, cancel := context.WithTimeout(ctx, writeTimeout)
+	defer cancel()
+	if err := l.sink.WriteUsage(wctx, l.id, upTo, nil); err != nil {
+		return err
+	}
+	l.advance(upTo)
 	return nil
+}
+
+// advance records that the journal is in the database up to pos.
+func (l *Ledger) advance(pos int64) {
+	l.statsMu.Lock()
+	l.committed = max(l.committed, pos)
+	l.statsMu.Unlock()
 }
 
 // deadLetterFile keeps records the database refused for good, for an operator to look at.
 const deadLetterFile = "refused.jsonl"
 
-func (l *Ledger) deadLetter(line []byte) error {
-	f, err := os.OpenFile(filepath.Join(l.dir, deadLetterFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+// deadLetter appends a refused record's journal line to the dead-letter file unless its
+// request id is already there, so that the file holds each refused request once and an
+// operator re-importing it counts nothing twice. It reports whether it added the line.
+func (l *Ledger) deadLetter(requestID string, line []byte) (bool, error) {
+	l.refusedMu.Lock()
+	defer l.refusedMu.Unlock()
+	path := filepath.Join(l.dir, deadLetterFile)
+	if l.refusedIDs == nil {
+		l.refusedIDs = map[string]bool{}
+		if b, err := os.ReadFile(path); err == nil {
+			for _, prev := range bytes.Split(b, []byte{'\n'}) {
+				var r struct {
+					RequestID string `json:"request_id"`
+				}
+				if json.Unmarshal(prev, &r) == nil && r.RequestID != "" {
+					l.refusedIDs[r.RequestID] = true
+				}
+			}
+		} else if !errors.Is(err, os.ErrNotExist) {
+			l.refusedIDs = nil
+			return false, err
+		}
+	}
+	if l.refusedIDs[requestID] {
+		return false, nil
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer f.Close()
-	_, err = f.Write(line)
-	return err
+	if _, err := f.Write(line); err != nil {
+		return false, err
+	}
+	l.refusedIDs[requestID] = true
+	return true, nil
 }
 
 // read parses up to batch records from position from (but not beyond to).

@@ -2,10 +2,12 @@ package metering
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,36 +17,48 @@ import (
 )
 
 // memorySink is a database that can be taken down; it keeps records by request id, as
-// the real stores do, and the journal positions.
+// the real stores do, and the journal positions. It counts every record it stored
+// (delivered) per request id, so a test can tell a record stored twice.
 type memorySink struct {
 	mu        sync.Mutex
-	down      bool
+	down      bool // every call fails, as with no connection
+	noWrites  bool // writes fail while reads succeed, as with a read-only database
+	failEmpty int  // this many position-only writes fail before one succeeds
 	records   map[string]Record
+	delivered map[string]int
 	positions map[string]int64
 	writes    int
+	calls     int
+	recovered chan struct{} // closed by setDown(false); nil: not a RecoveryNotifier
 }
 
 func newMemorySink() *memorySink {
-	return &memorySink{records: map[string]Record{}, positions: map[string]int64{}}
+	return &memorySink{records: map[string]Record{}, delivered: map[string]int{}, positions: map[string]int64{}}
 }
 
 func (s *memorySink) WriteUsage(_ context.Context, journal string, upTo int64, rs []Record) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.down {
+	s.calls++
+	if s.down || s.noWrites {
 		return errors.New("database unavailable")
+	}
+	if len(rs) == 0 && s.failEmpty > 0 {
+		s.failEmpty--
+		return errors.New("connection reset")
 	}
 	for _, r := range rs {
 		if r.Model == "poison" {
-			return errors.New("the database refuses this record for good")
+			return fmt.Errorf("row %s: %w", r.RequestID, ErrRecordRefused)
 		}
 	}
 	for _, r := range rs {
 		if _, dup := s.records[r.RequestID]; !dup {
 			s.records[r.RequestID] = r
+			s.delivered[r.RequestID]++
 		}
 	}
-	s.positions[journal] = upTo
+	s.positions[journal] = max(s.positions[journal], upTo)
 	s.writes++
 	return nil
 }
@@ -52,15 +66,48 @@ func (s *memorySink) WriteUsage(_ context.Context, journal string, upTo int64, r
 func (s *memorySink) JournalPosition(_ context.Context, journal string) (int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.calls++
 	if s.down {
 		return 0, errors.New("database unavailable")
 	}
 	return s.positions[journal], nil
 }
 
-func (s *memorySink) setDown(down bool) { s.mu.Lock(); s.down = down; s.mu.Unlock() }
+func (s *memorySink) setDown(down bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.down = down
+	if !down && s.recovered != nil {
+		close(s.recovered)
+		s.recovered = make(chan struct{})
+	}
+}
 
 func (s *memorySink) count() int { s.mu.Lock(); defer s.mu.Unlock(); return len(s.records) }
+
+func (s *memorySink) callCount() int { s.mu.Lock(); defer s.mu.Unlock(); return s.calls }
+
+// deliveredMoreThanOnce lists the request ids stored more than once.
+func (s *memorySink) deliveredMoreThanOnce() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for id, n := range s.delivered {
+		if n > 1 {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// notifyingSink is a memorySink that tells the ledger when it answers again.
+type notifyingSink struct{ *memorySink }
+
+func (s notifyingSink) Recovered() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.recovered
+}
 
 func record(i int) *Record {
 	return &Record{RequestID: fmt.Sprintf("sy_%06d", i), KeyID: "key_a", Model: "m", Usage: Usage{Input: 10, Output: int64(i)}, Time: time.Unix(1_800_000_000, 0)}
@@ -155,12 +202,107 @@ func TestOneRefusedRecordDoesNotHoldBackTheRest(t *testing.T) {
 	}
 	waitFor(t, "the other records", func() bool { return sink.count() == 99 })
 	require.NoError(t, l.Close())
-	refused, err := os.ReadFile(filepath.Join(dir, "refused.jsonl"))
-	require.NoError(t, err)
-	assert.Contains(t, string(refused), "sy_000037", "the refused record is kept for an operator")
+	assert.Equal(t, []string{"sy_000037"}, refusedIDs(t, dir), "only the refused record is set aside, once")
+	assert.Empty(t, sink.deliveredMoreThanOnce())
 	assert.Zero(t, l.Stats().PendingBytes)
 
 	assert.Error(t, (&Ledger{}).Append(&Record{}), "a record without a request id is refused at once")
+}
+
+// A refused record is set aside once even when moving the position past it fails and
+// the batch is read again.
+func TestARefusedRecordIsSetAsideOnce(t *testing.T) {
+	dir, sink := t.TempDir(), newMemorySink()
+	sink.failEmpty = 3
+	l, err := OpenLedger(context.Background(), dir, sink, Options{Interval: 10 * time.Millisecond})
+	require.NoError(t, err)
+	for i := 0; i < 10; i++ {
+		r := record(i)
+		if i == 4 {
+			r.Model = "poison"
+		}
+		require.NoError(t, l.Append(r))
+	}
+	waitFor(t, "the journal to drain", func() bool { return sink.count() == 9 && l.Stats().PendingBytes == 0 })
+	require.NoError(t, l.Close())
+	assert.Equal(t, []string{"sy_000004"}, refusedIDs(t, dir))
+	assert.Empty(t, sink.deliveredMoreThanOnce())
+}
+
+// The case: a database that refuses writes while reads succeed. Nothing it
+// refuses that way is the records' fault, so nothing may be set aside; once it takes
+// writes again every record is stored once.
+func TestNothingIsSetAsideWhileTheDatabaseTakesNoWrites(t *testing.T) {
+	dir, sink := t.TempDir(), newMemorySink()
+	sink.noWrites = true
+	l, err := OpenLedger(context.Background(), dir, sink, Options{Interval: 10 * time.Millisecond, BatchRecords: 8})
+	require.NoError(t, err)
+	for i := 0; i < 40; i++ {
+		require.NoError(t, l.Append(record(i)))
+	}
+	waitFor(t, "several failed writes", func() bool { return sink.callCount() >= 4 })
+	sink.mu.Lock()
+	sink.noWrites = false
+	sink.mu.Unlock()
+	waitFor(t, "the journal to drain", func() bool { return sink.count() == 40 && l.Stats().PendingBytes == 0 })
+	require.NoError(t, l.Close())
+	assert.Empty(t, refusedIDs(t, dir), "nothing in refused.jsonl")
+	assert.Empty(t, sink.deliveredMoreThanOnce())
+}
+
+// After an outage long enough for the back-off to reach its longest, the journal drains
+// within a couple of seconds of the database returning, and at once when the sink says
+// it is back. Every record is stored once and none is set aside.
+func TestLedgerCatchesUpPromptlyAfterAnOutage(t *testing.T) {
+	for _, notify := range []bool{false, true} {
+		t.Run(map[bool]string{false: "back-off", true: "woken by the sink"}[notify], func(t *testing.T) {
+			dir, mem := t.TempDir(), newMemorySink()
+			var sink Sink = mem
+			if notify {
+				mem.recovered = make(chan struct{})
+				sink = notifyingSink{mem}
+			}
+			mem.setDown(true)
+			l, err := OpenLedger(context.Background(), dir, sink, Options{Interval: 10 * time.Millisecond})
+			require.NoError(t, err)
+			defer l.Close()
+			for i := 0; i < 200; i++ {
+				require.NoError(t, l.Append(record(i)))
+			}
+			// Enough failed attempts for any back-off to have grown to its longest
+			// (250 ms doubling: 0.25, 0.5, 1, 1 s).
+			waitFor(t, "the back-off to grow", func() bool { return mem.callCount() >= 6 })
+			mem.setDown(false)
+			back := time.Now()
+			waitFor(t, "the journal to drain", func() bool { return mem.count() == 200 })
+			took := time.Since(back)
+			t.Logf("drained %v after the database came back", took)
+			limit := 1500 * time.Millisecond
+			if notify {
+				limit = 300 * time.Millisecond
+			}
+			assert.Less(t, took, limit)
+			assert.Empty(t, refusedIDs(t, dir))
+			assert.Empty(t, mem.deliveredMoreThanOnce())
+		})
+	}
+}
+
+// refusedIDs lists the request ids in the dead-letter file, in its order.
+func refusedIDs(t *testing.T, dir string) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "refused.jsonl"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	require.NoError(t, err)
+	var ids []string
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var r Record
+		require.NoError(t, json.Unmarshal([]byte(line), &r))
+		ids = append(ids, r.RequestID)
+	}
+	return ids
 }
 
 func TestOneGatewayPerJournal(t *testing.T) {
