@@ -3,6 +3,7 @@ package protocols
 import (
 	"io"
 	"net/http"
+	"strings"
 	"unsafe"
 
 	"github.com/tidwall/gjson"
@@ -27,47 +28,95 @@ type ParsedRequest struct {
 	promptCacheKey                                              gjson.Result
 }
 
-// ParseRequest checks that body is one JSON object and locates the fields the gateway
-// reads. It does not decode anything else.
+// ParseRequest reads body with the one bounded scan every request gets (one JSON object,
+// valid UTF-8, nesting within MaxNesting, no key twice where the gateway reads keys) and
+// locates the fields the gateway reads. It does not decode anything else.
 func ParseRequest(family Family, body []byte) (*ParsedRequest, *APIError) {
-	if !isJSONObject(body) {
-		return nil, InvalidParam(family, "", "the request body must be a JSON object")
+	members, fault := scanObject(body)
+	if fault != nil {
+		if fault.kind == faultNotObject {
+			return nil, InvalidParam(family, "", "the request body must be a JSON object")
+		}
+		return nil, InvalidParam(family, "", "the request body was refused: %s", fault.Error())
+	}
+	// Parsers disagree on which copy of a duplicated key wins (first, last, or an error),
+	// so the gateway could check one value while the upstream acts on another.
+	if key := duplicateKey(members); key != "" {
+		return nil, duplicateError(family, key)
 	}
 	p := &ParsedRequest{Body: body}
-	models := 0
-	gjson.Parse(view(body)).ForEach(func(key, value gjson.Result) bool {
-		switch key.Str {
-		case "model":
-			// Counted on the unescaped key, so "mod\u0065l" is a second model too.
-			models++
-			p.model = value
-		case "messages":
-			p.messages = value
-		case "stream":
-			p.stream = value
-		case "stream_options":
-			p.streamOptions = value
-		case "max_tokens":
-			p.maxTokens = value
-		case "thinking":
-			p.thinking = value
-		case "background":
-			p.background = value
-		case "previous_response_id":
-			p.previousResponseID = value
-		case "conversation":
-			p.conversation = value
-		case "prompt_cache_key":
-			p.promptCacheKey = value
+	for _, m := range members {
+		if name, ok := readFieldFolded(m.key); ok && name != m.key {
+			return nil, InvalidParam(family, m.key, "'%s' differs from the field '%s' only in case; field names are case-sensitive", m.key, name)
 		}
-		return true
-	})
-	if models > 1 {
-		// JSON parsers disagree on which duplicate wins; the gateway must not check one
-		// model while the upstream runs another.
-		return nil, InvalidParam(family, "model", "'model' appears more than once in the request body")
+		field := fieldAt(body, m)
+		switch m.key {
+		case "model":
+			p.model = field
+		case "messages":
+			p.messages = field
+		case "stream":
+			p.stream = field
+		case "stream_options":
+			p.streamOptions = field
+		case "max_tokens":
+			p.maxTokens = field
+		case "thinking":
+			p.thinking = field
+		case "background":
+			p.background = field
+		case "previous_response_id":
+			p.previousResponseID = field
+		case "conversation":
+			p.conversation = field
+		case "prompt_cache_key":
+			p.promptCacheKey = field
+		}
+	}
+	// The objects whose inner keys the gateway reads or rewrites get the same rule.
+	for _, m := range members {
+		switch m.key {
+		case "stream_options", "thinking", "reasoning":
+			if body[m.start] != '{' {
+				continue
+			}
+			inner, _ := scanObject(body[m.start:m.end]) // already scanned whole
+			if key := duplicateKey(inner); key != "" {
+				return nil, duplicateError(family, m.key+"."+key)
+			}
+		}
 	}
 	return p, nil
+}
+
+// fieldsRead are the top-level fields the gateway reads or rewrites in some shape.
+var fieldsRead = []string{"model", "messages", "stream", "stream_options", "max_tokens", "thinking",
+	"reasoning", "background", "previous_response_id", "conversation", "prompt_cache_key", "input"}
+
+// readFieldFolded returns the field the gateway reads that key equals without regard to
+// case. A key that matches one only that way is one that a case-insensitive parser (Go's
+// encoding/json) would act on while the gateway would not.
+func readFieldFolded(key string) (string, bool) {
+	if len(key) < 5 || len(key) > 20 {
+		return "", false
+	}
+	for _, name := range fieldsRead {
+		if strings.EqualFold(key, name) {
+			return name, true
+		}
+	}
+	return "", false
+}
+
+// fieldAt is the gjson view of one member's value, with Index locating it in body.
+func fieldAt(body []byte, m member) gjson.Result {
+	r := gjson.Parse(view(body[m.start:m.end]))
+	r.Index = m.start
+	return r
+}
+
+func duplicateError(family Family, key string) *APIError {
+	return InvalidParam(family, key, "'%s' appears more than once in the request body; send each field once", key)
 }
 
 // Model returns the requested service model, or the 400 for a missing or malformed one.

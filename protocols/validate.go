@@ -20,19 +20,6 @@ func RequestModel(family Family, body []byte) (string, *APIError) {
 	return p.Model(family)
 }
 
-func isJSONObject(body []byte) bool {
-	for _, c := range body {
-		switch c {
-		case ' ', '\t', '\r', '\n':
-			continue
-		case '{':
-			return gjson.ValidBytes(body)
-		}
-		return false
-	}
-	return false
-}
-
 // VersionHeader returns the Family B version a client sent, from the native header or the
 // specification's name for it.
 func VersionHeader(h http.Header) string {

@@ -1,0 +1,206 @@
+package protocols
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestParseRequestRefusesWhatParsersReadDifferently(t *testing.T) {
+	cases := []struct {
+		name, body, param, says string
+	}{
+		{"stream_options twice", `{"model":"m","messages":[],"stream":true,"stream_options":{"include_usage":true},"stream_options":{"include_usage":false}}`, "stream_options", "more than once"},
+		{"max_tokens twice", `{"model":"m","messages":[],"max_tokens":10,"max_tokens":100000}`, "max_tokens", "more than once"},
+		{"messages twice", `{"model":"m","messages":[],"messages":[{"role":"user","content":"x"}]}`, "messages", "more than once"},
+		{"an unread key twice", `{"model":"m","messages":[],"temperature":0,"temperature":2}`, "temperature", "more than once"},
+		{"a key twice through an escape", `{"model":"m","messages":[],"stre\u0061m":true,"stream":false}`, "stream", "more than once"},
+		{"thinking.budget_tokens twice", `{"model":"m","messages":[],"max_tokens":4096,"thinking":{"type":"enabled","budget_tokens":2048,"budget_tokens":9000}}`, "thinking.budget_tokens", "more than once"},
+		{"stream_options.include_usage twice", `{"model":"m","stream_options":{"include_usage":true,"include_usage":false}}`, "stream_options.include_usage", "more than once"},
+		{"reasoning.effort twice", `{"model":"m","input":"x","reasoning":{"effort":"low","effort":"high"}}`, "reasoning.effort", "more than once"},
+		{"model twice in different case", `{"model":"cheap","MODEL":"expensive"}`, "MODEL", "more than once"},
+		{"a read field in another case", `{"model":"m","messages":[],"Stream":true}`, "Stream", "only in case"},
+		{"a read field through a folding rune", "{\"model\":\"m\",\"\u017ftream\":true}", "\u017ftream", "only in case"},
+		{"invalid UTF-8 in a string", "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"a\xff\xfeb\"}]}", "", "not valid UTF-8"},
+		{"an overlong UTF-8 encoding", "{\"model\":\"m\",\"x\":\"\xc0\xaf\"}", "", "not valid UTF-8"},
+		{"a UTF-16 surrogate encoded in UTF-8", "{\"model\":\"m\",\"x\":\"\xed\xa0\x80\"}", "", "not valid UTF-8"},
+		{"a raw control character in a string", "{\"model\":\"m\",\"x\":\"a\nb\"}", "", "not valid JSON"},
+		{"trailing data", `{"model":"m"} {"model":"n"}`, "", "not valid JSON"},
+		{"a trailing comma", `{"model":"m",}`, "", "not valid JSON"},
+		{"a bad escape", `{"model":"m\x"}`, "", "not valid JSON"},
+		{"a leading zero", `{"model":"m","max_tokens":0123}`, "", "not valid JSON"},
+		{"nesting past the limit", `{"a":` + strings.Repeat("[", MaxNesting) + strings.Repeat("]", MaxNesting) + `}`, "", "deeper than 1000"},
+		{"an array", `[{"model":"m"}]`, "", "must be a JSON object"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := ParseRequest(FamilyA, []byte(c.body))
+			require.NotNil(t, err, "the gateway must refuse this body")
+			assert.Equal(t, 400, err.Status)
+			assert.Equal(t, c.param, err.Param)
+			assert.Contains(t, err.Message, c.says)
+		})
+	}
+}
+
+func TestParseRequestAcceptsStrictJSON(t *testing.T) {
+	for _, body := range []string{
+		`{"model":"m"}`,
+		` {"model":"m","messages":[]} `,
+		`{"model":"m","a":{"b":{"c":[1,-2.5e+3,0.0,true,false,null,"\u00e9\ud83d\ude00\n"]}}}`,
+		`{"model":"m","a":{"x":1,"x":2}}`, // duplicates deep in a field the gateway never reads are left alone
+		`{"model":"m","nest":` + strings.Repeat("[", MaxNesting-1) + strings.Repeat("]", MaxNesting-1) + `}`,
+		"{\"model\":\"m\",\"text\":\"caf\xc3\xa9 \xf0\x9f\x98\x80\"}",
+	} {
+		p, err := ParseRequest(FamilyA, []byte(body))
+		require.Nil(t, err, body)
+		model, err := p.Model(FamilyA)
+		require.Nil(t, err)
+		assert.Equal(t, "m", model)
+	}
+}
+
+// A body built to exhaust a recursive parser is refused in bounded stack and memory.
+func TestParseRequestSurvivesDeepNesting(t *testing.T) {
+	body := append([]byte(`{"a":`), bytes.Repeat([]byte("["), 10_000_000)...)
+	_, err := ParseRequest(FamilyA, body)
+	require.NotNil(t, err)
+	assert.Contains(t, err.Message, "deeper than 1000")
+
+	allocs := testing.AllocsPerRun(3, func() { _, _ = ParseRequest(FamilyA, body) })
+	assert.Less(t, allocs, 20.0, "refusing a deep body must not allocate per level")
+}
+
+func TestParseRequestBoundsTopLevelFields(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`{"model":"m"`)
+	for i := range maxMembers {
+		b.WriteString(`,"k`)
+		b.WriteString(strings.Repeat("x", i%7))
+		b.WriteString(string(rune('a' + i%26)))
+		b.WriteString(`":1`)
+	}
+	b.WriteString("}")
+	_, err := ParseRequest(FamilyA, []byte(b.String()))
+	require.NotNil(t, err)
+	assert.Contains(t, err.Message, "top-level fields")
+}
+
+// readings is what a standard parser makes of the fields the gateway acts on.
+type readings struct {
+	Model     json.RawMessage `json:"model"`
+	Stream    json.RawMessage `json:"stream"`
+	MaxTokens json.RawMessage `json:"max_tokens"`
+}
+
+// standardVerdict says whether a strict reader (encoding/json plus the UTF-8, nesting and
+// duplicate-key rules the gateway states) accepts body as one object.
+func standardVerdict(body []byte) bool {
+	if !json.Valid(body) || !utf8.Valid(body) {
+		return false
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	depth, keys := 0, map[string]bool{}
+	expectKey := false
+	var stack []json.Delim
+	for first := true; ; first = false {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			return true
+		}
+		if err != nil || first && tok != json.Delim('{') {
+			return false
+		}
+		if d, ok := tok.(json.Delim); ok {
+			switch d {
+			case '{', '[':
+				if depth == 0 && d != '{' {
+					return false
+				}
+				depth++
+				stack = append(stack, d)
+				if depth > MaxNesting {
+					return false
+				}
+			default:
+				depth--
+				stack = stack[:len(stack)-1]
+			}
+			expectKey = depth == 1
+			continue
+		}
+		if depth == 1 && stack[0] == '{' {
+			if expectKey {
+				k := tok.(string)
+				if keys[k] {
+					return false
+				}
+				keys[k] = true
+			}
+			expectKey = !expectKey
+		}
+	}
+}
+
+// FuzzParseRequest holds the rule that the gateway never forwards a body a standard
+// parser could read differently: what it accepts, encoding/json accepts with the same
+// model, stream and max_tokens; what a strict reader accepts, it accepts.
+func FuzzParseRequest(f *testing.F) {
+	seeds, _ := filepath.Glob(filepath.Join("testdata", "*.json"))
+	for _, s := range seeds {
+		if b, err := os.ReadFile(s); err == nil {
+			f.Add(b)
+		}
+	}
+	f.Add([]byte(`{"model":"m","stream":true,"max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`))
+	f.Add([]byte(`{"model":"m","model":"n"}`))
+	f.Add([]byte(`{"mod\u0065l":"m","stream_options":{"include_usage":true}}`))
+	f.Add([]byte("{\"model\":\"\xff\"}"))
+	f.Add([]byte(`{"a":[[[[{"b":[]}]]]],"model":"x"}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		p, apiErr := ParseRequest(FamilyA, body)
+		if apiErr != nil {
+			if apiErr.Param == "" && standardVerdict(body) {
+				t.Fatalf("refused a body a strict parser reads fine: %s", apiErr.Message)
+			}
+			return
+		}
+		var std readings
+		if err := json.Unmarshal(body, &std); err != nil {
+			t.Fatalf("accepted a body encoding/json refuses: %v", err)
+		}
+		same := func(name string, gateway string, standard json.RawMessage) {
+			if gateway == "" && standard == nil {
+				return
+			}
+			var g, s any
+			if gateway != "" {
+				_ = json.Unmarshal([]byte(gateway), &g)
+			}
+			if standard != nil {
+				_ = json.Unmarshal(standard, &s)
+			}
+			if !assert.ObjectsAreEqual(g, s) {
+				t.Fatalf("%s read as %s by the gateway and %s by encoding/json", name, gateway, standard)
+			}
+		}
+		same("model", p.model.Raw, std.Model)
+		same("stream", p.stream.Raw, std.Stream)
+		same("max_tokens", p.maxTokens.Raw, std.MaxTokens)
+		if _, err := p.Model(FamilyA); err == nil {
+			up, _ := p.Upstream(Operation{Family: FamilyA, Kind: KindResponses}, "upstream-x")
+			var out map[string]json.RawMessage
+			require.NoError(t, json.Unmarshal(up.Bytes(), &out), "the upstream body must stay valid JSON")
+			assert.JSONEq(t, `"upstream-x"`, string(out["model"]))
+		}
+	})
+}
