@@ -126,7 +126,12 @@ func (a *API) createKey(w http.ResponseWriter, r *http.Request) {
 	if !readJSON(w, r, &body) {
 		return
 	}
-	req := auth.CreateRequest{Name: body.Name, Models: body.Models}
+	name, err := auth.CheckKeyName(body.Name)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	req := auth.CreateRequest{Name: name, Models: body.Models}
 	switch {
 	case body.ExpiresAt != "" && body.ExpiresIn != "":
 		writeError(w, http.StatusBadRequest, "give expires_at or expires_in, not both")
