@@ -154,6 +154,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 
 	keys := make([]auth.StaticKey, 0, len(a.Keys))
 	for _, k := range a.Keys {
+		if _, err := auth.CheckKeyName(k.Name); err != nil {
+			return fmt.Errorf("key %q: %v", k.Name, err)
+		}
 		for _, m := range k.Models {
 			if _, ok := catalog.Lookup(m); !ok {
 				return fmt.Errorf("key %q: models: %q is not a declared model", k.Name, m)

@@ -158,6 +158,10 @@ func TestBadConfigNamesModelCandidateAndField(t *testing.T) {
 			head + "\t\tkey ops sk-0123456789abcdef0123 {\n\t\t\tmodels nope\n\t\t}\n" + tail,
 			[]string{`"ops"`, "models", `"nope"`},
 		},
+		"key name with an escape sequence": {
+			head + "\t\tkey \"ops\x1b[31m\" sk-0123456789abcdef0123\n" + tail,
+			[]string{`"ops\x1b[31m"`, "U+001B", "control character"},
+		},
 		"short key": {
 			head + "\t\tkey ops short\n" + tail,
 			[]string{`"ops"`, "16"},

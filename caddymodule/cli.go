@@ -15,6 +15,7 @@ import (
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
 
+	"github.com/switchyard-gw/switchyard/auth"
 	"github.com/switchyard-gw/switchyard/metering"
 )
 
@@ -62,7 +63,12 @@ func buildCLI(cmd *cobra.Command) {
 		Short: "Creates a key and prints its secret once",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			body := map[string]any{"name": name}
+			// The gateway refuses such a name too; saying so here needs no round trip.
+			checked, err := auth.CheckKeyName(name)
+			if err != nil {
+				return err
+			}
+			body := map[string]any{"name": checked}
 			if models != "" {
 				body["models"] = strings.Split(models, ",")
 			}
@@ -222,7 +228,7 @@ func (c *cli) call(method, path string, body any, show func(map[string]json.RawM
 	if resp.StatusCode >= 400 {
 		var msg string
 		_ = json.Unmarshal(answer["error"], &msg)
-		return fmt.Errorf("%s (HTTP %d)", msg, resp.StatusCode)
+		return fmt.Errorf("%s (HTTP %d)", auth.PrintableName(msg), resp.StatusCode)
 	}
 	if c.asJSON {
 		_, err := c.out.Write(raw)
@@ -243,6 +249,18 @@ type cliKey struct {
 	ReplacedBy string    `json:"replaced_by"`
 }
 
+// printable escapes what the gateway sent that a terminal would act on rather than show
+// (control characters, escape sequences, bidirectional overrides), whatever the field:
+// names stored before they were checked may hold them.
+func (k *cliKey) printable() {
+	for _, s := range []*string{&k.ID, &k.Name, &k.Prefix, &k.Status, &k.ReplacedBy} {
+		*s = auth.PrintableName(*s)
+	}
+	for i := range k.Models {
+		k.Models[i] = auth.PrintableName(k.Models[i])
+	}
+}
+
 func (c *cli) printKeys(answer map[string]json.RawMessage) error {
 	var keys []cliKey
 	if err := json.Unmarshal(answer["keys"], &keys); err != nil {
@@ -251,6 +269,7 @@ func (c *cli) printKeys(answer map[string]json.RawMessage) error {
 	tw := tabwriter.NewWriter(c.out, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tNAME\tPREFIX\tSTATUS\tMODELS\tCREATED\tLAST USED\tEXPIRES")
 	for _, k := range keys {
+		k.printable()
 		fmt.Fprintf(tw, "%s\t%s\t%s…\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, k.Prefix, k.Status, modelsText(k.Models),
 			when(k.CreatedAt), when(k.LastUsedAt), when(k.ExpiresAt))
 	}
@@ -262,6 +281,7 @@ func (c *cli) printKey(answer map[string]json.RawMessage) error {
 	if err := json.Unmarshal(answer["key"], &k); err != nil {
 		return err
 	}
+	k.printable()
 	fmt.Fprintf(c.out, "id:         %s\nname:       %s\nprefix:     %s…\nstatus:     %s\nmodels:     %s\ncreated:    %s\nlast used:  %s\nexpires:    %s\n",
 		k.ID, k.Name, k.Prefix, k.Status, modelsText(k.Models), when(k.CreatedAt), when(k.LastUsedAt), when(k.ExpiresAt))
 	if k.ReplacedBy != "" {
@@ -281,6 +301,7 @@ func (c *cli) printSecret(answer map[string]json.RawMessage) error {
 	if old, ok := answer["replaced"]; ok {
 		var k cliKey
 		if json.Unmarshal(old, &k) == nil {
+			k.printable()
 			fmt.Fprintf(c.out, "\nreplaces %s, now %s", k.ID, k.Status)
 			if !k.ExpiresAt.IsZero() && k.Status == "active" {
 				fmt.Fprintf(c.out, " until %s", when(k.ExpiresAt))
