@@ -103,6 +103,13 @@ func (h *Auth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 	caddyhttp.SetVar(r.Context(), varRequestID, id)
 	logFields(r, zap.String("switchyard_request_id", id))
 
+	if auth.KeyInQuery(r.URL.RawQuery, func(v string) bool { _, known := h.app.verifier.Verify(v); return known }) {
+		// Never forwarded, and refused so that the client learns to stop putting it in
+		// URLs, which proxies and logs keep.
+		auth.StripKeyHeaders(r.Header)
+		return fail(protocols.Errorf(familyOfPath(r.URL.Path), http.StatusBadRequest, "",
+			"API keys go in the 'Authorization: Bearer <key>' or 'x-api-key' header, never in the URL; remove the key from the query string"))
+	}
 	identity, ok := h.app.verifier.Verify(auth.KeyFromRequest(r.Header))
 	// The key has been read: remove it, so no later handler and no access log line can
 	// see it (Caddy's log redacts Authorization, but knows nothing of x-api-key).
@@ -153,7 +160,7 @@ func (h *Resolve) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			"gateway misconfigured: switchyard_auth must run before switchyard_model"))
 	}
 	upgrade := strings.EqualFold(r.Header.Get("Upgrade"), "websocket")
-	op, known, methodOK := protocols.Classify(r.Method, r.URL.Path, upgrade)
+	op, known, methodOK := protocols.Classify(r.Method, r.URL.EscapedPath(), upgrade)
 	if !known {
 		return fail(protocols.Errorf(familyOfPath(r.URL.Path), http.StatusNotFound, "unknown_url",
 			"unknown path %s %s", r.Method, r.URL.Path))
@@ -174,6 +181,10 @@ func (h *Resolve) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		return fail(notOffered("the WebSocket transport is not served; use HTTP POST /v1/responses"))
 	}
 
+	if !protocols.RequestEncodingOK(r.Header) {
+		return fail(protocols.Errorf(op.Family, http.StatusUnsupportedMediaType, "",
+			"compressed request bodies are not accepted; send the body without Content-Encoding"))
+	}
 	body, err := relay.ReadAll(http.MaxBytesReader(w, r.Body, h.app.MaxRequestBody), r.ContentLength, int(h.app.MaxRequestBody)+1)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
@@ -276,7 +287,6 @@ func (h *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Ha
 		ServiceModel: rt.model.ID,
 		Parsed:       rt.parsed,
 		Header:       r.Header,
-		Path:         r.URL.Path,
 		RawQuery:     r.URL.RawQuery,
 	}
 	identity, _ := caddyhttp.GetVar(r.Context(), varIdentity).(*auth.Identity)

@@ -31,12 +31,54 @@ var requestHeadersDropped = map[string]bool{
 	"Transfer-Encoding":   true,
 	"Upgrade":             true,
 	"Expect":              true,
-	"Forwarded":           true,
-	"X-Forwarded-For":     true,
-	"X-Forwarded-Host":    true,
-	"X-Forwarded-Proto":   true,
-	"X-Real-Ip":           true,
-	"Via":                 true,
+	"Content-Encoding":    true, // only identity bodies are accepted; see RequestEncodingOK
+	// Who the client is and how it reached the gateway is not the provider's business.
+	"Forwarded":                true,
+	"X-Forwarded-For":          true,
+	"X-Forwarded-Host":         true,
+	"X-Forwarded-Proto":        true,
+	"X-Forwarded-Port":         true,
+	"X-Forwarded-Server":       true,
+	"X-Real-Ip":                true,
+	"X-Client-Ip":              true,
+	"X-Cluster-Client-Ip":      true,
+	"True-Client-Ip":           true,
+	"Cf-Connecting-Ip":         true,
+	"Fastly-Client-Ip":         true,
+	"X-Original-Forwarded-For": true,
+	"Via":                      true,
+}
+
+// connectionNamed returns the headers the client's Connection header lists: hop-by-hop
+// by definition (RFC 9110 section 7.6.1), so they end at the gateway.
+func connectionNamed(client http.Header) map[string]bool {
+	values := client["Connection"]
+	if len(values) == 0 {
+		return nil
+	}
+	named := map[string]bool{}
+	for _, v := range values {
+		for name := range strings.SplitSeq(v, ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				named[http.CanonicalHeaderKey(name)] = true
+			}
+		}
+	}
+	return named
+}
+
+// RequestEncodingOK reports whether the request body is sent as is. The gateway reads
+// and rewrites the body, so a compressed one would be forwarded with a model it never
+// saw; it is refused (415) rather than decoded.
+func RequestEncodingOK(h http.Header) bool {
+	for _, v := range h.Values("Content-Encoding") {
+		for token := range strings.SplitSeq(v, ",") {
+			if t := strings.TrimSpace(token); t != "" && !strings.EqualFold(t, "identity") {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // UpstreamRequestHeader builds the headers of an upstream request: the client's headers
@@ -44,8 +86,9 @@ var requestHeadersDropped = map[string]bool{
 // the candidate's credential in its family's native header, and for Family B the version.
 func UpstreamRequestHeader(client http.Header, family Family, credential string) http.Header {
 	out := make(http.Header, len(client)+3)
+	hop := connectionNamed(client)
 	for name, values := range client {
-		if requestHeadersDropped[name] || strings.HasPrefix(name, "X-Switchyard-") {
+		if requestHeadersDropped[name] || hop[name] || strings.HasPrefix(name, "X-Switchyard-") {
 			continue
 		}
 		out[name] = values

@@ -197,3 +197,34 @@ func TestCopyResponseHeader(t *testing.T) {
 	)
 	assert.Equal(t, want, dst)
 }
+
+func TestUpstreamRequestHeaderDropsHopByHopAndClientIdentity(t *testing.T) {
+	client := http.Header{}
+	client.Set("Connection", "keep-alive, X-Hop-Secret")
+	client.Add("Connection", "x-other-hop")
+	client.Set("X-Hop-Secret", "v")
+	client.Set("X-Other-Hop", "v")
+	for _, name := range []string{"True-Client-IP", "CF-Connecting-IP", "X-Client-IP", "X-Forwarded-Port",
+		"X-Forwarded-For", "Forwarded", "X-Real-IP", "Via", "Fastly-Client-IP", "X-Cluster-Client-IP", "Content-Encoding"} {
+		client.Set(name, "203.0.113.9")
+	}
+	client.Set("Anthropic-Beta", "tools-2024-04-04")
+	out := protocols.UpstreamRequestHeader(client, protocols.FamilyB, "cred")
+	for name := range client {
+		if name == "Anthropic-Beta" {
+			continue
+		}
+		assert.Empty(t, out.Values(name), "%s must not reach the upstream", name)
+	}
+	assert.Equal(t, "tools-2024-04-04", out.Get("Anthropic-Beta"))
+}
+
+func TestRequestEncodingOK(t *testing.T) {
+	for value, ok := range map[string]bool{"": true, "identity": true, "Identity": true, "gzip": false, "identity, br": false, "deflate": false} {
+		h := http.Header{}
+		if value != "" {
+			h.Set("Content-Encoding", value)
+		}
+		assert.Equal(t, ok, protocols.RequestEncodingOK(h), value)
+	}
+}

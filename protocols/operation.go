@@ -4,7 +4,10 @@
 // It is pure logic over bytes and headers; nothing here knows about Caddy or routing.
 package protocols
 
-import "strings"
+import (
+	"net/url"
+	"strings"
+)
 
 // Family is a protocol family. Its token is the one used on the wire in GET /v1/models
 // and in configuration.
@@ -116,21 +119,46 @@ func (o Operation) Generates() bool {
 	return false
 }
 
-// UpstreamPath is the path the operation has on an upstream, relative to the candidate's
-// base URL. Family A bases conventionally end in the version segment (".../v1"), Family B
-// bases do not, so the version segment is dropped for Family A only.
-func (o Operation) UpstreamPath(clientPath string) string {
-	if o.Family == FamilyA {
-		return strings.TrimPrefix(clientPath, "/v1")
+// SubOperation reports an auxiliary operation of a generation endpoint (token counts,
+// compaction) that an upstream may not offer even where it serves the generation itself.
+func (o Operation) SubOperation() bool {
+	switch o.Kind {
+	case KindResponsesInputTokens, KindResponsesCompact, KindMessagesCountTokens:
+		return true
 	}
-	return clientPath
+	return false
 }
 
-// Classify maps a method and a path (no query string) to an operation. ok is false for a
-// path the gateway does not serve. A known path with the wrong method is reported through
-// methodOK=false so the caller can answer 405 in the right family's envelope.
-func Classify(method, path string, websocketUpgrade bool) (op Operation, ok, methodOK bool) {
-	p := strings.TrimSuffix(path, "/")
+// operationPaths are the exact client paths of the operations sent to a candidate.
+var operationPaths = map[Kind]string{
+	KindChat:                 "/v1/chat/completions",
+	KindResponses:            "/v1/responses",
+	KindResponsesInputTokens: "/v1/responses/input_tokens",
+	KindResponsesCompact:     "/v1/responses/compact",
+	KindMessages:             "/v1/messages",
+	KindMessagesCountTokens:  "/v1/messages/count_tokens",
+}
+
+// UpstreamPath is the path the operation has on an upstream, relative to the candidate's
+// base URL. It comes from the operation alone, never from what the client sent. Family A
+// bases conventionally end in the version segment (".../v1"), Family B bases do not, so
+// the version segment is dropped for Family A only.
+func (o Operation) UpstreamPath() string {
+	p := operationPaths[o.Kind]
+	if o.Family == FamilyA {
+		return strings.TrimPrefix(p, "/v1")
+	}
+	return p
+}
+
+// Classify maps a method and the request's path as sent (escaped, no query string) to an
+// operation. Only an operation's exact path names it: a trailing slash, an encoded
+// character or a dot segment is a path the gateway does not serve (ok false), so what
+// the gateway classified is always what the upstream is asked for. A known path with the
+// wrong method is reported through methodOK=false so the caller can answer 405 in the
+// right family's envelope.
+func Classify(method, escapedPath string, websocketUpgrade bool) (op Operation, ok, methodOK bool) {
+	p := escapedPath
 	switch p {
 	case "/v1/chat/completions":
 		return Operation{Family: FamilyA, Kind: KindChat}, true, method == "POST"
@@ -151,11 +179,18 @@ func Classify(method, path string, websocketUpgrade bool) (op Operation, ok, met
 		return Operation{Family: FamilyA, Kind: KindModels}, true, method == "GET" || method == "HEAD"
 	}
 	if rest, found := strings.CutPrefix(p, "/v1/responses/"); found && rest != "" {
-		// Every other path under /v1/responses/ is id-based and needs server-side state.
+		// Every other path under /v1/responses/ is id-based and needs server-side state;
+		// it is answered 501 and never forwarded.
 		return Operation{Family: FamilyA, Kind: KindStatefulResponses}, true, true
 	}
-	if rest, found := strings.CutPrefix(p, "/v1/models/"); found && rest != "" {
-		return Operation{Family: FamilyA, Kind: KindModels, ModelID: rest}, true, method == "GET" || method == "HEAD"
+	if rest, found := strings.CutPrefix(p, "/v1/models/"); found && rest != "" && !strings.HasSuffix(rest, "/") {
+		// Served from the catalog, never forwarded. SDKs escape the id (a slash in it
+		// arrives as %2F); ids may themselves contain slashes.
+		id, err := url.PathUnescape(rest)
+		if err != nil {
+			return Operation{}, false, false
+		}
+		return Operation{Family: FamilyA, Kind: KindModels, ModelID: id}, true, method == "GET" || method == "HEAD"
 	}
 	return Operation{}, false, false
 }

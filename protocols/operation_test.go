@@ -36,13 +36,21 @@ func TestClassify(t *testing.T) {
 		{"one model with a slash in its id", "GET", "/v1/models/acme/chat-large", false, want{true, true, a, protocols.KindModels, "acme/chat-large"}},
 		{"one model with two slashes", "GET", "/v1/models/vendor/family/v2", false, want{true, true, a, protocols.KindModels, "vendor/family/v2"}},
 
-		// A trailing slash names the same operation.
-		{"chat trailing slash", "POST", "/v1/chat/completions/", false, want{true, true, a, protocols.KindChat, ""}},
-		{"responses trailing slash", "POST", "/v1/responses/", false, want{true, true, a, protocols.KindResponses, ""}},
-		{"messages trailing slash", "POST", "/v1/messages/", false, want{true, true, b, protocols.KindMessages, ""}},
-		{"count_tokens trailing slash", "POST", "/v1/messages/count_tokens/", false, want{true, true, b, protocols.KindMessagesCountTokens, ""}},
-		{"models trailing slash", "GET", "/v1/models/", false, want{true, true, a, protocols.KindModels, ""}},
-		{"one model trailing slash", "GET", "/v1/models/acme/chat/", false, want{true, true, a, protocols.KindModels, "acme/chat"}},
+		// Only the exact path names an operation: what the gateway classifies is what
+		// the upstream is asked for.
+		{"chat trailing slash", "POST", "/v1/chat/completions/", false, want{}},
+		{"responses trailing slash", "POST", "/v1/responses/", false, want{}},
+		{"messages trailing slash", "POST", "/v1/messages/", false, want{}},
+		{"count_tokens trailing slash", "POST", "/v1/messages/count_tokens/", false, want{}},
+		{"chat with an encoded slash", "POST", "/v1/chat%2Fcompletions", false, want{}},
+		{"count_tokens with an encoded slash", "POST", "/v1/messages%2Fcount_tokens", false, want{}},
+		{"messages with an encoded letter", "POST", "/v1/m%65ssages", false, want{}},
+		{"messages with a dot segment", "POST", "/v1/./messages", false, want{}},
+		{"chat with a dot-dot segment", "POST", "/v1/chat/../chat/completions", false, want{}},
+		{"messages with a double slash", "POST", "//v1/messages", false, want{}},
+		{"models trailing slash", "GET", "/v1/models/", false, want{}},
+		{"one model trailing slash", "GET", "/v1/models/acme/chat/", false, want{}},
+		{"one model with an escaped slash", "GET", "/v1/models/acme%2Fchat", false, want{true, true, a, protocols.KindModels, "acme/chat"}},
 
 		// Stateful Responses operations: known (answered 501), whatever the method.
 		{"retrieve", "GET", "/v1/responses/resp_68a1f0c2e7b88190a3", false, want{true, true, a, protocols.KindStatefulResponses, ""}},
@@ -136,7 +144,7 @@ func TestUpstreamPath(t *testing.T) {
 	for _, tc := range cases {
 		op, known, _ := protocols.Classify(tc.method, tc.path, false)
 		assert.True(t, known, tc.path)
-		assert.Equal(t, tc.want, op.UpstreamPath(tc.path), tc.path)
+		assert.Equal(t, tc.want, op.UpstreamPath(), tc.path)
 	}
 }
 

@@ -59,7 +59,7 @@ func BenchmarkFailoverToDeadPort(b *testing.B) {
 		b.Fatal(apiErr)
 	}
 	req := &Request{Op: protocols.Operation{Family: protocols.FamilyA, Kind: protocols.KindChat}, ServiceModel: "m",
-		Parsed: parsed, Header: http.Header{}, Path: "/v1/chat/completions"}
+		Parsed: parsed, Header: http.Header{}}
 	serve := func(ups []*Upstream) time.Duration {
 		w := httptest.NewRecorder()
 		start := time.Now()

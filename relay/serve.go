@@ -35,7 +35,6 @@ type Request struct {
 	// Parsed is the client's body with its top-level fields located.
 	Parsed   *protocols.ParsedRequest
 	Header   http.Header
-	Path     string
 	RawQuery string
 	// Preferred is the Identity of the candidate that served this conversation last;
 	// it is tried first while it is available.
@@ -209,7 +208,7 @@ func try(ctx context.Context, w http.ResponseWriter, req *Request, up *Upstream,
 
 	upReq := (&http.Request{
 		Method:        http.MethodPost,
-		URL:           &url.URL{Scheme: up.scheme, Host: up.host, Path: up.basePath + req.Op.UpstreamPath(req.Path), RawQuery: req.RawQuery},
+		URL:           &url.URL{Scheme: up.scheme, Host: up.host, Path: up.basePath + req.Op.UpstreamPath(), RawQuery: req.RawQuery},
 		Proto:         "HTTP/1.1",
 		ProtoMajor:    1,
 		ProtoMinor:    1,
