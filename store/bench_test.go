@@ -101,7 +101,7 @@ func bulkCreate(tb testing.TB, s *Store, n int) []string {
 	created := time.Now()
 	for start := 0; start < n; start += 25_000 {
 		end := min(start+25_000, n)
-		err := s.b.write(ctx, func(w writer) error {
+		err := s.ref.Load().write(ctx, func(w writer) error {
 			for i := start; i < end; i++ {
 				secret, err := auth.GenerateSecret()
 				if err != nil {

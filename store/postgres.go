@@ -32,18 +32,21 @@ const (
 	pgMinConns = 1
 )
 
+// errBadDSN is a connection string that does not parse: a mistake, not an outage.
+var errBadDSN = errors.New("cannot parse the connection string (want a postgres:// URL or key=value pairs)")
+
 type pgBackend struct {
 	pool *pgxpool.Pool
 }
 
 func openPostgres(ctx context.Context, dsn string) (*pgBackend, error) {
 	if strings.TrimSpace(dsn) == "" {
-		return nil, errors.New("empty connection string")
+		return nil, fmt.Errorf("%w: it is empty", errBadDSN)
 	}
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		// pgx's parse errors can quote the connection string, password included.
-		return nil, errors.New("cannot parse the connection string (want a postgres:// URL or key=value pairs)")
+		return nil, errBadDSN
 	}
 	if !strings.Contains(dsn, "pool_max_conns") {
 		cfg.MaxConns = pgMaxConns

@@ -21,7 +21,7 @@ func TestSQLiteFileSettings(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, DriverSQLite)
 	s := f.open(t)
-	b := s.b.(*sqliteBackend)
+	b := s.ref.Load().backend.(*sqliteBackend)
 
 	info, err := os.Stat(f.dsn)
 	require.NoError(t, err)

@@ -15,7 +15,13 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/switchyard-gw/switchyard/auth"
 	"github.com/switchyard-gw/switchyard/metering"
@@ -41,8 +47,15 @@ const maxIDLen = 64
 // Store is a key and usage store on SQLite or PostgreSQL. It is safe for concurrent use.
 type Store struct {
 	driver string
-	b      backend
+	ref    atomic.Pointer[backendRef] // nil until the database has been reached
+	health *health
+
+	closeOnce sync.Once
+	stop      chan struct{} // closed by Close
+	opening   chan struct{} // closed when background opening has ended; nil without it
 }
+
+type backendRef struct{ backend }
 
 var _ auth.KeyStore = (*Store)(nil)
 
@@ -60,6 +73,16 @@ var _ auth.KeyStore = (*Store)(nil)
 // at least 1 (for the cache's polling). Tables go in the connection's current schema
 // (set search_path in the DSN to choose another).
 func Open(ctx context.Context, driver, dsn string) (*Store, error) {
+	b, err := openBackend(ctx, driver, dsn)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{driver: driver, health: newHealth(nil), stop: make(chan struct{})}
+	s.ref.Store(&backendRef{b})
+	return s, nil
+}
+
+func openBackend(ctx context.Context, driver, dsn string) (backend, error) {
 	var (
 		b   backend
 		err error
@@ -83,14 +106,156 @@ func Open(ctx context.Context, driver, dsn string) (*Store, error) {
 		_ = b.close()
 		return nil, fmt.Errorf("store: migrate %s: %w", driver, err)
 	}
-	return &Store{driver: driver, b: b}, nil
+	return b, nil
+}
+
+// Options tune Connect.
+type Options struct {
+	// Retry is how often a database not reached yet is tried again (default 250 ms,
+	// the key cache's poll).
+	Retry time.Duration
+	// AttemptTimeout bounds each attempt to reach it (default 5 s): a server that
+	// drops packets must not hold a gateway's start for the minutes a TCP connect can
+	// take.
+	AttemptTimeout time.Duration
+	// OnOutage hears when the database stops answering and when it answers again:
+	// once each way, not per call.
+	OnOutage func(Outage)
+}
+
+// Connect is Open for a gateway: when the database cannot be reached (a PostgreSQL
+// server down, restarting or out of connections; a SQLite file locked), it returns a
+// Store at once, whose calls fail with ErrUnavailable, and keeps trying in the
+// background every opts.Retry until it succeeds or the store is closed. A mistake in
+// the configuration (an unknown driver, a DSN that does not parse, a password refused,
+// a database that does not exist, a SQLite path that cannot be created) is still an
+// error, at once.
+func Connect(ctx context.Context, driver, dsn string, opts Options) (*Store, error) {
+	if opts.Retry <= 0 {
+		opts.Retry = 250 * time.Millisecond
+	}
+	if opts.AttemptTimeout <= 0 {
+		opts.AttemptTimeout = 5 * time.Second
+	}
+	s := &Store{driver: driver, health: newHealth(opts.OnOutage), stop: make(chan struct{})}
+	attempt := func(ctx context.Context) (backend, error) {
+		ctx, cancel := context.WithTimeout(ctx, opts.AttemptTimeout)
+		defer cancel()
+		return openBackend(ctx, driver, dsn)
+	}
+	b, err := attempt(ctx)
+	if err == nil {
+		s.ref.Store(&backendRef{b})
+		return s, nil
+	}
+	if !unreachable(driver, err) {
+		return nil, err
+	}
+	s.health.down(err)
+	s.opening = make(chan struct{})
+	go func() {
+		defer close(s.opening)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() {
+			select {
+			case <-s.stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		tick := time.NewTicker(opts.Retry)
+		defer tick.Stop()
+		for {
+			select {
+			case <-s.stop:
+				return
+			case <-tick.C:
+			}
+			b, err := attempt(ctx)
+			if err != nil {
+				continue
+			}
+			s.ref.Store(&backendRef{b})
+			s.health.up()
+			return
+		}
+	}()
+	return s, nil
+}
+
+// unreachable reports an error of Open that an outage explains (try again later), as
+// opposed to a mistake in the configuration.
+func unreachable(driver string, err error) bool {
+	if errors.Is(err, context.Canceled) {
+		return false
+	}
+	switch driver {
+	case DriverPostgres:
+		pe, ok := errors.AsType[*pgconn.PgError](err)
+		if !ok {
+			return !errors.Is(err, errBadDSN) // refused, reset, timed out, no route, DNS
+		}
+		// Connection exceptions, too many connections or out of resources, the server
+		// shutting down or starting up, a system error, a transaction to retry, a
+		// standby that takes no writes yet.
+		for _, class := range []string{"08", "53", "57", "58", "40"} {
+			if strings.HasPrefix(pe.Code, class) {
+				return true
+			}
+		}
+		return pe.Code == "25006"
+	case DriverSQLite:
+		if se, ok := errors.AsType[*sqlite.Error](err); ok {
+			code := se.Code() & 0xff
+			return code == sqlite3.SQLITE_BUSY || code == sqlite3.SQLITE_LOCKED
+		}
+	}
+	return false
 }
 
 // Driver is the driver the store was opened with.
 func (s *Store) Driver() string { return s.driver }
 
-// Close releases the store's connections.
-func (s *Store) Close() error { return s.b.close() }
+// Close releases the store's connections, and stops trying to reach the database.
+func (s *Store) Close() error {
+	var err error
+	s.closeOnce.Do(func() {
+		close(s.stop)
+		if s.opening != nil {
+			<-s.opening
+		}
+		if r := s.ref.Load(); r != nil {
+			err = r.close()
+		}
+	})
+	return err
+}
+
+// Recovered implements metering.RecoveryNotifier: the channel is closed when a kind of
+// call (reads, writes) that was failing succeeds again.
+func (s *Store) Recovered() <-chan struct{} { return s.health.recoveredChan() }
+
+// Connected reports whether the database has been reached since the store was made.
+func (s *Store) Connected() bool { return s.ref.Load() != nil }
+
+// call runs fn on the backend and tells the health tracker how it went.
+func call[T any](ctx context.Context, s *Store, kind int, fn func(backend) (T, error)) (T, error) {
+	var (
+		v   T
+		err = ErrUnavailable
+	)
+	if r := s.ref.Load(); r != nil {
+		v, err = fn(r.backend)
+	}
+	s.health.observe(ctx, kind, err)
+	return v, err
+}
+
+func call0(ctx context.Context, s *Store, kind int, fn func(backend) error) error {
+	_, err := call(ctx, s, kind, func(b backend) (struct{}, error) { return struct{}{}, fn(b) })
+	return err
+}
 
 // CreateKey implements auth.KeyStore. It stores k's ID, Name, Prefix, Hash, Models,
 // CreatedAt (now when zero) and ExpiresAt; a new key has not been used, revoked or
@@ -102,13 +267,15 @@ func (s *Store) CreateKey(ctx context.Context, k *auth.Key) error {
 	if err != nil {
 		return err
 	}
-	err = s.b.write(ctx, func(w writer) error {
-		seq, err := w.nextSeq(ctx)
-		if err != nil {
-			return err
-		}
-		row.Seq = seq
-		return w.insert(ctx, row)
+	err = call0(ctx, s, kindWrite, func(b backend) error {
+		return b.write(ctx, func(w writer) error {
+			seq, err := w.nextSeq(ctx)
+			if err != nil {
+				return err
+			}
+			row.Seq = seq
+			return w.insert(ctx, row)
+		})
 	})
 	if err != nil {
 		return err
@@ -122,12 +289,12 @@ func (s *Store) CreateKey(ctx context.Context, k *auth.Key) error {
 
 // GetKey implements auth.KeyStore.
 func (s *Store) GetKey(ctx context.Context, id string) (*auth.Key, error) {
-	return s.b.getKey(ctx, id)
+	return call(ctx, s, kindRead, func(b backend) (*auth.Key, error) { return b.getKey(ctx, id) })
 }
 
 // ListKeys implements auth.KeyStore: every key, newest first (ties by id, descending).
 func (s *Store) ListKeys(ctx context.Context) ([]*auth.Key, error) {
-	return s.b.listKeys(ctx)
+	return call(ctx, s, kindRead, func(b backend) ([]*auth.Key, error) { return b.listKeys(ctx) })
 }
 
 // RevokeKey implements auth.KeyStore. at is now when zero. Revoking a key that is
@@ -135,16 +302,18 @@ func (s *Store) ListKeys(ctx context.Context) ([]*auth.Key, error) {
 // no gateway is woken for it). An unknown id gives auth.ErrNotFound.
 func (s *Store) RevokeKey(ctx context.Context, id string, at time.Time) error {
 	at = storedTime(orNow(at))
-	return s.b.write(ctx, func(w writer) error {
-		k, err := w.get(ctx, id)
-		if err != nil || !k.RevokedAt.IsZero() {
-			return err
-		}
-		if k.Seq, err = w.nextSeq(ctx); err != nil {
-			return err
-		}
-		k.RevokedAt = at
-		return w.update(ctx, k)
+	return call0(ctx, s, kindWrite, func(b backend) error {
+		return b.write(ctx, func(w writer) error {
+			k, err := w.get(ctx, id)
+			if err != nil || !k.RevokedAt.IsZero() {
+				return err
+			}
+			if k.Seq, err = w.nextSeq(ctx); err != nil {
+				return err
+			}
+			k.RevokedAt = at
+			return w.update(ctx, k)
+		})
 	})
 }
 
@@ -166,33 +335,35 @@ func (s *Store) RotateKey(ctx context.Context, oldID string, replacement *auth.K
 		return nil, err
 	}
 	var old *auth.Key
-	err = s.b.write(ctx, func(w writer) error {
-		k, err := w.get(ctx, oldID)
-		if err != nil {
-			return err
-		}
-		if k.ReplacedBy != "" {
-			return fmt.Errorf("%w: key %q was already replaced by %q", ErrConflict, oldID, k.ReplacedBy)
-		}
-		if row.Seq, err = w.nextSeq(ctx); err != nil {
-			return err
-		}
-		if err := w.insert(ctx, row); err != nil {
-			return err
-		}
-		if k.Seq, err = w.nextSeq(ctx); err != nil {
-			return err
-		}
-		if grace == 0 {
-			if k.RevokedAt.IsZero() {
-				k.RevokedAt = at
+	err = call0(ctx, s, kindWrite, func(b backend) error {
+		return b.write(ctx, func(w writer) error {
+			k, err := w.get(ctx, oldID)
+			if err != nil {
+				return err
 			}
-		} else if end := storedTime(at.Add(grace)); k.ExpiresAt.IsZero() || end.Before(k.ExpiresAt) {
-			k.ExpiresAt = end
-		}
-		k.ReplacedBy = row.ID
-		old = k
-		return w.update(ctx, k)
+			if k.ReplacedBy != "" {
+				return fmt.Errorf("%w: key %q was already replaced by %q", ErrConflict, oldID, k.ReplacedBy)
+			}
+			if row.Seq, err = w.nextSeq(ctx); err != nil {
+				return err
+			}
+			if err := w.insert(ctx, row); err != nil {
+				return err
+			}
+			if k.Seq, err = w.nextSeq(ctx); err != nil {
+				return err
+			}
+			if grace == 0 {
+				if k.RevokedAt.IsZero() {
+					k.RevokedAt = at
+				}
+			} else if end := storedTime(at.Add(grace)); k.ExpiresAt.IsZero() || end.Before(k.ExpiresAt) {
+				k.ExpiresAt = end
+			}
+			k.ReplacedBy = row.ID
+			old = k
+			return w.update(ctx, k)
+		})
 	})
 	if err != nil {
 		return nil, err
@@ -206,7 +377,7 @@ func (s *Store) RotateKey(ctx context.Context, oldID string, replacement *auth.K
 
 // ChangedSince implements auth.KeyStore.
 func (s *Store) ChangedSince(ctx context.Context, seq int64) ([]*auth.Key, error) {
-	return s.b.changedSince(ctx, seq)
+	return call(ctx, s, kindRead, func(b backend) ([]*auth.Key, error) { return b.changedSince(ctx, seq) })
 }
 
 // TouchKeys implements auth.KeyStore. It writes every last-used time of the batch in
@@ -226,7 +397,7 @@ func (s *Store) TouchKeys(ctx context.Context, lastUsed map[string]time.Time) er
 	if len(batch) == 0 {
 		return nil
 	}
-	return s.b.touchKeys(ctx, batch)
+	return call0(ctx, s, kindWrite, func(b backend) error { return b.touchKeys(ctx, batch) })
 }
 
 // newRow checks a key about to be stored and returns the copy to store: times in UTC

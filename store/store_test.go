@@ -497,7 +497,7 @@ var keyStoreSuite = []struct {
 		s := f.open(t)
 		_, k := newKey(t, "survivor", t0)
 		require.NoError(t, s.CreateKey(ctx, k))
-		require.NoError(t, s.b.migrate(ctx, ms), "the same migrations again")
+		require.NoError(t, s.ref.Load().migrate(ctx, ms), "the same migrations again")
 		for range 2 {
 			again := f.open(t)
 			got, err := again.GetKey(ctx, k.ID)

@@ -26,17 +26,28 @@ var (
 // is skipped, not updated. The position only moves forward: an upTo below the stored
 // one leaves it as it is.
 //
-// Either the whole batch and the position are stored, or nothing is: when a record
-// cannot be stored, the error says so and the ledger keeps the batch in its journal.
-// A record with no RequestID or no Time is such a record (it could not be deduplicated,
-// or would fall on no day): the database refuses it as a NULL in a NOT NULL column.
+// Either the whole batch and the position are stored, or nothing is. When the database
+// refuses a row for what it holds (a constraint or data error), the error wraps
+// metering.ErrRecordRefused, and the ledger splits the batch to set that record aside;
+// any other error (no connection, a database taking no writes) leaves the batch in the
+// journal to be tried again. A record with no RequestID or no Time is refused (it could
+// not be deduplicated, or would fall on no day): a NULL in a NOT NULL column.
 //
 // Times are stored in UTC to the microsecond; an empty KeyID is stored as NULL.
 func (s *Store) WriteUsage(ctx context.Context, journalID string, upTo int64, records []metering.Record) error {
 	if journalID == "" {
 		return errors.New("store: write usage: empty journal id")
 	}
-	if err := s.b.writeUsage(ctx, journalID, upTo, records, time.Now()); err != nil {
+	err := call0(ctx, s, kindWrite, func(b backend) error {
+		err := b.writeUsage(ctx, journalID, upTo, records, time.Now())
+		if err != nil && rowRefusal(err) {
+			// The database refused a row for what it holds: tell the ledger, which
+			// splits the batch to find it and sets only that record aside.
+			err = fmt.Errorf("%w: %w", metering.ErrRecordRefused, err)
+		}
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("store: write usage (%d records, journal %s up to %d): %w", len(records), journalID, upTo, err)
 	}
 	return nil
@@ -45,7 +56,7 @@ func (s *Store) WriteUsage(ctx context.Context, journalID string, upTo int64, re
 // JournalPosition implements metering.Sink: how far journalID has been written, 0 for a
 // journal never written.
 func (s *Store) JournalPosition(ctx context.Context, journalID string) (int64, error) {
-	pos, err := s.b.journalPosition(ctx, journalID)
+	pos, err := call(ctx, s, kindRead, func(b backend) (int64, error) { return b.journalPosition(ctx, journalID) })
 	if err != nil {
 		return 0, fmt.Errorf("store: journal position of %s: %w", journalID, err)
 	}
@@ -60,11 +71,18 @@ func (s *Store) JournalPosition(ctx context.Context, journalID string) (int64, e
 // KeyID "". Without GroupBy the answer is one row of totals, zeros when nothing
 // matched.
 func (s *Store) QueryUsage(ctx context.Context, q metering.Query) ([]metering.Row, error) {
-	uq, err := buildUsageQuery(s.b.usageDialect(), q)
+	var d *usageDialect
+	switch s.driver {
+	case DriverPostgres:
+		d = pgUsageDialect
+	default:
+		d = sqliteUsageDialect
+	}
+	uq, err := buildUsageQuery(d, q)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.b.queryUsage(ctx, uq)
+	rows, err := call(ctx, s, kindRead, func(b backend) ([]metering.Row, error) { return b.queryUsage(ctx, uq) })
 	if err != nil {
 		return nil, fmt.Errorf("store: query usage: %w", err)
 	}

@@ -112,7 +112,7 @@ func BenchmarkUsageQuery(b *testing.B) {
 }
 
 func explainAnalyze(tb testing.TB, f *fixture, s *Store, q metering.Query) string {
-	uq, err := buildUsageQuery(s.b.usageDialect(), q)
+	uq, err := buildUsageQuery(s.ref.Load().usageDialect(), q)
 	if err != nil {
 		tb.Fatal(err)
 	}

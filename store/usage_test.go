@@ -437,7 +437,7 @@ func TestUsageDaysAreUTCWhateverTheSessionTimeZone(t *testing.T) {
 	f.dsn = withPGParam(t, withPGParam(t, f.dsn, "timezone", "Pacific/Kiritimati"), "datestyle", "SQL,DMY")
 	far := f.open(t)
 	var tz, style string
-	require.NoError(t, far.b.(*pgBackend).pool.QueryRow(ctx, `SELECT current_setting('TimeZone'), current_setting('DateStyle')`).Scan(&tz, &style))
+	require.NoError(t, far.ref.Load().backend.(*pgBackend).pool.QueryRow(ctx, `SELECT current_setting('TimeZone'), current_setting('DateStyle')`).Scan(&tz, &style))
 	require.Equal(t, "Pacific/Kiritimati", tz)
 	require.Equal(t, "SQL, DMY", style)
 	for _, g := range [][]string{{"day"}, {"key", "day"}, {"day", "model"}} {
@@ -486,7 +486,7 @@ func TestUsageQueriesUseTheIndexes(t *testing.T) {
 // explainUsage returns the plan of q as the database would run it.
 func explainUsage(t testing.TB, f *fixture, s *Store, q metering.Query) string {
 	t.Helper()
-	uq, err := buildUsageQuery(s.b.usageDialect(), q)
+	uq, err := buildUsageQuery(s.ref.Load().usageDialect(), q)
 	require.NoError(t, err)
 	var lines []string
 	switch f.driver {

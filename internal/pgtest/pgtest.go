@@ -144,12 +144,26 @@ type cluster struct {
 	bin  string // the directory holding initdb and pg_ctl
 	root string // a temporary directory: data/, the unix socket, the server's log
 	dsn  string
+	port int  // 0 until first started
 	asPG bool // run the binaries as the postgres user, since we are root
 }
 
 // startCluster starts a throwaway cluster, or says why it cannot (skip) or why it
 // failed (err).
 func startCluster() (c *cluster, skip string, err error) {
+	c, skip, err = newCluster()
+	if c == nil {
+		return nil, skip, err
+	}
+	if err := c.start(); err != nil {
+		c.removeRoot()
+		return nil, "", err
+	}
+	return c, "", nil
+}
+
+// newCluster makes a cluster's data directory (initdb), without starting it.
+func newCluster() (c *cluster, skip string, err error) {
 	initdbs, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
 	if len(initdbs) == 0 {
 		return nil, "no " + EnvDSN + " and no PostgreSQL binaries in /usr/lib/postgresql/*/bin", nil
@@ -183,30 +197,90 @@ func startCluster() (c *cluster, skip string, err error) {
 			return nil, "", err
 		}
 	}
-	data := filepath.Join(c.root, "data")
-	if out, err := c.run("initdb", "-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8",
+	if out, err := c.run("initdb", "-D", c.data(), "-U", "postgres", "-A", "trust", "-E", "UTF8",
 		"--locale=C", "--no-sync"); err != nil {
 		c.removeRoot()
 		return nil, "", fmt.Errorf("initdb: %v\n%s", err, out)
 	}
+	return c, "", nil
+}
+
+func (c *cluster) data() string { return filepath.Join(c.root, "data") }
+
+// start starts the server: on a free port the first time, on the same port after.
+func (c *cluster) start() error {
 	// A port found free can be taken before the server binds it: try a few.
 	for attempt := 0; ; attempt++ {
-		port, err := freePort()
-		if err != nil {
-			c.removeRoot()
-			return nil, "", err
+		port := c.port
+		if port == 0 {
+			var err error
+			if port, err = freePort(); err != nil {
+				return err
+			}
 		}
 		opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off", port, c.root)
-		out, err := c.run("pg_ctl", "-D", data, "-l", filepath.Join(c.root, "log"), "-w", "-t", "60", "-o", opts, "start")
+		out, err := c.run("pg_ctl", "-D", c.data(), "-l", filepath.Join(c.root, "log"), "-w", "-t", "60", "-o", opts, "start")
 		if err == nil {
+			c.port = port
 			c.dsn = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
-			return c, "", nil
+			return nil
 		}
-		if attempt == 2 {
+		if attempt == 2 || c.port != 0 {
 			logs, _ := os.ReadFile(filepath.Join(c.root, "log"))
-			c.removeRoot()
-			return nil, "", fmt.Errorf("pg_ctl start: %v\n%s\n%s", err, out, logs)
+			return fmt.Errorf("pg_ctl start: %v\n%s\n%s", err, out, logs)
 		}
+	}
+}
+
+// Cluster is a PostgreSQL server of one test's own, which the test may stop and start
+// again, on the same port, to see what its clients do through an outage.
+type Cluster struct {
+	c *cluster
+}
+
+// NewCluster starts a cluster for the test from Debian's binaries, removed when the
+// test ends. It skips the test when there are no binaries (fails it under CI=true);
+// SWITCHYARD_TEST_POSTGRES_DSN does not help here, since a server the tests did not
+// start cannot be stopped by them.
+func NewCluster(t testing.TB) *Cluster {
+	t.Helper()
+	c, skip, err := newCluster()
+	switch {
+	case err != nil:
+		t.Fatalf("PostgreSQL: making a throwaway cluster: %v", err)
+	case c == nil:
+		msg := "no PostgreSQL server binaries for a test that stops and starts its own server: " + skip +
+			"; install PostgreSQL (Debian: apt-get install postgresql)"
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg + " (failing, not skipping: CI=true, and CI must run these tests)")
+		}
+		t.Skip("skipped, " + msg)
+	}
+	if err := c.start(); err != nil {
+		c.removeRoot()
+		t.Fatalf("PostgreSQL: %v", err)
+	}
+	t.Cleanup(c.stop)
+	return &Cluster{c: c}
+}
+
+// DSN is the server's connection string (the same after a restart).
+func (c *Cluster) DSN() string { return c.c.dsn }
+
+// Stop shuts the server down the way an operator's restart does (pg_ctl stop -m fast:
+// clients are disconnected) and waits until it is down.
+func (c *Cluster) Stop(t testing.TB) {
+	t.Helper()
+	if out, err := c.c.run("pg_ctl", "-D", c.c.data(), "-m", "fast", "-w", "stop"); err != nil {
+		t.Fatalf("PostgreSQL: pg_ctl stop: %v\n%s", err, out)
+	}
+}
+
+// Start starts the server again on its port and waits until it takes connections.
+func (c *Cluster) Start(t testing.TB) {
+	t.Helper()
+	if err := c.c.start(); err != nil {
+		t.Fatalf("PostgreSQL: %v", err)
 	}
 }
 
@@ -223,7 +297,7 @@ func (c *cluster) run(tool string, args ...string) ([]byte, error) {
 }
 
 func (c *cluster) stop() {
-	if out, err := c.run("pg_ctl", "-D", filepath.Join(c.root, "data"), "-m", "immediate", "-w", "stop"); err != nil {
+	if out, err := c.run("pg_ctl", "-D", c.data(), "-m", "immediate", "-w", "stop"); err != nil && !strings.Contains(string(out), "Is server running?") {
 		fmt.Fprintf(os.Stderr, "pgtest: stopping the PostgreSQL cluster: %v\n%s\n", err, out)
 	}
 	c.removeRoot()
