@@ -2,6 +2,8 @@ package auth
 
 import (
 	"context"
+	"errors"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +16,9 @@ const (
 	DefaultRefreshInterval = 250 * time.Millisecond
 	// DefaultTouchInterval is how often last-used times are written, in one batch.
 	DefaultTouchInterval = 5 * time.Second
+	// refreshTimeout bounds one read of the store's changes: a database that stops
+	// answering without closing the connection must not stall the cache.
+	refreshTimeout = 5 * time.Second
 )
 
 // cachedKey is a stored key as the request path sees it.
@@ -29,11 +34,15 @@ type cachedKey struct {
 // active key is held in memory by hash, and changes are picked up by sequence number.
 type Cache struct {
 	store KeyStore
+	opts  CacheOptions
 
 	mu     sync.RWMutex
 	byHash map[Hash]*cachedKey
 	hashOf map[string]Hash // key id → hash, to drop a key that changed
 	seq    int64
+	// stale: what is held did not come from the store in this process (nothing yet,
+	// or a snapshot), so the next refresh reads every key rather than the changes.
+	stale bool
 
 	refreshMu sync.Mutex // one refresh at a time
 
@@ -41,10 +50,57 @@ type Cache struct {
 	touched []*cachedKey
 }
 
-// NewCache loads every key of the store.
+// CacheOptions give a cache a snapshot to start from when its store is unreachable.
+type CacheOptions struct {
+	// Snapshot is the file the cache keeps a copy of its keys in (see snapshot.go);
+	// empty: none.
+	Snapshot string
+	// StoreID names the store, so that a snapshot of another is never served. It must
+	// not hold a password.
+	StoreID string
+	// Log is told about the snapshot: served at start, or a failure to read or write
+	// it. err is nil for news that is not a failure.
+	Log func(msg string, err error)
+}
+
+// NewCache loads every key of the store, and fails if the store cannot be read.
 func NewCache(ctx context.Context, store KeyStore) (*Cache, error) {
-	c := &Cache{store: store, byHash: map[Hash]*cachedKey{}, hashOf: map[string]Hash{}}
+	c := newCache(store, CacheOptions{})
 	return c, c.Refresh(ctx)
+}
+
+func newCache(store KeyStore, opts CacheOptions) *Cache {
+	if opts.Log == nil {
+		opts.Log = func(string, error) {}
+	}
+	return &Cache{store: store, opts: opts, byHash: map[Hash]*cachedKey{}, hashOf: map[string]Hash{}, stale: true}
+}
+
+// OpenCache loads every key of the store, as NewCache does, and keeps opts.Snapshot up
+// to date from then on. When the store cannot be read, it does not fail: the cache
+// starts with the keys of the snapshot (or none, when there is no usable snapshot;
+// static keys from the configuration still work), and its first refresh that reaches
+// the store replaces them with every key the store has.
+func OpenCache(ctx context.Context, store KeyStore, opts CacheOptions) *Cache {
+	c := newCache(store, opts)
+	err := c.Refresh(ctx)
+	if err == nil || opts.Snapshot == "" {
+		return c
+	}
+	byHash, hashOf, f, serr := readSnapshot(opts.Snapshot, opts.StoreID)
+	switch {
+	case errors.Is(serr, errNoSnapshot):
+		c.opts.Log("key store unreachable and no key snapshot yet: only the configuration's keys work until it answers", err)
+	case serr != nil:
+		c.opts.Log("key store unreachable and the key snapshot is unusable: only the configuration's keys work until it answers", serr)
+	default:
+		c.mu.Lock()
+		c.byHash, c.hashOf = byHash, hashOf
+		c.mu.Unlock()
+		c.opts.Log("key store unreachable: serving the "+strconv.Itoa(len(byHash))+" keys of the snapshot written "+
+			f.WrittenAt.Format(time.RFC3339)+" until it answers", nil)
+	}
+	return c
 }
 
 // Verify implements Verifier.
@@ -77,20 +133,29 @@ func (c *Cache) VerifyHash(h Hash) (*Identity, bool) {
 }
 
 // Refresh applies every change made to the store since the last refresh. It is called
-// in the background and, after a change made through this gateway, at once.
+// in the background and, after a change made through this gateway, at once. The first
+// refresh that reaches the store reads every key and replaces what was held (keys from
+// a snapshot). After each change the snapshot, if any, is rewritten.
 func (c *Cache) Refresh(ctx context.Context) error {
 	c.refreshMu.Lock()
 	defer c.refreshMu.Unlock()
 	c.mu.RLock()
-	since := c.seq
+	since, full := c.seq, c.stale
 	c.mu.RUnlock()
-	changed, err := c.store.ChangedSince(ctx, since)
-	if err != nil || len(changed) == 0 {
+	if full {
+		since = 0
+	}
+	rctx, cancel := context.WithTimeout(ctx, refreshTimeout)
+	changed, err := c.store.ChangedSince(rctx, since)
+	cancel()
+	if err != nil || (len(changed) == 0 && !full) {
 		return err
 	}
 	now := time.Now()
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	if full {
+		c.byHash, c.hashOf, c.seq, c.stale = map[Hash]*cachedKey{}, map[string]Hash{}, 0, false
+	}
 	for _, k := range changed {
 		if old, ok := c.hashOf[k.ID]; ok {
 			delete(c.byHash, old)
@@ -101,6 +166,16 @@ func (c *Cache) Refresh(ctx context.Context) error {
 			c.hashOf[k.ID] = k.Hash
 		}
 		c.seq = max(c.seq, k.Seq)
+	}
+	var snap *snapshotFile
+	if c.opts.Snapshot != "" {
+		snap = c.snapshotOf()
+	}
+	c.mu.Unlock()
+	if snap != nil {
+		if err := writeSnapshot(c.opts.Snapshot, snap); err != nil {
+			c.opts.Log("writing the key snapshot (a start while the key store is unreachable would serve an older one)", err)
+		}
 	}
 	return nil
 }

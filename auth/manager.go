@@ -19,6 +19,29 @@ type Manager struct {
 	ModelExists func(id string) bool
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// OnError is told, once per failed call, of a failure that is not the caller's (the
+	// store failing: what the API answers with a 500 and no details). call names the
+	// call and the key id, never a secret.
+	OnError func(call string, err error)
+}
+
+// loggableID is a key id as it may appear in a log line: the id comes from the
+// caller's URL, which could hold anything (a secret pasted by mistake, terminal escapes),
+// so only something of the form NewKeyID makes is written out.
+func loggableID(id string) string {
+	rest, ok := strings.CutPrefix(id, "key_")
+	if !ok || len(rest) == 0 || len(rest) > 40 || strings.Trim(rest, "abcdefghijklmnopqrstuvwxyz234567") != "" {
+		return "(an id not of the key_ form)"
+	}
+	return id
+}
+
+// report passes a failure of the store to OnError and returns err.
+func (m *Manager) report(call string, err error) error {
+	if err != nil && m.OnError != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrConflict) && !IsInvalid(err) {
+		m.OnError(call, err)
+	}
+	return err
 }
 
 // InvalidError is a request an operator must correct; its text says how.
@@ -86,9 +109,9 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Created, erro
 		return nil, err
 	}
 	if err := m.Store.CreateKey(ctx, k); err != nil {
-		return nil, err
+		return nil, m.report("create key", err)
 	}
-	return &Created{Key: k, Secret: secret}, m.Cache.Refresh(ctx)
+	return &Created{Key: k, Secret: secret}, m.report("create key "+k.ID+": reading it back", m.Cache.Refresh(ctx))
 }
 
 // Rotated is the result of a rotation: the replacement with its secret, and the old key
@@ -106,7 +129,7 @@ func (m *Manager) Rotate(ctx context.Context, id string, grace time.Duration) (*
 	}
 	old, err := m.Store.GetKey(ctx, id)
 	if err != nil {
-		return nil, err
+		return nil, m.report("rotate key "+loggableID(id), err)
 	}
 	now := m.now()
 	if !old.Active(now) {
@@ -121,27 +144,35 @@ func (m *Manager) Rotate(ctx context.Context, id string, grace time.Duration) (*
 	}
 	replaced, err := m.Store.RotateKey(ctx, id, k, now, grace)
 	if err != nil {
-		return nil, err
+		return nil, m.report("rotate key "+loggableID(id), err)
 	}
-	return &Rotated{Created: Created{Key: k, Secret: secret}, Replaced: replaced}, m.Cache.Refresh(ctx)
+	return &Rotated{Created: Created{Key: k, Secret: secret}, Replaced: replaced},
+		m.report("rotate key "+loggableID(id)+": reading it back", m.Cache.Refresh(ctx))
 }
 
 // Revoke ends a key now.
 func (m *Manager) Revoke(ctx context.Context, id string) (*Key, error) {
 	if err := m.Store.RevokeKey(ctx, id, m.now()); err != nil {
-		return nil, err
+		return nil, m.report("revoke key "+loggableID(id), err)
 	}
 	if err := m.Cache.Refresh(ctx); err != nil {
-		return nil, err
+		return nil, m.report("revoke key "+loggableID(id)+": reading it back", err)
 	}
-	return m.Store.GetKey(ctx, id)
+	k, err := m.Store.GetKey(ctx, id)
+	return k, m.report("revoke key "+loggableID(id)+": reading it back", err)
 }
 
 // Get returns one key.
-func (m *Manager) Get(ctx context.Context, id string) (*Key, error) { return m.Store.GetKey(ctx, id) }
+func (m *Manager) Get(ctx context.Context, id string) (*Key, error) {
+	k, err := m.Store.GetKey(ctx, id)
+	return k, m.report("get key "+loggableID(id), err)
+}
 
 // List returns every key, newest first.
-func (m *Manager) List(ctx context.Context) ([]*Key, error) { return m.Store.ListKeys(ctx) }
+func (m *Manager) List(ctx context.Context) ([]*Key, error) {
+	keys, err := m.Store.ListKeys(ctx)
+	return keys, m.report("list keys", err)
+}
 
 // IsInvalid reports an error the operator must correct (400), as opposed to a missing
 // key (404) or a failure of the store (500).

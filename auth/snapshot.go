@@ -1,0 +1,152 @@
+package auth
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+)
+
+// The key snapshot is what lets a gateway start while its store is unreachable: a local
+// copy of what the cache holds, rewritten (atomically, owner-only) whenever the cache
+// changes. It holds exactly what the cache holds: for each usable key its id, name,
+// SHA-256 hash, model allowlist and expiry. No secret, no display prefix, and no
+// revoked key: a key revoked before the snapshot was written is simply not in it, so it
+// cannot come back from it.
+
+const snapshotVersion = 1
+
+type snapshotFile struct {
+	Version int `json:"version"`
+	// Store says which store the keys came from (CacheOptions.StoreID): a snapshot of
+	// another store is never served.
+	Store     string        `json:"store"`
+	Seq       int64         `json:"seq"`
+	WrittenAt time.Time     `json:"written_at"`
+	Keys      []snapshotKey `json:"keys"`
+}
+
+type snapshotKey struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	Hash      string    `json:"sha256"`
+	Models    []string  `json:"models,omitempty"`
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
+}
+
+// snapshotOf copies what the cache holds; the caller holds c.mu for reading.
+func (c *Cache) snapshotOf() *snapshotFile {
+	f := &snapshotFile{Version: snapshotVersion, Store: c.opts.StoreID, Seq: c.seq, WrittenAt: time.Now().UTC(),
+		Keys: make([]snapshotKey, 0, len(c.byHash))}
+	for h, k := range c.byHash {
+		sk := snapshotKey{ID: k.identity.KeyID, Name: k.identity.Name, Hash: hex.EncodeToString(h[:]), ExpiresAt: k.expiresAt}
+		if k.identity.Models != nil {
+			sk.Models = make([]string, 0, len(k.identity.Models))
+			for m := range k.identity.Models {
+				sk.Models = append(sk.Models, m)
+			}
+			slices.Sort(sk.Models)
+		}
+		f.Keys = append(f.Keys, sk)
+	}
+	slices.SortFunc(f.Keys, func(a, b snapshotKey) int {
+		switch {
+		case a.ID < b.ID:
+			return -1
+		case a.ID > b.ID:
+			return 1
+		}
+		return 0
+	})
+	return f
+}
+
+// writeSnapshot replaces the file at path with f: written to a temporary file in the
+// same directory (readable by its owner only, like the SQLite file), synced, then
+// renamed over the old one, so a reader or a crash sees the old snapshot or the new,
+// never half of one.
+func writeSnapshot(path string, f *snapshotFile) error {
+	b, err := json.Marshal(f)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp") // mode 0600
+	if err != nil {
+		return err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			_ = tmp.Close()
+			_ = os.Remove(tmp.Name())
+		}
+	}()
+	if err := tmp.Chmod(0o600); err != nil {
+		return err
+	}
+	if _, err := tmp.Write(b); err != nil {
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	ok = true
+	if d, err := os.Open(dir); err == nil { // make the rename itself durable
+		_ = d.Sync()
+		_ = d.Close()
+	}
+	return nil
+}
+
+// errNoSnapshot is a snapshot file that does not exist.
+var errNoSnapshot = errors.New("no key snapshot")
+
+// readSnapshot loads the keys of a snapshot of the store storeID.
+func readSnapshot(path, storeID string) (map[Hash]*cachedKey, map[string]Hash, *snapshotFile, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil, nil, errNoSnapshot
+	}
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	var f snapshotFile
+	if err := json.Unmarshal(b, &f); err != nil {
+		return nil, nil, nil, fmt.Errorf("%s: not a key snapshot: %v", path, err)
+	}
+	switch {
+	case f.Version != snapshotVersion:
+		return nil, nil, nil, fmt.Errorf("%s: snapshot version %d, want %d", path, f.Version, snapshotVersion)
+	case f.Store != storeID:
+		return nil, nil, nil, fmt.Errorf("%s: a snapshot of another store", path)
+	}
+	byHash := make(map[Hash]*cachedKey, len(f.Keys))
+	hashOf := make(map[string]Hash, len(f.Keys))
+	for _, sk := range f.Keys {
+		var h Hash
+		if n, err := hex.Decode(h[:], []byte(sk.Hash)); err != nil || n != len(h) || len(sk.Hash) != 2*len(h) {
+			return nil, nil, nil, fmt.Errorf("%s: key %q: not a SHA-256 hash", path, sk.ID)
+		}
+		if sk.ID == "" {
+			return nil, nil, nil, fmt.Errorf("%s: a key without an id", path)
+		}
+		k := &Key{ID: sk.ID, Name: sk.Name, Models: sk.Models}
+		byHash[h] = &cachedKey{identity: identityOf(k), expiresAt: sk.ExpiresAt}
+		hashOf[sk.ID] = h
+	}
+	return byHash, hashOf, &f, nil
+}
