@@ -83,22 +83,44 @@ func (a *App) openStore(ctx caddy.Context, repl *caddy.Replacer, static *auth.St
 	logger := a.logger
 	key := driver + "\x00" + dsn
 	shared, _, err := storePool.LoadOrNew(key, func() (caddy.Destructor, error) {
-		st, err := store.Open(ctx, driver, dsn)
+		// A database that cannot be reached is an outage, not a reason to stay down:
+		// Connect keeps trying in the background every key poll, keys are checked from
+		// the snapshot meanwhile, and usage waits in the journal.
+		st, err := store.Connect(ctx, driver, dsn, store.Options{
+			Retry: auth.DefaultRefreshInterval,
+			OnOutage: func(o store.Outage) {
+				if o.Down {
+					logger.Warn("key store unreachable: keys are checked from memory and usage stays in the journal until it answers",
+						zap.String("driver", driver), zap.String("failing", o.Failing), zap.Error(o.Err))
+				} else {
+					logger.Info("key store answering again", zap.String("driver", driver),
+						zap.String("was_failing", o.Failing), zap.Duration("outage", o.Lasted))
+				}
+			},
+		})
 		if err != nil {
 			// The message names the driver only: a DSN may hold a password.
 			return nil, fmt.Errorf("store: opening the %s key store: %v", driver, err)
 		}
-		cache, err := auth.NewCache(ctx, st)
-		if err != nil {
-			_ = st.Close()
-			return nil, fmt.Errorf("store: loading keys: %v", err)
-		}
+		cache := auth.OpenCache(ctx, st, auth.CacheOptions{
+			Snapshot: snapshotPath(driver, dsn),
+			StoreID:  store.Fingerprint(driver, dsn),
+			Log: func(msg string, err error) {
+				if err != nil {
+					logger.Warn(msg, zap.Error(err))
+				} else {
+					logger.Warn(msg)
+				}
+			},
+		})
 		runCtx, cancel := context.WithCancel(context.Background())
 		s := &sharedStore{store: st, cache: cache, cancel: cancel, done: make(chan struct{})}
 		go func() {
 			defer close(s.done)
+			// The store reports an outage once when it starts and once when it ends;
+			// the cache's failed polls (four a second) go to the debug level only.
 			cache.Run(runCtx, auth.DefaultRefreshInterval, auth.DefaultTouchInterval, func(err error) {
-				logger.Warn("key store unreachable; keys keep working from memory", zap.String("driver", driver), zap.Error(err))
+				logger.Debug("key store poll failed", zap.Error(err))
 			})
 		}()
 		return s, nil
@@ -115,12 +137,16 @@ func (a *App) openStore(ctx caddy.Context, repl *caddy.Replacer, static *auth.St
 			_, ok := a.catalog.Lookup(id)
 			return ok
 		},
+		// The admin API answers a store failure with a bare 500 that points here.
+		OnError: func(call string, err error) {
+			logger.Error("admin API call failed in the key store", zap.String("call", call), zap.Error(err))
+		},
 	}
 	// Static keys from the configuration first, then the store.
 	a.verifier = auth.Verifiers{static, s.cache}
 	// Usage goes to the same store, through this gateway's journal.
 	if reader, ok := any(s.store).(metering.Reader); ok {
-		a.usageReader = reader
+		a.usageReader = loggingReader{reader, logger}
 	}
 	if sink, ok := any(s.store).(metering.Sink); ok {
 		// The ledger opens when the app starts, not here: `caddy validate` provisions a
@@ -130,4 +156,28 @@ func (a *App) openStore(ctx caddy.Context, repl *caddy.Replacer, static *auth.St
 		a.ledgerReady = make(chan struct{})
 	}
 	return nil
+}
+
+// snapshotPath is where the key cache keeps its snapshot: beside the SQLite file, or
+// in Caddy's data directory, where the journal's default place is too.
+func snapshotPath(driver, dsn string) string {
+	if driver == "sqlite" {
+		return filepath.Join(filepath.Dir(dsn), "key-snapshot.json")
+	}
+	return filepath.Join(caddy.AppDataDir(), "switchyard", "key-snapshot.json")
+}
+
+// loggingReader logs a failed usage query: the admin API answers it with a bare 500
+// that points to the log.
+type loggingReader struct {
+	metering.Reader
+	logger *zap.Logger
+}
+
+func (r loggingReader) QueryUsage(ctx context.Context, q metering.Query) ([]metering.Row, error) {
+	rows, err := r.Reader.QueryUsage(ctx, q)
+	if err != nil {
+		r.logger.Error("admin API call failed in the key store", zap.String("call", "usage query"), zap.Error(err))
+	}
+	return rows, err
 }

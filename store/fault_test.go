@@ -233,3 +233,13 @@ func TestLedgerOverPostgresSetsAsideOnlyTheRefusedRecord(t *testing.T) {
 	require.Len(t, lines, 1, "only the refused record, once: %s", refused)
 	assert.Contains(t, lines[0], `"sy_000123"`)
 }
+
+func TestFingerprintLeavesThePasswordOut(t *testing.T) {
+	a := Fingerprint(DriverPostgres, "postgres://gw:secret-1@db.internal:5432/switchyard?pool_max_conns=4")
+	b := Fingerprint(DriverPostgres, "postgres://gw:secret-2@db.internal:5432/switchyard")
+	c := Fingerprint(DriverPostgres, "postgres://gw:secret-1@db.internal:5432/other")
+	assert.Equal(t, a, b, "a new password is the same store")
+	assert.NotEqual(t, a, c)
+	assert.NotContains(t, a, "secret")
+	assert.NotEqual(t, Fingerprint(DriverSQLite, "/a/x.db"), Fingerprint(DriverSQLite, "/b/x.db"))
+}
