@@ -177,15 +177,22 @@ func (a *App) Provision(ctx caddy.Context) error {
 	for _, m := range catalog.Models() {
 		for _, c := range m.Candidates {
 			up := relay.NewUpstream(m.ID, c, relay.Options{})
-			shared, _, err := healthPool.LoadOrNew(up.Identity, func() (caddy.Destructor, error) {
-				return routing.NewHealth(policy), nil
-			})
-			if err != nil {
-				return err
+			// Generation and sub-operations keep separate health, each shared across
+			// reloads under the candidate's stable identity.
+			for _, h := range []struct {
+				key    string
+				health **routing.Health
+			}{{up.Identity, &up.Health}, {up.Identity + "\x00sub", &up.SubHealth}} {
+				shared, _, err := healthPool.LoadOrNew(h.key, func() (caddy.Destructor, error) {
+					return routing.NewHealth(policy), nil
+				})
+				if err != nil {
+					return err
+				}
+				*h.health = shared.(*routing.Health)
+				(*h.health).SetPolicy(policy)
+				a.healthKeys = append(a.healthKeys, h.key)
 			}
-			up.Health = shared.(*routing.Health)
-			up.Health.SetPolicy(policy)
-			a.healthKeys = append(a.healthKeys, up.Identity)
 			a.upstreams[c] = up
 		}
 	}

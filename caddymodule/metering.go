@@ -13,6 +13,7 @@ import (
 
 	"github.com/switchyard-gw/switchyard/auth"
 	"github.com/switchyard-gw/switchyard/metering"
+	"github.com/switchyard-gw/switchyard/protocols"
 	"github.com/switchyard-gw/switchyard/relay"
 )
 
@@ -62,6 +63,7 @@ func (h *Proxy) meter(rt *route, identity *auth.Identity, requestID string, out 
 	u := metering.Extract(rt.op.Kind, metering.Observed{
 		Usage: out.Usage, StartUsage: out.StartUsage,
 		OutputChars: out.OutputChars, ThinkingChars: out.ThinkingChars, Complete: out.Complete,
+		RequestTextBytes: func() int64 { return protocols.TextBytes(rt.parsed.Body) },
 	})
 	cost := metering.Cost(rt.model.Prices, u)
 	keyID := ""

@@ -41,6 +41,9 @@ type Observed struct {
 	OutputChars int64
 	// Complete says the answer reached its natural end.
 	Complete bool
+	// RequestTextBytes is the text size of the request (protocols.TextBytes), used when
+	// the upstream's usage never arrived; a function so that it is only counted then.
+	RequestTextBytes func() int64
 }
 
 // charsPerToken is the rough ratio used only where a count must be estimated.
@@ -112,6 +115,10 @@ func Extract(kind protocols.Kind, o Observed) Usage {
 		}
 		if est := estimateTokens(o.ThinkingChars); est > out.Reasoning {
 			out.Reasoning = est
+		}
+		if out.Input == 0 && o.RequestTextBytes != nil {
+			// The prompt was sent and processed: never bill it as nothing.
+			out.Input = estimateTokens(o.RequestTextBytes())
 		}
 		out.Estimated = true
 	}

@@ -2,7 +2,9 @@ package protocols
 
 import (
 	"bytes"
+	"net/http"
 	"regexp"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/tidwall/sjson"
@@ -94,28 +96,72 @@ func ResponseModelPath(op Operation) string {
 	return ""
 }
 
-// Scrubber removes what would reveal a candidate from upstream text that is passed back
-// to a client (error bodies and in-band error events): the upstream model name becomes the
-// service model id, and hosts, credentials and account identifiers are masked.
+// Scrubber removes what would reveal a candidate from upstream bytes passed back to a
+// client. Every body and event passes it: in answers, the candidate's host, credential and
+// account ids (the values of its account headers) are masked; error bodies and in-band
+// error events, which upstreams write for their own operators, also have the upstream
+// model name replaced by the service model id and anything shaped like an account id
+// masked. Generated text is not searched for model names or id patterns, which would
+// corrupt it (an upstream model "o3" inside "foo3").
 type Scrubber struct {
 	UpstreamModel string
 	ServiceModel  string
-	Secrets       []string // upstream host names, credentials
+	Secrets       []string // upstream host names, credentials, account ids
+}
+
+// accountHeaders carry an upstream's own account identifiers on its responses.
+var accountHeaders = []string{"Anthropic-Organization-Id", "Openai-Organization", "Openai-Project"}
+
+// WithAccountIDs adds the account identifiers an upstream response named in its headers
+// to the secrets (whatever their form: Family B's are UUIDs, not "org-…").
+func (s Scrubber) WithAccountIDs(h http.Header) Scrubber {
+	for _, name := range accountHeaders {
+		for _, v := range h.Values(name) {
+			if v = strings.TrimSpace(v); len(v) >= 3 {
+				s.Secrets = append(s.Secrets[:len(s.Secrets):len(s.Secrets)], v)
+			}
+		}
+	}
+	return s
 }
 
 // accountIDs matches upstream organisation and project identifiers as they appear in
 // provider error messages.
 var accountIDs = regexp.MustCompile(`\b(org|proj)[-_][A-Za-z0-9]{4,}\b`)
 
-// Scrub returns b with every sensitive value replaced. It only copies when it must.
+var redacted = []byte("[redacted]")
+
+// HasSecret reports whether b holds one of the secrets; most answers hold none, and
+// this costs no allocation.
+func (s Scrubber) HasSecret(b []byte) bool {
+	for _, secret := range s.Secrets {
+		if len(secret) >= 3 && bytes.Contains(b, []byte(secret)) {
+			return true
+		}
+	}
+	return false
+}
+
+// ScrubSecrets masks the secrets in an answer. It returns b itself when there is none.
+func (s Scrubber) ScrubSecrets(b []byte) []byte {
+	for _, secret := range s.Secrets {
+		if len(secret) >= 3 && bytes.Contains(b, []byte(secret)) {
+			b = bytes.ReplaceAll(b, []byte(secret), redacted)
+		}
+	}
+	return b
+}
+
+// Scrub cleans an error body or error event: secrets masked, the upstream model named as
+// the service model, account-shaped ids masked. It never modifies its input.
 func (s Scrubber) Scrub(b []byte) []byte {
 	if s.UpstreamModel != "" && s.UpstreamModel != s.ServiceModel {
 		b = bytes.ReplaceAll(b, []byte(s.UpstreamModel), []byte(s.ServiceModel))
 	}
 	for _, secret := range s.Secrets {
 		if len(secret) >= 3 {
-			b = bytes.ReplaceAll(b, []byte(secret), []byte("[redacted]"))
+			b = bytes.ReplaceAll(b, []byte(secret), redacted)
 		}
 	}
-	return accountIDs.ReplaceAll(b, []byte("[redacted]"))
+	return accountIDs.ReplaceAll(b, redacted)
 }

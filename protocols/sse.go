@@ -6,6 +6,11 @@ import (
 	"github.com/tidwall/gjson"
 )
 
+// MaxEventSize bounds one server-sent event the gateway holds (a Responses
+// response.completed carries the whole response, so it is generous). A larger one, complete
+// or not, is not returned: the stream has overflowed.
+const MaxEventSize = 8 << 20
+
 // Event is one complete server-sent event as the upstream wrote it. Its slices point into
 // the EventStream's buffer and are valid until the next Push.
 type Event struct {
@@ -29,6 +34,8 @@ type EventStream struct {
 
 	buf []byte
 	off int // start of the first unconsumed byte in buf
+	// overflowed is set once an event exceeded MaxEventSize.
+	overflowed bool
 
 	// LastSequence is the highest Responses sequence_number seen, -1 before any.
 	LastSequence int64
@@ -73,8 +80,16 @@ func (s *EventStream) Push(p []byte) {
 // Next returns the next complete event, if one is buffered.
 func (s *EventStream) Next() (Event, bool) {
 	rest := s.buf[s.off:]
+	if s.overflowed {
+		return Event{}, false
+	}
 	end := eventEnd(rest)
 	if end < 0 {
+		s.overflowed = len(rest) > MaxEventSize
+		return Event{}, false
+	}
+	if end > MaxEventSize {
+		s.overflowed = true
 		return Event{}, false
 	}
 	raw := rest[:end]
@@ -82,11 +97,21 @@ func (s *EventStream) Next() (Event, bool) {
 	return parseEvent(raw), true
 }
 
-// Pending returns bytes of an event the upstream did not finish, and forgets them.
-func (s *EventStream) Pending() []byte {
+// Overflowed reports an event over MaxEventSize: the stream cannot go on.
+func (s *EventStream) Overflowed() bool { return s.overflowed }
+
+// Buffered is how many bytes of an event not complete yet are held.
+func (s *EventStream) Buffered() int { return len(s.buf) - s.off }
+
+// Unterminated returns, once the upstream has ended, the last event if the upstream ended
+// it without a blank line, so that it is observed and passed on exactly as sent.
+func (s *EventStream) Unterminated() (Event, bool) {
 	rest := s.buf[s.off:]
 	s.off = len(s.buf)
-	return rest
+	if len(bytes.TrimSpace(rest)) == 0 {
+		return Event{Raw: rest}, len(rest) > 0
+	}
+	return parseEvent(rest), true
 }
 
 // eventEnd finds the end of the first event in b (just after its blank line), or -1.
@@ -164,6 +189,10 @@ func (s *EventStream) IsError(ev Event) bool {
 // AppendRewritten appends the event as the client must see it to dst. keep is false when
 // the event must not reach the client at all (the usage chunk the gateway asked for).
 func (s *EventStream) AppendRewritten(dst []byte, ev Event) (out []byte, keep bool) {
+	if s.scrub.HasSecret(ev.Raw) {
+		// Rare: parse the masked copy, whose slices stay valid for this call.
+		ev = parseEvent(s.scrub.ScrubSecrets(ev.Raw))
+	}
 	if len(ev.Data) == 0 || ev.Data[0] != '{' {
 		if string(ev.Data) == "[DONE]" {
 			s.Terminal = true

@@ -132,7 +132,7 @@ func TestEventStreamRewritesRecordedStreams(t *testing.T) {
 					if !assert.Equal(t, string(want), string(got), how) {
 						t.FailNow()
 					}
-					assert.Empty(t, s.Pending(), how)
+					assert.Zero(t, s.Buffered(), how)
 					assert.Equal(t, tc.usage, string(s.Usage), how)
 					assert.Equal(t, tc.startUsage, string(s.StartUsage), how)
 					assert.Equal(t, tc.lastSeq, s.LastSequence, how)
@@ -284,7 +284,7 @@ func TestEventStreamUsageChunk(t *testing.T) {
 	})
 }
 
-func TestEventStreamPending(t *testing.T) {
+func TestEventStreamUnterminated(t *testing.T) {
 	s := protocols.NewEventStream(protocols.KindMessages, "acme/sonnet", false, protocols.Scrubber{})
 	s.Push([]byte("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\nevent: ping\ndata: {\"type\":\"ping\"}"))
 	ev, ok := s.Next()
@@ -292,8 +292,13 @@ func TestEventStreamPending(t *testing.T) {
 	assert.Equal(t, "message_stop", string(ev.Name))
 	_, ok = s.Next()
 	assert.False(t, ok, "an event without its blank line is not complete")
-	assert.Equal(t, "event: ping\ndata: {\"type\":\"ping\"}", string(s.Pending()))
-	assert.Empty(t, s.Pending(), "Pending forgets what it returned")
+	assert.Equal(t, len("event: ping\ndata: {\"type\":\"ping\"}"), s.Buffered())
+	last, ok := s.Unterminated()
+	require.True(t, ok)
+	assert.Equal(t, "event: ping\ndata: {\"type\":\"ping\"}", string(last.Raw), "passed on exactly as it came")
+	assert.Equal(t, "ping", string(last.Name))
+	_, ok = s.Unterminated()
+	assert.False(t, ok, "Unterminated forgets what it returned")
 	_, ok = s.Next()
 	assert.False(t, ok)
 
@@ -415,14 +420,17 @@ func TestEventStreamScrubsErrorEvents(t *testing.T) {
 		})
 	}
 
-	t.Run("normal events are not scrubbed", func(t *testing.T) {
-		// Scrubbing is for errors; model output that mentions a host or the upstream
-		// name (it is the model's own text) passes unchanged apart from the model field.
+	t.Run("normal events lose only the candidate's secrets", func(t *testing.T) {
+		// Every upstream byte passes the scrubber: the candidate's host, credential and
+		// account ids are masked even in answers. Model output that mentions a model name
+		// or something shaped like an org id is the model's own text and is left alone.
 		scrub := protocols.Scrubber{UpstreamModel: "gpt-4o", ServiceModel: "acme/chat", Secrets: secrets}
 		s := protocols.NewEventStream(protocols.KindChat, "acme/chat", false, scrub)
 		in := `data: {"id":"c","model":"gpt-4o","choices":[{"index":0,"delta":{"content":"gpt-4o at api.upstream-a.example org-AbCdEf123456"}}]}` + "\n\n"
 		got := run(s, [][]byte{[]byte(in)})
-		assert.Equal(t, strings.Replace(in, `"model":"gpt-4o"`, `"model":"acme/chat"`, 1), string(got))
+		want := strings.Replace(in, `"model":"gpt-4o"`, `"model":"acme/chat"`, 1)
+		want = strings.Replace(want, "api.upstream-a.example", "[redacted]", 1)
+		assert.Equal(t, want, string(got))
 	})
 }
 

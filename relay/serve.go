@@ -1,7 +1,6 @@
 package relay
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -11,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,12 +21,22 @@ import (
 	"github.com/switchyard-gw/switchyard/routing"
 )
 
-// maxJSONBody bounds a non-streamed upstream body the gateway holds to rewrite; a larger
-// one fails the attempt rather than exhaust memory.
-const maxJSONBody = 256 << 20
+// Limits on what the gateway holds of one upstream answer. An answer over them is the
+// candidate's failure before the first byte, and ends a stream with the family's error
+// event after it: no upstream can grow the process without bound.
+const (
+	// MaxJSONBody bounds a non-streamed answer, read whole to put the service model in.
+	MaxJSONBody = 64 << 20
+	// MaxErrorBody bounds an upstream error body passed back to the client.
+	MaxErrorBody = 1 << 20
+)
 
-// maxErrorBody bounds how much of an upstream error body is kept.
-const maxErrorBody = 1 << 20
+// After the client has gone, the gateway reads on for the usage that ends most streams,
+// within these bounds, so that what the client received is billed from real counts.
+const (
+	clientGoneGrace = 2 * time.Second
+	clientGoneBytes = 64 << 10
+)
 
 // Request is what the gateway forwards: the client's request after model resolution.
 type Request struct {
@@ -116,14 +126,16 @@ func Serve(ctx context.Context, w http.ResponseWriter, req *Request, upstreams [
 	opts := make([]routing.Option, len(upstreams))
 	preferred := -1
 	for i, up := range upstreams {
-		opts[i] = routing.Option{Candidate: up.Candidate, Health: up.Health}
+		opts[i] = routing.Option{Candidate: up.Candidate, Health: up.HealthFor(req.Op)}
 		if req.Preferred != "" && up.Identity == req.Preferred {
 			preferred = i
 		}
 	}
+	notOffered := 0
 	for _, i := range routing.Order(opts, preferred, start) {
 		up := upstreams[i]
-		admission := up.Health.Admit(time.Now())
+		health := opts[i].Health
+		admission := health.Admit(time.Now())
 		if admission == routing.Refused {
 			continue // another request took the last probe slot meanwhile
 		}
@@ -137,20 +149,31 @@ func Serve(ctx context.Context, w http.ResponseWriter, req *Request, upstreams [
 		switch {
 		case committed:
 			out.Served = up
-			up.Health.RecordSuccess(admission, out.TimeToFirstByte, now)
+			health.RecordSuccess(admission, out.TimeToFirstByte, now)
 			if out.StreamError != nil && !out.ClientGone {
 				// Failed after the first byte: too late to fail over, not too late to learn.
-				up.Health.RecordFailure(routing.Admitted, routing.ReasonBrokenBody, 0, now)
+				health.RecordFailure(routing.Admitted, routing.ReasonBrokenBody, 0, now)
 			}
 			return out, nil
 		case ctx.Err() != nil:
 			// The client left; that says nothing about the candidate.
 			out.Attempts[len(out.Attempts)-1].Reason = routing.ReasonClientGone
-			up.Health.Release(admission)
+			health.Release(admission)
 			out.ClientGone = true
 			return out, nil
+		case att.Reason == routing.ReasonNotOffered:
+			// Not the candidate's failure: it simply lacks this sub-operation.
+			health.Release(admission)
+			notOffered++
+			continue
 		}
-		up.Health.RecordFailure(admission, att.Reason, cooldownHint(att), now)
+		health.RecordFailure(admission, att.Reason, cooldownHint(att), now)
+	}
+	if notOffered > 0 && notOffered == len(out.Attempts) {
+		e := protocols.Errorf(req.Op.Family, http.StatusNotFound, "unsupported_operation",
+			"model '%s' does not offer %s", req.ServiceModel, req.Op.Kind)
+		e.NoRetry = true
+		return out, e
 	}
 	return out, noChannel(req, opts)
 }
@@ -176,11 +199,15 @@ func noChannel(req *Request, opts []routing.Option) *protocols.APIError {
 }
 
 // attemptClock ends an attempt that is too slow: before commit, at the first-byte limit;
-// after it, when the upstream is silent for longer than the idle limit.
+// after it, when the upstream is silent for longer than the idle limit, or once the
+// client has gone and the grace for reading on has passed.
 type attemptClock struct {
 	timer    *time.Timer
 	idle     time.Duration
 	timedOut atomic.Bool
+	// committed is set once the answer's status went to the client; clientLeft once the
+	// client went away after that.
+	committed, clientLeft atomic.Bool
 }
 
 func startClock(firstByte, idle time.Duration, cancel context.CancelFunc) *attemptClock {
@@ -192,8 +219,20 @@ func startClock(firstByte, idle time.Duration, cancel context.CancelFunc) *attem
 	return c
 }
 
-// activity restarts the idle limit after a read from the upstream.
-func (c *attemptClock) activity() { c.timer.Reset(c.idle) }
+// activity restarts the idle limit after a read from the upstream, unless the client
+// has gone: then only the grace counts.
+func (c *attemptClock) activity() {
+	if !c.clientLeft.Load() {
+		c.timer.Reset(c.idle)
+	}
+}
+
+// clientGone starts the bounded read-on after the client left a committed answer.
+func (c *attemptClock) clientGone() {
+	if c.clientLeft.CompareAndSwap(false, true) {
+		c.timer.Reset(clientGoneGrace)
+	}
+}
 
 func (c *attemptClock) stop() { c.timer.Stop() }
 
@@ -201,10 +240,20 @@ func (c *attemptClock) stop() { c.timer.Stop() }
 func try(ctx context.Context, w http.ResponseWriter, req *Request, up *Upstream, out *Outcome, att *Attempt, start time.Time) bool {
 	cand := up.Candidate
 	body, injectedUsage := req.Parsed.Upstream(req.Op, cand.UpstreamModel)
-	attemptCtx, cancel := context.WithCancel(ctx)
+	// The upstream call is not tied to the client's context directly: before commit a
+	// departing client cancels it at once, after commit it is read on briefly for usage.
+	attemptCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	clock := startClock(firstByteLimit(cand, req.Parsed.Streamed()), idleLimit(cand), cancel)
 	defer clock.stop()
+	stopWatching := context.AfterFunc(ctx, func() {
+		if clock.committed.Load() {
+			clock.clientGone()
+		} else {
+			cancel()
+		}
+	})
+	defer stopWatching()
 
 	upReq := (&http.Request{
 		Method:        http.MethodPost,
@@ -229,42 +278,89 @@ func try(ctx context.Context, w http.ResponseWriter, req *Request, up *Upstream,
 	}
 	defer resp.Body.Close()
 	att.Status = resp.StatusCode
-
-	if routing.FailoverStatus(resp.StatusCode) {
-		att.Reason = routing.ReasonStatus
-		if resp.StatusCode == http.StatusTooManyRequests {
-			att.Reason = routing.ReasonRateLimit
-		}
+	if att.Reason = classifyStatus(req.Op, resp); att.Reason != routing.ReasonNone {
 		att.RetryAfter = routing.RetryAfterSeconds(resp.Header)
 		// Read a little so the connection can be reused; the body is not shown to anyone.
 		_, _ = io.CopyN(io.Discard, resp.Body, 64<<10)
 		return false
 	}
 
-	scrub := protocols.Scrubber{UpstreamModel: cand.UpstreamModel, ServiceModel: req.ServiceModel, Secrets: up.secrets}
-	if resp.StatusCode >= 400 {
-		// The client's own mistake (400, 413, 422, …): pass it back, mapping hidden.
-		b, err := ReadAll(resp.Body, resp.ContentLength, maxErrorBody)
-		if err != nil && !errors.Is(err, errTooLarge) {
-			att.Reason = brokenOrTimedOut(clock)
-			return false
-		}
-		clock.stop()
-		b = scrub.Scrub(b)
-		commitHeader(w, resp, len(b))
-		out.Status, out.TimeToFirstByte, out.Complete = resp.StatusCode, time.Since(start), true
-		out.finalize(req, up)
-		_, _ = w.Write(b)
-		return true
-	}
-
-	if isEventStream(resp.Header) {
-		return relayStream(ctx, w, req, up, resp, injectedUsage, scrub, clock, out, att, start)
+	scrub := protocols.Scrubber{UpstreamModel: cand.UpstreamModel, ServiceModel: req.ServiceModel, Secrets: up.secrets}.WithAccountIDs(resp.Header)
+	a := &attempt{ctx: ctx, w: w, req: req, up: up, resp: resp, scrub: scrub, clock: clock, out: out, att: att, start: start}
+	switch {
+	case resp.StatusCode >= 400:
+		return a.relayError()
+	case isEventStream(resp.Header):
+		return a.relayStream(injectedUsage)
 	}
 	// A non-streamed answer: its headers are the first byte; the body is bounded by the
 	// idle limit from here on.
 	clock.activity()
-	return relayJSON(w, req, up, resp, clock, out, att, start)
+	return a.relayJSON()
+}
+
+// classifyStatus says why an answer's status and type fail the attempt before anything
+// is read, or ReasonNone when the answer may be relayed.
+func classifyStatus(op protocols.Operation, resp *http.Response) routing.Reason {
+	code := resp.StatusCode
+	switch {
+	case op.SubOperation() && (code == http.StatusNotFound || code == http.StatusMethodNotAllowed):
+		return routing.ReasonNotOffered
+	case code == http.StatusTooManyRequests:
+		return routing.ReasonRateLimit
+	case routing.FailoverStatus(code):
+		return routing.ReasonStatus
+	case code < 200 || code >= 300 && code < 400:
+		return routing.ReasonBadResponse
+	case code >= 400:
+		return routing.ReasonNone // the client's own mistake, passed back scrubbed
+	case isEventStream(resp.Header):
+		if !op.Generates() || op.SubOperation() {
+			return routing.ReasonBadResponse
+		}
+		return routing.ReasonNone
+	case !isJSON(resp.Header):
+		return routing.ReasonBadResponse
+	}
+	return routing.ReasonNone
+}
+
+// attempt is one answer being relayed, after its status said it may be.
+type attempt struct {
+	ctx   context.Context // the client's
+	w     http.ResponseWriter
+	req   *Request
+	up    *Upstream
+	resp  *http.Response
+	scrub protocols.Scrubber
+	clock *attemptClock
+	out   *Outcome
+	att   *Attempt
+	start time.Time
+}
+
+// commit sends the status line and headers: from here on the answer is the client's.
+func (a *attempt) commit(size int) {
+	a.clock.committed.Store(true)
+	commitHeader(a.w, a.resp, size)
+	a.out.Status = a.resp.StatusCode
+}
+
+// relayError passes back an upstream's answer to a mistake of the client's (400, 413,
+// 422, …), scrubbed of everything that would reveal the candidate.
+func (a *attempt) relayError() bool {
+	b, err := ReadAll(a.resp.Body, a.resp.ContentLength, MaxErrorBody)
+	if err != nil {
+		a.att.Reason = brokenOrTimedOut(a.clock, err)
+		return false
+	}
+	a.clock.stop()
+	b = a.scrub.Scrub(b)
+	a.commit(len(b))
+	a.out.TimeToFirstByte, a.out.Complete = time.Since(a.start), true
+	a.out.finalize(a.req, a.up)
+	_, _ = a.w.Write(b)
+	return true
 }
 
 func firstByteLimit(c *routing.Candidate, streamed bool) time.Duration {
@@ -289,22 +385,34 @@ func idleLimit(c *routing.Candidate) time.Duration {
 	return DefaultIdleTimeout
 }
 
-func brokenOrTimedOut(clock *attemptClock) routing.Reason {
-	if clock.timedOut.Load() {
+func brokenOrTimedOut(clock *attemptClock, err error) routing.Reason {
+	switch {
+	case errors.Is(err, errTooLarge):
+		return routing.ReasonBadResponse
+	case clock.timedOut.Load():
 		return routing.ReasonTimeout
 	}
 	return routing.ReasonBrokenBody
 }
 
 // relayJSON reads a whole JSON answer, then sends it with the service model spliced in.
-// A body that breaks off before its end is a failed attempt the client never sees.
-func relayJSON(w http.ResponseWriter, req *Request, up *Upstream, resp *http.Response, clock *attemptClock, out *Outcome, att *Attempt, start time.Time) bool {
-	b, err := ReadAll(&activityReader{r: resp.Body, clock: clock}, resp.ContentLength, maxJSONBody)
+// A body that breaks off before its end, or is not one JSON object, is a failed attempt
+// the client never sees.
+func (a *attempt) relayJSON() bool {
+	req, out := a.req, a.out
+	b, err := ReadAll(&activityReader{r: a.resp.Body, clock: a.clock}, a.resp.ContentLength, MaxJSONBody)
+	if err == nil && !protocols.ValidJSONObject(b) {
+		err = errNotJSON
+	}
 	if err != nil {
-		att.Reason = brokenOrTimedOut(clock)
+		a.att.Reason = brokenOrTimedOut(a.clock, err)
+		if errors.Is(err, errNotJSON) {
+			a.att.Reason = routing.ReasonBadResponse
+		}
 		return false
 	}
-	clock.stop()
+	a.clock.stop()
+	b = a.scrub.ScrubSecrets(b)
 	literal := protocols.AppendJSONString(nil, req.ServiceModel)
 	s, e, found := 0, 0, false
 	if path := protocols.ResponseModelPath(req.Op); path != "" {
@@ -320,21 +428,23 @@ func relayJSON(w http.ResponseWriter, req *Request, up *Upstream, resp *http.Res
 	if req.Op.Kind == protocols.KindMessages {
 		// Thinking text, in case the upstream does not split thinking tokens out.
 		for _, t := range gjson.GetBytes(b, `content.#(type=="thinking")#.thinking`).Array() {
-			out.ThinkingChars += int64(len(t.Raw))
+			out.ThinkingChars += int64(max(len(t.Raw)-2, 0))
 		}
 	}
-	commitHeader(w, resp, size)
-	out.Status, out.TimeToFirstByte, out.Complete = resp.StatusCode, time.Since(start), true
-	out.finalize(req, up)
+	a.commit(size)
+	out.TimeToFirstByte, out.Complete = time.Since(a.start), true
+	out.finalize(req, a.up)
 	if found {
-		_, _ = w.Write(b[:s])
-		_, _ = w.Write(literal)
-		_, _ = w.Write(b[e:])
+		_, _ = a.w.Write(b[:s])
+		_, _ = a.w.Write(literal)
+		_, _ = a.w.Write(b[e:])
 	} else {
-		_, _ = w.Write(b)
+		_, _ = a.w.Write(b)
 	}
 	return true
 }
+
+var errNotJSON = errors.New("upstream answer is not one JSON object")
 
 // activityReader restarts the idle limit whenever data arrives.
 type activityReader struct {
@@ -352,9 +462,11 @@ func (a *activityReader) Read(p []byte) (int, error) {
 
 // relayStream holds the answer until the first event with data has arrived, fails over
 // if that event is an error, and otherwise relays every event as soon as it is complete.
-func relayStream(ctx context.Context, w http.ResponseWriter, req *Request, up *Upstream, resp *http.Response, injectedUsage bool,
-	scrub protocols.Scrubber, clock *attemptClock, out *Outcome, att *Attempt, start time.Time) bool {
-	events := protocols.NewEventStream(req.Op.Kind, req.ServiceModel, injectedUsage, scrub)
+// The usage record is made before the bytes that end the answer are written, on every
+// way a stream can end; the bytes themselves are the upstream's, only the model changed.
+func (a *attempt) relayStream(injectedUsage bool) bool {
+	req, out, clock := a.req, a.out, a.clock
+	events := protocols.NewEventStream(req.Op.Kind, req.ServiceModel, injectedUsage, a.scrub)
 	bufp := readBufs.Get().(*[]byte)
 	defer readBufs.Put(bufp)
 	buf := *bufp
@@ -381,93 +493,107 @@ func relayStream(ctx context.Context, w http.ResponseWriter, req *Request, up *U
 			first, found = ev, true
 			break
 		}
-		n, err := resp.Body.Read(buf)
+		if events.Overflowed() || len(pending) > protocols.MaxEventSize {
+			a.att.Reason = routing.ReasonBadResponse
+			return false
+		}
+		n, err := a.resp.Body.Read(buf)
 		if n > 0 {
 			events.Push(buf[:n])
 		}
 		if err != nil && n == 0 {
-			att.Reason = brokenOrTimedOut(clock)
+			a.att.Reason = brokenOrTimedOut(clock, err)
 			return false
 		}
 	}
 	if events.IsError(first) {
-		att.Reason = routing.ReasonInBand
+		a.att.Reason = routing.ReasonInBand
 		return false
 	}
 
-	commitHeader(w, resp, -1)
+	a.commit(-1)
 	clock.activity() // from here on the idle limit applies
-	out.Status, out.Stream = resp.StatusCode, true
-	flush := flusher(w)
+	out.Stream = true
+	flush := flusher(a.w)
 	// finish records what the stream carried and runs the Finalize hook: before the
-	// terminal event is written when there is one, else when the stream ends.
+	// terminal event is written when there is one, else before the last bytes.
 	finish := func() {
 		out.Usage, out.StartUsage = events.Usage, events.StartUsage
 		out.OutputChars, out.ThinkingChars, out.Complete = events.OutputChars, events.ThinkingChars, events.Terminal
-		out.finalize(req, up)
+		out.finalize(req, a.up)
 	}
 	defer finish()
 	pending, _ = events.AppendRewritten(pending, first)
+	var readErr error
+	readOn := 0 // bytes read after the client left
 	for {
 		for ev, ok := events.Next(); ok; ev, ok = events.Next() {
 			pending, _ = events.AppendRewritten(pending, ev)
 		}
-		if events.Terminal {
+		if events.Overflowed() && (readErr == nil || errors.Is(readErr, io.EOF)) {
+			readErr = errEventTooLarge
+		}
+		if clock.clientLeft.Load() {
+			out.ClientGone = true
+		}
+		switch {
+		case readErr == nil:
+		case errors.Is(readErr, io.EOF):
+			// An upstream that ends without a final blank line still sent its last event:
+			// it is observed, and passed on as it came.
+			if ev, ok := events.Unterminated(); ok {
+				pending, _ = events.AppendRewritten(pending, ev)
+			}
+		case out.ClientGone || a.ctx.Err() != nil:
+			out.ClientGone = true
+		default:
+			// The upstream failed, stalled or overflowed after the client saw the start of
+			// the answer: no failover is possible any more, so end the stream the way the
+			// family ends a failed one.
+			out.StreamError = readErr
+			message := "the upstream stream was interrupted before it completed"
+			switch {
+			case errors.Is(readErr, errEventTooLarge):
+				message = "the upstream sent an event larger than the gateway's limit"
+			case clock.timedOut.Load():
+				out.StreamError = errIdle
+				message = "the upstream stream stalled and was ended by the gateway"
+			}
+			apiErr := protocols.Errorf(req.Op.Family, http.StatusBadGateway, "", "%s", message)
+			pending = append(pending, protocols.StreamErrorEvent(req.Op.Kind, apiErr, events.LastSequence+1)...)
+		}
+		if events.Terminal || readErr != nil {
 			finish()
 		}
-		if len(pending) > 0 {
+		if len(pending) > 0 && !out.ClientGone {
 			if out.TimeToFirstByte == 0 {
-				out.TimeToFirstByte = time.Since(start)
+				out.TimeToFirstByte = time.Since(a.start)
 			}
-			if _, err := w.Write(pending); err != nil {
+			if _, err := a.w.Write(pending); err != nil {
 				out.ClientGone = true
-				break
+				clock.clientGone()
+			} else {
+				flush()
 			}
-			flush()
-			pending = pending[:0]
 		}
-		n, err := resp.Body.Read(buf)
+		pending = pending[:0]
+		if readErr != nil || out.ClientGone && (events.Terminal || readOn >= clientGoneBytes) {
+			break
+		}
+		n, err := a.resp.Body.Read(buf)
 		if n > 0 {
 			clock.activity()
 			events.Push(buf[:n])
-		}
-		if err == nil {
-			continue
-		}
-		if errors.Is(err, io.EOF) {
-			// An upstream that ends without a final blank line still sent its last event.
-			if rest := events.Pending(); len(bytes.TrimSpace(rest)) > 0 {
-				events.Push(append(append([]byte(nil), rest...), '\n', '\n'))
-				for ev, ok := events.Next(); ok; ev, ok = events.Next() {
-					pending, _ = events.AppendRewritten(pending, ev)
-				}
-				_, _ = w.Write(pending)
-				flush()
-				pending = pending[:0]
+			if out.ClientGone {
+				readOn += n
 			}
-			break
 		}
-		if ctx.Err() != nil {
-			out.ClientGone = true
-			break
-		}
-		// The upstream failed, or went silent past the idle limit, after the client saw
-		// the start of the answer: no failover is possible any more, so end the stream
-		// the way the family ends a failed one.
-		out.StreamError = err
-		message := "the upstream stream was interrupted before it completed"
-		if clock.timedOut.Load() {
-			out.StreamError = errIdle
-			message = "the upstream stream stalled and was ended by the gateway"
-		}
-		apiErr := protocols.Errorf(req.Op.Family, http.StatusBadGateway, "", "%s", message)
-		finish()
-		_, _ = w.Write(protocols.StreamErrorEvent(req.Op.Kind, apiErr, events.LastSequence+1))
-		flush()
-		break
+		readErr = err
 	}
 	return true
 }
+
+var errEventTooLarge = errors.New("upstream event exceeds the gateway's limit")
 
 var errIdle = errors.New("upstream idle for longer than the idle limit")
 
@@ -489,33 +615,45 @@ func flusher(w http.ResponseWriter) func() {
 	return func() { _ = rc.Flush() }
 }
 
-func isEventStream(h http.Header) bool {
+func isEventStream(h http.Header) bool { return mediaType(h) == "text/event-stream" }
+
+// isJSON accepts application/json and the +json types some upstreams answer with.
+func isJSON(h http.Header) bool {
+	mt := mediaType(h)
+	return mt == "application/json" || strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")
+}
+
+func mediaType(h http.Header) string {
 	ct := h.Get("Content-Type")
 	if ct == "" {
-		return false
+		return ""
 	}
 	mt, _, err := mime.ParseMediaType(ct)
-	return err == nil && mt == "text/event-stream"
+	if err != nil {
+		return ""
+	}
+	return mt
 }
 
 var errTooLarge = errors.New("upstream body exceeds the gateway's limit")
 
 // ReadAll reads a body into one buffer sized from Content-Length when the sender gave it.
+// A body longer than limit is an error: at most limit+1 bytes are read.
 func ReadAll(r io.Reader, contentLength int64, limit int) ([]byte, error) {
 	size := 16 << 10
 	if contentLength > 0 && contentLength <= int64(limit) {
 		size = int(contentLength) + 1 // +1 lets the final Read see EOF without growing
 	}
-	b := make([]byte, 0, size)
+	b := make([]byte, 0, min(size, limit+1))
 	for {
 		if len(b) == cap(b) {
-			if len(b) >= limit {
-				return b, errTooLarge
-			}
 			b = append(b, 0)[:len(b)]
 		}
-		n, err := r.Read(b[len(b):cap(b)])
+		n, err := r.Read(b[len(b):min(cap(b), limit+1)])
 		b = b[:len(b)+n]
+		if len(b) > limit {
+			return b[:limit], errTooLarge
+		}
 		if err == io.EOF {
 			return b, nil
 		}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/switchyard-gw/switchyard/protocols"
 	"github.com/switchyard-gw/switchyard/routing"
 )
 
@@ -43,9 +44,13 @@ type Upstream struct {
 	// secrets are masked in anything passed back to a client.
 	secrets []string
 
-	// Health is the candidate's live health, shared across configuration reloads by
-	// whoever builds the upstream; NewUpstream gives it a fresh one.
+	// Health is the candidate's live health for generation, shared across configuration
+	// reloads by whoever builds the upstream; NewUpstream gives it a fresh one.
 	Health *routing.Health
+	// SubHealth is its health for sub-operations (token counts, compaction), kept apart:
+	// an upstream that serves generation well but one sub-operation badly is still a
+	// good candidate for generation.
+	SubHealth *routing.Health
 	// Identity names the candidate stably across reloads (affinity, health).
 	Identity string
 }
@@ -95,6 +100,7 @@ func NewUpstream(modelID string, c *routing.Candidate, opts Options) *Upstream {
 		Candidate: c,
 		ModelID:   modelID,
 		Health:    routing.NewHealth(routing.DefaultHealthPolicy),
+		SubHealth: routing.NewHealth(routing.DefaultHealthPolicy),
 		Identity:  c.Identity(modelID),
 		transport: t,
 		scheme:    c.BaseURL.Scheme,
@@ -102,6 +108,14 @@ func NewUpstream(modelID string, c *routing.Candidate, opts Options) *Upstream {
 		basePath:  strings.TrimSuffix(c.BaseURL.Path, "/"),
 		secrets:   secrets,
 	}
+}
+
+// HealthFor is the health that the operation reads and moves.
+func (u *Upstream) HealthFor(op protocols.Operation) *routing.Health {
+	if op.SubOperation() {
+		return u.SubHealth
+	}
+	return u.Health
 }
 
 // Close releases the upstream's idle connections.

@@ -23,7 +23,14 @@ const (
 	ReasonRateLimit  Reason = "rate_limit"   // 429 in particular
 	ReasonInBand     Reason = "inband_error" // a stream whose first event is an error
 	ReasonBrokenBody Reason = "broken_body"  // the body ended or failed before it was complete
-	ReasonClientGone Reason = "client_gone"  // the client left during the attempt: not the candidate\'s fault
+	ReasonClientGone Reason = "client_gone"  // the client left during the attempt: not the candidate's fault
+	// ReasonBadResponse is an answer that is not what was asked for: a 1xx or 3xx, a 2xx
+	// that is neither JSON nor the stream asked for, JSON that does not parse, or a body
+	// or event over the gateway's limits. Its bytes never reach the client.
+	ReasonBadResponse Reason = "bad_response"
+	// ReasonNotOffered is a sub-operation the candidate does not serve (404 or 405): the
+	// request moves on, and the candidate's health does not move.
+	ReasonNotOffered Reason = "not_offered"
 )
 
 // FailoverStatus reports whether an upstream status is the candidate's fault, so that the
