@@ -13,7 +13,7 @@ CONFIG ?= Caddyfile.example
 FIND_GO := find . \( -name .git -o -path ./bin -o -name node_modules \) -prune -o
 BUILD_INPUTS := $(shell $(FIND_GO) \( -name '*.go' -o -name go.mod -o -name go.sum \) -type f -print) xcaddy.json
 
-.PHONY: build run test bench fmt-check clean
+.PHONY: build run test fuzz bench fmt-check clean
 
 build: $(BIN)
 
@@ -44,6 +44,18 @@ test:
 	fi; \
 	echo "$(GO) vet ./..."; $(GO) vet ./...; \
 	echo "$(GO) test -race -count=1 -timeout 20m ./..."; $(GO) test -race -count=1 -timeout 20m ./...
+
+# The fuzz targets (README "Fuzzing"): each runs for FUZZTIME; CI uses the default.
+# make fuzz FUZZTIME=10m runs them longer. New crashers land in testdata/fuzz/ of their
+# package and are then replayed by every plain go test.
+FUZZTIME ?= 15s
+FUZZ_TARGETS := FuzzParseRequest FuzzEventStream FuzzJSONSplice FuzzScrubber FuzzUpstreamHeaders
+
+fuzz:
+	@for target in $(FUZZ_TARGETS); do \
+		echo "go test -run '^$$' -fuzz '^$$target\$$' -fuzztime $(FUZZTIME) ./protocols/"; \
+		$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) ./protocols/ || exit 1; \
+	done
 
 # The load benchmark (bench/, README "Load benchmark"): Switchyard against a stock Caddy
 # reverse_proxy of the same Caddy version and the upstream itself, all on 127.0.0.1.
