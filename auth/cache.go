@@ -97,8 +97,8 @@ func OpenCache(ctx context.Context, store KeyStore, opts CacheOptions) *Cache {
 		c.mu.Lock()
 		c.byHash, c.hashOf = byHash, hashOf
 		c.mu.Unlock()
-		c.opts.Log("key store unreachable: serving the "+strconv.Itoa(len(byHash))+" keys of the snapshot written "+
-			f.WrittenAt.Format(time.RFC3339)+" until it answers", nil)
+		c.opts.Log("key store unreachable: serving the key snapshot written "+f.WrittenAt.Format(time.RFC3339)+
+			" ("+strconv.Itoa(len(byHash))+" stored keys) until it answers", nil)
 	}
 	return c
 }
