@@ -41,6 +41,8 @@ func TestExampleCaddyfileValidates(t *testing.T) {
 	t.Setenv("XDG_DATA_HOME", t.TempDir()) // the default SQLite store goes in Caddy's data dir
 	src, err := os.ReadFile("../Caddyfile.example")
 	require.NoError(t, err)
+	// Caddy warns at every start when its input is not as `caddy fmt` would write it.
+	assert.Equal(t, string(caddyfile.Format(src)), string(src), "Caddyfile.example is not formatted (caddy fmt)")
 	cfg, err := adapt(t, string(src))
 	require.NoError(t, err)
 

@@ -1,10 +1,16 @@
 package integration
 
 import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -13,38 +19,54 @@ import (
 	"github.com/tidwall/gjson"
 )
 
+// exampleLogSnippet is the `(keyless_log)` snippet of Caddyfile.example, the log
+// configuration the README gives, with its output sent to the file at path.
+func exampleLogSnippet(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile("../Caddyfile.example")
+	require.NoError(t, err)
+	src := string(b)
+	start := strings.Index(src, "(keyless_log) {\n")
+	require.GreaterOrEqual(t, start, 0, "Caddyfile.example has no (keyless_log) snippet")
+	end := strings.Index(src[start:], "\n}\n")
+	require.Greater(t, end, 0)
+	snippet := src[start : start+end+3]
+	require.Contains(t, snippet, "output stderr")
+	return strings.Replace(snippet, "output stderr", "output file "+path, 1)
+}
+
 // The access log names the service model, the serving candidate, the attempts and the
-// failover reasons, and nothing that identifies an upstream or a key. Caddy's access log
-// redacts Authorization by itself; x-api-key it does not know, so the log configuration
-// the README and Caddyfile.example give deletes it, and this test uses that configuration.
+// failover reasons, and nothing that identifies an upstream or a key. The log
+// configuration is the one Caddyfile.example gives.
 func TestAccessLogFields(t *testing.T) {
 	up := newUpstream(t)
 	port := freePort(t)
 	logPath := filepath.Join(t.TempDir(), "access.log")
 	g := &gateway{base: "http://127.0.0.1:" + strconv.Itoa(port), up: up}
-	startCaddy(t, "{\n\tadmin off\n\tdefault_bind 127.0.0.1\n\tswitchyard {\n"+
+	startCaddy(t, exampleLogSnippet(t, logPath)+"{\n\tadmin off\n\tdefault_bind 127.0.0.1\n\tswitchyard {\n"+
 		"\t\tkey test "+testKey+"\n"+storeOption(t, "")+standardModels(up)+"\t}\n}\n"+
-		"http://127.0.0.1:"+strconv.Itoa(port)+" {\n\tlog {\n\t\toutput file "+logPath+"\n\t\tformat filter {\n\t\t\twrap json\n\t\t\trequest>headers>X-Api-Key delete\n\t\t}\n\t}\n"+
+		"http://127.0.0.1:"+strconv.Itoa(port)+" {\n\tlog {\n\t\timport keyless_log\n\t}\n"+
 		"\tswitchyard_auth\n\tswitchyard_model\n\tswitchyard_proxy\n\thandle_errors {\n\t\tswitchyard_errors\n\t}\n}\n")
 	g.waitReady(t)
 
+	entryFor := func(id string) gjson.Result {
+		var entry gjson.Result
+		require.Eventually(t, func() bool {
+			b, _ := os.ReadFile(logPath)
+			for _, line := range strings.Split(string(b), "\n") {
+				if e := gjson.Parse(line); e.Get("switchyard_request_id").Str == id {
+					entry = e
+					return true
+				}
+			}
+			return false
+		}, 5*time.Second, 20*time.Millisecond, "no access log entry for request %s", id)
+		return entry
+	}
+
 	r := g.call(t, "POST", "/v1/chat/completions", `{"model":"failover-a","messages":[{"role":"user","content":"hi"}]}`)
 	require.Equal(t, 200, r.Status)
-	id := r.Header.Get("X-Switchyard-Request-Id")
-
-	var entry gjson.Result
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		b, _ := os.ReadFile(logPath)
-		for _, line := range strings.Split(string(b), "\n") {
-			if e := gjson.Parse(line); e.Get("switchyard_request_id").Str == id {
-				entry = e
-			}
-		}
-		if entry.Exists() {
-			break
-		}
-	}
-	require.True(t, entry.Exists(), "no access log entry for the request")
+	entry := entryFor(r.Header.Get("X-Switchyard-Request-Id"))
 	assert.Equal(t, "failover-a", entry.Get("switchyard_model").Str)
 	assert.Equal(t, "good", entry.Get("switchyard_candidate").Str)
 	assert.Equal(t, int64(5), entry.Get("switchyard_attempts").Int())
@@ -54,10 +76,157 @@ func TestAccessLogFields(t *testing.T) {
 	// A Family B client sends its key in x-api-key, a header Caddy's log does not redact.
 	r = g.call(t, "POST", "/v1/messages", messagesBody, "anthropic-version", v1, "x-api-key", testKey)
 	require.Equal(t, 200, r.Status)
-	time.Sleep(200 * time.Millisecond)
+	entry = entryFor(r.Header.Get("X-Switchyard-Request-Id"))
+	assert.False(t, entry.Get("request.headers.X-Api-Key").Exists(), "x-api-key is deleted from the entry")
+	assert.Equal(t, "application/json", entry.Get("request.headers.Content-Type.0").Str, "other headers stay")
 	b, err := os.ReadFile(logPath)
 	require.NoError(t, err)
 	for _, secret := range []string{upstreamPrefix, upstreamCred, up.hostport(), testKey} {
 		assert.NotContains(t, string(b), secret, "the access log must not name %q", secret)
 	}
+}
+
+// Caddyfile.example as it is (only its ports changed), run by the built binary: no key
+// reaches any line the process writes, whatever header or query parameter it came in,
+// for the gateway's site, for a host name the example serves no site for (answered 404,
+// not an empty 200), and for the admin endpoint.
+func TestExampleConfigKeepsKeysOutOfEveryLogLine(t *testing.T) {
+	caddy := buildCaddyCLI(t)
+	dir := t.TempDir()
+	gwPort, simPort, adminPort := freePort(t), freePort(t), freePort(t)
+	src, err := os.ReadFile("../Caddyfile.example")
+	require.NoError(t, err)
+	cfg := strings.NewReplacer(
+		":8080", ":"+strconv.Itoa(gwPort), ":8081", ":"+strconv.Itoa(simPort), ":2019", ":"+strconv.Itoa(adminPort),
+	).Replace(string(src))
+	require.NotContains(t, cfg, ":8080")
+	cfgPath := filepath.Join(dir, "Caddyfile")
+	require.NoError(t, os.WriteFile(cfgPath, []byte(cfg), 0o600))
+
+	var out lockedBuffer
+	cmd := caddy("run", "--config", cfgPath, "--adapter", "caddyfile")
+	cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_DATA_HOME="+filepath.Join(dir, "data"), "XDG_CONFIG_HOME="+filepath.Join(dir, "config"))
+	cmd.Stdout, cmd.Stderr = &out, &out
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+
+	gw := "http://127.0.0.1:" + strconv.Itoa(gwPort)
+	admin := "http://127.0.0.1:" + strconv.Itoa(adminPort)
+	const demoKey = "sk-sy-demo-0000000000000000" // the example's static key: valid
+	// Keys that must not appear anywhere: one per header and per query parameter.
+	secrets := map[string]string{}
+	for i, where := range []string{"Authorization", "X-Api-Key", "Api-Key", "X-Goog-Api-Key",
+		"?api_key", "?api-key", "?apikey", "?key", "?access_token", "?token"} {
+		secrets[where] = "sk-sy-logprobe-" + strconv.Itoa(i) + "-7f3a9c0d1e2b"
+	}
+	query := "?api_key=" + secrets["?api_key"] + "&api-key=" + secrets["?api-key"] + "&apikey=" + secrets["?apikey"] +
+		"&key=" + secrets["?key"] + "&access_token=" + secrets["?access_token"] + "&token=" + secrets["?token"] + "&page=2"
+
+	send := func(base, host, method, path, body string, headers map[string]string) int {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		var rd io.Reader
+		if body != "" {
+			rd = strings.NewReader(body)
+		}
+		req, err := http.NewRequestWithContext(ctx, method, base+path, rd)
+		require.NoError(t, err)
+		if host != "" {
+			req.Host = host
+		}
+		for k, v := range headers {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return resp.StatusCode
+	}
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(gw + "/v1/models")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil
+	}, 60*time.Second, 100*time.Millisecond, "the gateway did not start:\n%s", &out)
+
+	every := map[string]string{
+		"Authorization":  "Bearer " + secrets["Authorization"],
+		"X-Api-Key":      secrets["X-Api-Key"],
+		"Api-Key":        secrets["Api-Key"],
+		"X-Goog-Api-Key": secrets["X-Goog-Api-Key"],
+	}
+	// A host name the example serves no site for.
+	assert.Equal(t, 404, send(gw, "unknown.example", "GET", "/v1/models"+query, "", every))
+	assert.Equal(t, 404, send(gw, "localhost", "POST", "/v1/messages", messagesBody, every))
+	// The gateway's own site, with keys it refuses and with the example's valid key.
+	assert.NotEqual(t, 200, send(gw, "", "GET", "/v1/models"+query, "", every))
+	assert.Equal(t, 200, send(gw, "", "POST", "/v1/messages",
+		`{"model":"sim-claude","max_tokens":64,"messages":[{"role":"user","content":"Hello"}]}`,
+		map[string]string{"X-Api-Key": demoKey, "Anthropic-Version": "2023-06-01", "Content-Type": "application/json"}))
+	assert.Equal(t, 200, send(gw, "", "GET", "/v1/models", "", map[string]string{"Authorization": "Bearer " + demoKey}))
+	// The admin endpoint logs every request it receives, with its headers and URI.
+	send(admin, "", "GET", "/switchyard/keys"+query, "", every)
+
+	// Every request above is in the log, so the check below is not vacuous.
+	var unknown gjson.Result
+	require.Eventually(t, func() bool {
+		var site, adminSeen bool
+		for _, line := range strings.Split(out.String(), "\n") {
+			e := gjson.Parse(line)
+			switch {
+			case e.Get("request.host").Str == "unknown.example":
+				unknown = e
+			case e.Get("switchyard_model").Str == "sim-claude" && e.Get("status").Int() == 200:
+				site = true
+			case e.Get("logger").Str == "admin.api" && strings.HasPrefix(e.Get("uri").Str, "/switchyard/keys"):
+				adminSeen = true
+			}
+		}
+		return unknown.Exists() && site && adminSeen
+	}, 10*time.Second, 50*time.Millisecond, "the log lacks an expected entry:\n%s", &out)
+	assert.Equal(t, int64(404), unknown.Get("status").Int(), "the unknown host's entry: %s", unknown.Raw)
+	assert.Contains(t, unknown.Get("request.uri").Str, "page=2", "other query parameters are kept")
+
+	secrets["the example's key"] = demoKey
+	secrets["the upstream credential"] = "sim-upstream-secret"
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	for _, line := range lines {
+		for where, secret := range secrets {
+			if strings.Contains(line, secret) {
+				t.Errorf("the key sent in %s is in a %q log line: %s", where, gjson.Get(line, "logger").Str, line)
+			}
+		}
+	}
+	t.Logf("%d log lines checked for %d keys", len(lines), len(secrets))
+}
+
+// lockedBuffer collects a process's output while the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
