@@ -166,7 +166,7 @@ func TestBrokenUpstreamAnswersAreTheCandidatesFailure(t *testing.T) {
 func TestOversizedEventEndsTheStream(t *testing.T) {
 	g, _, _ := brokenGateway(t)
 	g.bounded(t, "POST", "/v1/chat/completions", shapes[0].body("plain", false))
-	rssBefore := procStatusKB(t, "VmRSS")
+	rssBefore, heapBefore := settledRSS(t), settledHeapKB()
 	for _, sh := range shapes {
 		t.Run(sh.name, func(t *testing.T) {
 			r := g.bounded(t, "POST", sh.path, sh.body("huge-event", true), "anthropic-version", v1)
@@ -179,9 +179,11 @@ func TestOversizedEventEndsTheStream(t *testing.T) {
 			g.assertNoAccountLeak(t, r)
 		})
 	}
-	rssAfter := procStatusKB(t, "VmRSS")
-	t.Logf("three streams with a %d MiB event: RSS %d MB -> %d MB", simulator.HugeEventSize>>20, rssBefore/1024, rssAfter/1024)
-	assert.Less(t, (rssAfter-rssBefore)/1024, int64(64), "RSS grows by less than 64 MB")
+	rssAfter, heapAfter := settledRSS(t), settledHeapKB()
+	t.Logf("three streams with a %d MiB event: RSS %d MB -> %d MB, Go heap %d MB -> %d MB (race detector: %v)",
+		simulator.HugeEventSize>>20, rssBefore/1024, rssAfter/1024, heapBefore/1024, heapAfter/1024, raceDetector)
+	assert.Less(t, (rssAfter-rssBefore)/1024, rssBoundMB(), "RSS back near its start")
+	assert.Less(t, (heapAfter-heapBefore)/1024, int64(64), "the Go heap back near its start")
 }
 
 // assertNativeStreamError checks that ev is the error event of the shape's stream.

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -178,6 +180,44 @@ func procStatusKB(t testing.TB, field string) int64 {
 	return 0
 }
 
+// settledRSS is VmRSS in kB after a garbage collection that returns free memory to the
+// system, so that what remains is what the process holds.
+func settledRSS(t testing.TB) int64 {
+	runtime.GC()
+	debug.FreeOSMemory()
+	return procStatusKB(t, "VmRSS")
+}
+
+// raceDetector reports whether this test binary was built with -race.
+var raceDetector = func() bool {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "-race" {
+				return s.Value == "true"
+			}
+		}
+	}
+	return false
+}()
+
+// rssBoundMB is how far the RSS may grow for work that must leave nothing behind: 64 MB,
+// or 256 MB under the race detector, whose shadow memory counts in the RSS and is not
+// returned to the system when the heap shrinks (the Go heap is checked to 64 MB as well).
+func rssBoundMB() int64 {
+	if raceDetector {
+		return 256
+	}
+	return 64
+}
+
+// settledHeapKB is the Go heap and stacks in use after a collection, in kB.
+func settledHeapKB() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapInuse+m.StackInuse) / 1024
+}
+
 // resetPeakRSS restarts VmHWM (the peak resident size) from the current RSS, so that the
 // peak of one step can be read. It reports whether the kernel allowed it.
 func resetPeakRSS() bool {
@@ -209,9 +249,13 @@ func newRecorder(t testing.TB) *recorder {
 		defer func() {
 			id := w.Header().Get("x-request-id") + w.Header().Get("request-id")
 			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			if len(rec.order) >= 64 { // only recent answers are compared
+				delete(rec.answers, rec.order[0])
+				rec.order = rec.order[1:]
+			}
 			rec.answers[id] = tw.buf.Bytes()
 			rec.order = append(rec.order, id)
-			rec.mu.Unlock()
 		}()
 		sim.ServeHTTP(tw, r)
 	}))
@@ -233,8 +277,14 @@ type teeWriter struct {
 	buf bytes.Buffer
 }
 
+// maxRecorded bounds what the recorder keeps of one answer, so oversized answers do not
+// weigh on the memory figures of the tests.
+const maxRecorded = 1 << 20
+
 func (w *teeWriter) Write(p []byte) (int, error) {
-	w.buf.Write(p)
+	if w.buf.Len()+len(p) <= maxRecorded {
+		w.buf.Write(p)
+	}
 	return w.ResponseWriter.Write(p)
 }
 

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
@@ -110,9 +109,7 @@ func TestSoak(t *testing.T) {
 	run(warm, workers)
 	stopWarm()
 	transport.CloseIdleConnections()
-	runtime.GC()
-	debug.FreeOSMemory()
-	goroutinesBefore, rssBefore := runtime.NumGoroutine(), procStatusKB(t, "VmRSS")
+	goroutinesBefore, rssBefore, heapBefore := runtime.NumGoroutine(), settledRSS(t), settledHeapKB()
 
 	ctx, stop := context.WithTimeout(context.Background(), duration)
 	defer stop()
@@ -128,9 +125,7 @@ func TestSoak(t *testing.T) {
 		return goroutinesAfter <= goroutinesBefore+25
 	}, 15*time.Second, 100*time.Millisecond, "goroutines: %d before the soak", goroutinesBefore)
 
-	runtime.GC()
-	debug.FreeOSMemory()
-	rssAfter := procStatusKB(t, "VmRSS")
+	rssAfter, heapAfter := settledRSS(t), settledHeapKB()
 
 	// Every 200 in the ledger exactly once (the ledger writes in batches: wait for it).
 	stats.mu.Lock()
@@ -160,10 +155,11 @@ func TestSoak(t *testing.T) {
 	}
 	t.Logf("soak of %v: %d requests (%.0f/s), %d answered 200; by kind and status: %v",
 		elapsed.Round(time.Millisecond), total, float64(total)/elapsed.Seconds(), len(stats.answered), stats.statuses)
-	t.Logf("goroutines %d -> %d; RSS %d MB -> %d MB; ledger rows for the answered requests: %d missing, %d not exactly once",
-		goroutinesBefore, goroutinesAfter, rssBefore/1024, rssAfter/1024, missing, twice)
+	t.Logf("goroutines %d -> %d; RSS %d MB -> %d MB; Go heap %d MB -> %d MB (race detector: %v); ledger rows for the answered requests: %d missing, %d not exactly once",
+		goroutinesBefore, goroutinesAfter, rssBefore/1024, rssAfter/1024, heapBefore/1024, heapAfter/1024, raceDetector, missing, twice)
 	assert.Zero(t, twice, "every answered request is in the ledger exactly once")
-	assert.Less(t, (rssAfter-rssBefore)/1024, int64(64), "RSS back near its start")
+	assert.Less(t, (rssAfter-rssBefore)/1024, rssBoundMB(), "RSS back near its start")
+	assert.Less(t, (heapAfter-heapBefore)/1024, int64(64), "the Go heap back near its start")
 	assert.Empty(t, stats.problems, "unexpected outcomes")
 	for kind, n := range stats.statuses {
 		if strings.HasPrefix(kind, "good") && !strings.HasSuffix(kind, " 200") {
