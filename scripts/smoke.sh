@@ -141,6 +141,49 @@ check "the new key calls the gateway" 200 '"model":"sim-claude"' \
 	"$base_url/v1/messages" -H "x-api-key: $created_key" -H 'anthropic-version: 2023-06-01' "${json[@]}" \
 	-d '{"model":"sim-claude","max_tokens":64,"messages":[{"role":"user","content":"Hello"}]}'
 
+# Requests that carry keys the log must not show: for a host the example serves no site
+# for (its catch-all site answers 404), and with keys in the query string.
+probe_header=sk-sy-smokeprobe-header-5b1e9d0c
+probe_query=sk-sy-smokeprobe-query-8c4f2a7e
+check "a host the example serves no site for is 404" 404 'No site' \
+	-H 'Host: unknown.example' -H "x-api-key: $probe_header" -H "Authorization: Bearer $probe_header" \
+	"$base_url/v1/models?api_key=$probe_query&key=$probe_query"
+check "a key in the query string is refused" 400 '.' \
+	-H "Authorization: Bearer $key" "$base_url/v1/models?api_key=$probe_query"
+
+# Every line the server wrote: the requests above are there, and no key is.
+log_check() {
+	local name=$1 ok=$2
+	if [ "$ok" = yes ]; then
+		passed=$((passed + 1))
+		say "PASS $name"
+	else
+		failed=$((failed + 1))
+		say "FAIL $name"
+	fi
+}
+seen=no
+for _ in $(seq 50); do
+	if grep -q '"host":"unknown.example"' "$work/server.log" && grep -q '"switchyard_model":"sim-claude"' "$work/server.log"; then
+		seen=yes
+		break
+	fi
+	sleep 0.1
+done
+log_check "the access log has the unknown host's request and the gateway's" "$seen"
+leaked=
+for secret in "$key" "$created_key" "$probe_header" "$probe_query" sim-upstream-secret; do
+	[ -n "$secret" ] || continue
+	if grep -qF -- "$secret" "$work/server.log"; then
+		leaked="$leaked ${secret:0:10}…"
+	fi
+done
+if [ -z "$leaked" ]; then
+	log_check "no key in any of the server's $(wc -l <"$work/server.log") log lines" yes
+else
+	log_check "no key in the server's log lines (found:$leaked)" no
+fi
+
 ((failed == 0)) || show_log
 say "$passed passed, $failed failed"
 ((failed == 0))
