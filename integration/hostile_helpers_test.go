@@ -231,6 +231,7 @@ type recorder struct {
 	mu      sync.Mutex
 	answers map[string][]byte // by the simulator's request id
 	order   []string
+	total   int // answers finished
 }
 
 func newRecorder(t testing.TB) *recorder {
@@ -256,6 +257,7 @@ func newRecorder(t testing.TB) *recorder {
 			}
 			rec.answers[id] = tw.buf.Bytes()
 			rec.order = append(rec.order, id)
+			rec.total++
 		}()
 		sim.ServeHTTP(tw, r)
 	}))
@@ -263,12 +265,18 @@ func newRecorder(t testing.TB) *recorder {
 	return rec
 }
 
-// lastAnswer is the body of the upstream's most recent answer.
+// lastAnswer is the body of the upstream's most recent answer, once every request it
+// received has been answered (a client can have the whole answer before the upstream's
+// handler has returned).
 func (rec *recorder) lastAnswer(t *testing.T) []byte {
 	t.Helper()
+	require.Eventually(t, func() bool {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		return rec.total > 0 && rec.total == rec.count()
+	}, 5*time.Second, 5*time.Millisecond, "the upstream did not finish its answers")
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	require.NotEmpty(t, rec.order, "the upstream answered nothing")
 	return rec.answers[rec.order[len(rec.order)-1]]
 }
 
