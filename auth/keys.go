@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/base32"
 	"errors"
-	"strings"
 	"time"
 )
 
@@ -113,14 +112,8 @@ type KeyStore interface {
 	Close() error
 }
 
-// ValidateName checks a key's name: something a person can read in a list.
+// ValidateName checks a key's name: the rule is CheckKeyName's (keyname.go).
 func ValidateName(name string) error {
-	name = strings.TrimSpace(name)
-	switch {
-	case name == "":
-		return errors.New("name: required")
-	case len(name) > 100:
-		return errors.New("name: at most 100 characters")
-	}
-	return nil
+	_, err := CheckKeyName(name)
+	return err
 }

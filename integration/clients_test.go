@@ -39,7 +39,7 @@ import (
 const clientRunTimeout = 90 * time.Second
 
 // installHint is what a developer has to run when the client packages are missing.
-const installHint = "run `npm ci --prefix integration` (or `make test`, which does it when node is present)"
+const installHint = "run `npm ci --prefix integration` (or `make test`, which installs Node 22 if needed)"
 
 // clientPackages are the npm packages these tests run, pinned in integration/package.json.
 var clientPackages = []string{"openai", "@anthropic-ai/sdk", "@openai/codex", "@anthropic-ai/claude-code"}
@@ -62,7 +62,7 @@ func needClients(t *testing.T) *clientKit {
 	}
 	if err != nil {
 		t.Skip("skipping the real-client tests: Node.js (`node`) is not on PATH. " +
-			"Install Node 20 or newer and npm, then " + installHint + ".")
+			"Install Node 22 or newer and npm (PATH=\"$(scripts/node.sh):$PATH\" installs one), then " + installHint + ".")
 	}
 	if _, err := exec.LookPath("npm"); err != nil {
 		t.Logf("npm is not on PATH; using the packages already in node_modules")

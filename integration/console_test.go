@@ -210,7 +210,7 @@ func needBrowser(t *testing.T) (node string) {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("%s, but CI (.ci/run) installs it: the console's browser test must run in CI", what)
 		}
-		t.Skipf("skipping the console's browser test: %s. Install Node 20 or newer, and Chromium (apt-get install chromium).", what)
+		t.Skipf("skipping the console's browser test: %s. Install Node 22 or newer, and Chromium (apt-get install chromium).", what)
 	}
 	node, err := exec.LookPath("node")
 	if err != nil {

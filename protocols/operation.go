@@ -178,9 +178,9 @@ func Classify(method, escapedPath string, websocketUpgrade bool) (op Operation, 
 	case "/v1/models":
 		return Operation{Family: FamilyA, Kind: KindModels}, true, method == "GET" || method == "HEAD"
 	}
-	if rest, found := strings.CutPrefix(p, "/v1/responses/"); found && rest != "" {
-		// Every other path under /v1/responses/ is id-based and needs server-side state;
-		// it is answered 501 and never forwarded.
+	if rest, found := strings.CutPrefix(p, "/v1/responses/"); found && idSegments(rest) {
+		// Every other path under /v1/responses/ is id-based (retrieve, cancel,
+		// input_items) and needs server-side state; it is answered 501, never forwarded.
 		return Operation{Family: FamilyA, Kind: KindStatefulResponses}, true, true
 	}
 	if rest, found := strings.CutPrefix(p, "/v1/models/"); found && rest != "" && !strings.HasSuffix(rest, "/") {
@@ -193,4 +193,15 @@ func Classify(method, escapedPath string, websocketUpgrade bool) (op Operation, 
 		return Operation{Family: FamilyA, Kind: KindModels, ModelID: id}, true, method == "GET" || method == "HEAD"
 	}
 	return Operation{}, false, false
+}
+
+// idSegments reports a path made of plain segments (ids and operation names): no empty
+// segment (so no trailing or doubled slash), no dot segment, no escape.
+func idSegments(rest string) bool {
+	for seg := range strings.SplitSeq(rest, "/") {
+		if seg == "" || seg == "." || seg == ".." || strings.ContainsAny(seg, "%") {
+			return false
+		}
+	}
+	return rest != ""
 }

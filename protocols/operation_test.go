@@ -57,7 +57,10 @@ func TestClassify(t *testing.T) {
 		{"delete", "DELETE", "/v1/responses/resp_68a1f0c2e7b88190a3", false, want{true, true, a, protocols.KindStatefulResponses, ""}},
 		{"cancel", "POST", "/v1/responses/resp_68a1f0c2e7b88190a3/cancel", false, want{true, true, a, protocols.KindStatefulResponses, ""}},
 		{"input_items", "GET", "/v1/responses/resp_68a1f0c2e7b88190a3/input_items", false, want{true, true, a, protocols.KindStatefulResponses, ""}},
-		{"retrieve trailing slash", "GET", "/v1/responses/resp_1/", false, want{true, true, a, protocols.KindStatefulResponses, ""}},
+		{"retrieve trailing slash", "GET", "/v1/responses/resp_1/", false, want{}},
+		{"compact trailing slash", "POST", "/v1/responses/compact/", false, want{}},
+		{"input_tokens with a dot segment", "POST", "/v1/responses/./input_tokens", false, want{}},
+		{"responses with an encoded slash", "POST", "/v1/responses/compact%2F", false, want{}},
 
 		// WebSocket upgrade on GET /v1/responses is recognised so it can be refused.
 		{"websocket upgrade", "GET", "/v1/responses", true, want{true, true, a, protocols.KindResponsesWebSocket, ""}},
