@@ -65,9 +65,9 @@ func scanObject(b []byte) ([]member, *scanFault) {
 		return nil, &scanFault{kind: faultNotObject, offset: i}
 	}
 	var (
-		members []member
-		open    = make([]byte, 0, 16) // '{' or '[' for every level not yet closed
-		valueAt = -1                  // start of the top-level member's value being read
+		members = make([]member, 0, 16) // most request bodies have fewer top-level keys
+		open    = make([]byte, 0, 16)   // '{' or '[' for every level not yet closed
+		valueAt = -1                    // start of the top-level member's value being read
 		key     string
 	)
 	for {
