@@ -409,3 +409,89 @@ func TestAClientThatLeavesEarlyIsBilledFromTheUpstreamsUsage(t *testing.T) {
 		})
 	}
 }
+
+// The usage record exists before the bytes that end an answer, on every way one ends.
+func TestTheRecordPrecedesTheLastBytesOnEveryEnding(t *testing.T) {
+	messages := "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"" + hiddenModel + "\",\"usage\":{\"input_tokens\":5}}}\n\n" +
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}\n\n" +
+		"event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":1}}\n\n" +
+		"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+	responses := "event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"model\":\"" + hiddenModel + "\"}}\n\n" +
+		"event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"sequence_number\":1,\"delta\":\"Hi\"}\n\n" +
+		"event: response.completed\ndata: {\"type\":\"response.completed\",\"sequence_number\":2,\"response\":{\"model\":\"" + hiddenModel + "\",\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n"
+	cases := []struct {
+		name     string
+		kind     protocols.Kind
+		body     string
+		handler  http.HandlerFunc
+		lastSeen string // must not be in what the client had when the record was made
+	}{
+		{"messages, message_stop", protocols.KindMessages, `{"model":"svc","stream":true,"max_tokens":9,"messages":[]}`, sseHandler(messages, true), "message_stop"},
+		{"responses, response.completed", protocols.KindResponses, `{"model":"svc","stream":true,"input":"x"}`, sseHandler(responses, false), "response.completed"},
+		{"chat cut after the first event", protocols.KindChat, streamedChat, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = w.Write([]byte(strings.SplitAfter(chatStream("m"), "\n\n")[0]))
+			w.(http.Flusher).Flush()
+			if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+				_ = conn.Close()
+			}
+		}, "interrupted"},
+		{"chat stalled past the idle limit", protocols.KindChat, streamedChat, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = w.Write([]byte(strings.SplitAfter(chatStream("m"), "\n\n")[0]))
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+		}, "stalled"},
+		{"a JSON answer", protocols.KindChat, `{"model":"svc","messages":[]}`, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"id":"x","model":"m","choices":[]}`))
+		}, `"id"`},
+		{"an error body", protocols.KindChat, `{"model":"svc","messages":[]}`, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnprocessableEntity)
+			_, _ = w.Write([]byte(`{"error":{"message":"bad"}}`))
+		}, "bad"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			up := testUpstream(t, "a", tc.handler, routing.Timeouts{Idle: 200 * time.Millisecond})
+			r := serveRecorded(t, chatRequest(t, tc.kind, tc.body), up)
+			require.Nil(t, r.err)
+			assert.Equal(t, 1, r.finalized, "exactly one record per answer")
+			assert.Contains(t, r.rec.Body.String(), tc.lastSeen, "the client got the end")
+			assert.NotContains(t, r.atFinalize, tc.lastSeen, "the record was made before the end was written")
+		})
+	}
+}
+
+func TestFirstByteLimitFailsOverASilentStream(t *testing.T) {
+	silent := testUpstream(t, "silent", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.(http.Flusher).Flush() // headers, then nothing
+		<-r.Context().Done()
+	}, routing.Timeouts{FirstByte: 150 * time.Millisecond})
+	r := serveRecorded(t, chatRequest(t, protocols.KindChat, streamedChat), silent,
+		testUpstream(t, "good", sseHandler(chatStream(hiddenModel), false), routing.Timeouts{}))
+	require.Nil(t, r.err)
+	assert.Equal(t, "good", r.out.Served.Candidate.Name)
+	assert.Equal(t, routing.ReasonTimeout, r.out.Attempts[0].Reason)
+	assert.NotContains(t, r.rec.Body.String(), hiddenModel)
+}
+
+func TestJSONAnswerOverTheLimitFailsOver(t *testing.T) {
+	huge := testUpstream(t, "huge", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"x":"`))
+		chunk := bytes.Repeat([]byte("a"), 1<<20)
+		for range MaxJSONBody>>20 + 1 {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+		_, _ = w.Write([]byte(`"}`))
+	}, routing.Timeouts{})
+	r := serveRecorded(t, chatRequest(t, protocols.KindChat, `{"model":"svc","messages":[]}`), huge)
+	require.NotNil(t, r.err)
+	assert.Equal(t, routing.ReasonBadResponse, r.out.Attempts[0].Reason)
+	assert.Zero(t, r.rec.Body.Len())
+}
