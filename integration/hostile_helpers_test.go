@@ -224,6 +224,14 @@ func resetPeakRSS() bool {
 	return os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) == nil
 }
 
+// newQuietUpstream is a simulated upstream that keeps nothing of what it receives (the
+// harness's upstream keeps every request, which in a soak is the largest memory there is).
+func newQuietUpstream(t testing.TB) *upstream {
+	u := &upstream{Server: httptest.NewServer(simulator.New(simulator.Config{APIKey: upstreamCred}))}
+	t.Cleanup(u.Close)
+	return u
+}
+
 // recorder is a simulated upstream that keeps every answer's bytes as sent on the wire
 // (after the headers), so a test can compare what the client got with what the upstream sent.
 type recorder struct {

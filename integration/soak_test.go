@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"testing"
@@ -59,7 +61,7 @@ func TestSoak(t *testing.T) {
 		t.Skip("a soak of 20 s or more")
 	}
 	duration := soakDuration(t)
-	up := newUpstream(t)
+	up := newQuietUpstream(t)
 	a, b := "http://"+up.hostport()+"/v1", "http://"+up.hostport()
 	models := "\t\tmodel soak {\n" +
 		candidate("a", "family_a", a, upstreamPrefix+"-s") + candidate("b", "family_b", b, upstreamPrefix+"-s") + "\t\t}\n" +
@@ -119,11 +121,13 @@ func TestSoak(t *testing.T) {
 
 	// Goroutines back within a small margin of the start (idle connections closed).
 	goroutinesAfter := 0
-	assert.Eventually(t, func() bool {
+	if !assert.Eventually(t, func() bool {
 		transport.CloseIdleConnections()
 		goroutinesAfter = runtime.NumGoroutine()
 		return goroutinesAfter <= goroutinesBefore+25
-	}, 15*time.Second, 100*time.Millisecond, "goroutines: %d before the soak", goroutinesBefore)
+	}, 15*time.Second, 100*time.Millisecond, "goroutines: %d before the soak", goroutinesBefore) {
+		logGoroutines(t, 6)
+	}
 
 	rssAfter, heapAfter := settledRSS(t), settledHeapKB()
 
@@ -287,4 +291,15 @@ func soakLedgerCounts(t *testing.T, db *sql.DB) map[string]int {
 		out[id] = n
 	}
 	return out
+}
+
+// logGoroutines logs the n most common goroutine stacks, to show what stayed behind.
+func logGoroutines(t *testing.T, n int) {
+	var buf bytes.Buffer
+	_ = pprof.Lookup("goroutine").WriteTo(&buf, 1)
+	groups := strings.Split(buf.String(), "\n\n")
+	if len(groups) > n+1 {
+		groups = groups[:n+1] // the header line and the n largest groups (sorted by count)
+	}
+	t.Logf("most common goroutines:\n%s", strings.Join(groups, "\n\n"))
 }
