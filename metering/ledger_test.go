@@ -17,29 +17,55 @@ import (
 )
 
 // memorySink is a database that can be taken down; it keeps records by request id, as
-// the real stores do, and the journal positions. It counts every record it stored
-// (delivered) per request id, so a test can tell a record stored twice.
+// the real stores do, and the journal positions. Like the real stores it stores a
+// request id once, but it counts every delivery of a record (delivered, per request id,
+// and sent, in all), including the ones it ignored as already stored: a ledger that
+// sends a record twice is seen, though the database would hide it.
 type memorySink struct {
 	mu        sync.Mutex
 	down      bool // every call fails, as with no connection
+	hang      bool // every call waits for its context to end, as with a server that stopped answering
 	noWrites  bool // writes fail while reads succeed, as with a read-only database
 	failEmpty int  // this many position-only writes fail before one succeeds
-	records   map[string]Record
-	delivered map[string]int
-	positions map[string]int64
-	writes    int
-	calls     int
-	recovered chan struct{} // closed by setDown(false); nil: not a RecoveryNotifier
+	// Writes holding request id failHolding fail, failHoldingN times, before anything
+	// is stored.
+	failHolding  string
+	failHoldingN int
+	hanging      int // calls waiting now in hang mode
+	records      map[string]Record
+	delivered    map[string]int
+	sent         int // records in successful writes, duplicates included
+	positions    map[string]int64
+	writes       int
+	calls        int
+	recovered    chan struct{} // closed by setDown(false); nil: not a RecoveryNotifier
 }
 
 func newMemorySink() *memorySink {
 	return &memorySink{records: map[string]Record{}, delivered: map[string]int{}, positions: map[string]int64{}}
 }
 
-func (s *memorySink) WriteUsage(_ context.Context, journal string, upTo int64, rs []Record) error {
+// waitIfHanging blocks a call in hang mode until its context ends; s.mu is held on
+// entry and on return.
+func (s *memorySink) waitIfHanging(ctx context.Context) error {
+	if !s.hang {
+		return nil
+	}
+	s.hanging++
+	s.mu.Unlock()
+	<-ctx.Done()
+	s.mu.Lock()
+	s.hanging--
+	return ctx.Err()
+}
+
+func (s *memorySink) WriteUsage(ctx context.Context, journal string, upTo int64, rs []Record) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls++
+	if err := s.waitIfHanging(ctx); err != nil {
+		return err
+	}
 	if s.down || s.noWrites {
 		return errors.New("database unavailable")
 	}
@@ -48,6 +74,10 @@ func (s *memorySink) WriteUsage(_ context.Context, journal string, upTo int64, r
 		return errors.New("connection reset")
 	}
 	for _, r := range rs {
+		if r.RequestID == s.failHolding && s.failHoldingN > 0 {
+			s.failHoldingN--
+			return errors.New("connection reset")
+		}
 		if r.Model == "poison" {
 			return fmt.Errorf("row %s: %w", r.RequestID, ErrRecordRefused)
 		}
@@ -55,18 +85,22 @@ func (s *memorySink) WriteUsage(_ context.Context, journal string, upTo int64, r
 	for _, r := range rs {
 		if _, dup := s.records[r.RequestID]; !dup {
 			s.records[r.RequestID] = r
-			s.delivered[r.RequestID]++
 		}
+		s.delivered[r.RequestID]++
+		s.sent++
 	}
 	s.positions[journal] = max(s.positions[journal], upTo)
 	s.writes++
 	return nil
 }
 
-func (s *memorySink) JournalPosition(_ context.Context, journal string) (int64, error) {
+func (s *memorySink) JournalPosition(ctx context.Context, journal string) (int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls++
+	if err := s.waitIfHanging(ctx); err != nil {
+		return 0, err
+	}
 	if s.down {
 		return 0, errors.New("database unavailable")
 	}
