@@ -92,7 +92,7 @@ func (h *Proxy) meter(rt *route, identity *auth.Identity, requestID string, out 
 		CostMicros: cost,
 		LatencyMs:  out.Latency.Milliseconds(),
 		TTFBMs:     out.TimeToFirstByte.Milliseconds(),
-		Attempts:   len(out.Attempts) + 1, // the serving attempt is recorded after Finalize
+		Attempts:   len(out.Attempts),
 		Time:       time.Now().UTC(),
 	}
 	if err := h.app.ledger.Append(rec); err != nil {

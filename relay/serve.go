@@ -140,11 +140,13 @@ func Serve(ctx context.Context, w http.ResponseWriter, req *Request, upstreams [
 			continue // another request took the last probe slot meanwhile
 		}
 		attemptStart := time.Now()
-		att := Attempt{Candidate: up.Candidate.Name}
-		committed := try(ctx, w, req, up, out, &att, start)
+		// Recorded before the attempt runs, so that the Finalize hook inside it sees every
+		// attempt, its own included. Attempts has room for every upstream: no reallocation.
+		out.Attempts = append(out.Attempts, Attempt{Candidate: up.Candidate.Name})
+		att := &out.Attempts[len(out.Attempts)-1]
+		committed := try(ctx, w, req, up, out, att, start)
 		now := time.Now()
 		att.Duration = now.Sub(attemptStart)
-		out.Attempts = append(out.Attempts, att)
 
 		switch {
 		case committed:
@@ -157,7 +159,7 @@ func Serve(ctx context.Context, w http.ResponseWriter, req *Request, upstreams [
 			return out, nil
 		case ctx.Err() != nil:
 			// The client left; that says nothing about the candidate.
-			out.Attempts[len(out.Attempts)-1].Reason = routing.ReasonClientGone
+			att.Reason = routing.ReasonClientGone
 			health.Release(admission)
 			out.ClientGone = true
 			return out, nil
@@ -167,7 +169,7 @@ func Serve(ctx context.Context, w http.ResponseWriter, req *Request, upstreams [
 			notOffered++
 			continue
 		}
-		health.RecordFailure(admission, att.Reason, cooldownHint(att), now)
+		health.RecordFailure(admission, att.Reason, cooldownHint(*att), now)
 	}
 	if notOffered > 0 && notOffered == len(out.Attempts) {
 		e := protocols.Errorf(req.Op.Family, http.StatusNotFound, "unsupported_operation",

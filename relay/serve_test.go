@@ -67,6 +67,8 @@ type recorded struct {
 	err        *protocols.APIError
 	atFinalize string
 	finalized  int
+	// attemptsAtFinalize is how many attempts the record could count, the serving one included.
+	attemptsAtFinalize int
 }
 
 func serveRecorded(t *testing.T, req *Request, ups ...*Upstream) *recorded {
@@ -75,9 +77,10 @@ func serveRecorded(t *testing.T, req *Request, ups ...*Upstream) *recorded {
 		up.Candidate.Priority = i // tried in the order given
 	}
 	r := &recorded{rec: httptest.NewRecorder()}
-	req.Finalize = func(*Outcome) {
+	req.Finalize = func(o *Outcome) {
 		r.finalized++
 		r.atFinalize = r.rec.Body.String()
+		r.attemptsAtFinalize = len(o.Attempts)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -194,6 +197,7 @@ func TestOversizedEvents(t *testing.T) {
 		require.Nil(t, r.err)
 		assert.Equal(t, "good", r.out.Served.Candidate.Name)
 		assert.Equal(t, routing.ReasonBadResponse, r.out.Attempts[0].Reason)
+		assert.Equal(t, 2, r.attemptsAtFinalize, "the record counts the failed attempt and the serving one")
 	})
 	t.Run("a later event over the limit ends the stream with the native error", func(t *testing.T) {
 		first := "data: {\"id\":\"c1\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\n"
