@@ -83,6 +83,13 @@ type Ledger struct {
 	kick chan struct{}
 	stop chan struct{}
 	done chan struct{}
+	// drainLimit bounds how long Close goes on writing what is left.
+	drainLimit time.Duration
+
+	// halt is cancelled by Close, so that a write waiting on a database that stopped
+	// answering is abandoned at once and Close's own drain begins.
+	halt       context.Context
+	cancelHalt context.CancelFunc
 
 	statsMu   sync.Mutex
 	committed int64 // journal position known to be in the sink
@@ -90,6 +97,7 @@ type Ledger struct {
 
 	refusedMu  sync.Mutex
 	refusedIDs map[string]bool // request ids already in the dead-letter file; nil until read
+	damagedAt  map[int64]bool  // journal positions already in the damaged-lines file; nil until read
 }
 
 // Options tune a ledger.
@@ -100,7 +108,8 @@ type Options struct {
 	// SegmentBytes is the size at which a new journal segment is started.
 	SegmentBytes int64
 	// OnError hears about failures: a record the database refused (set aside in
-	// refused.jsonl), the journal's own file errors, and the first failed write to the
+	// refused.jsonl), a damaged journal line (set aside in damaged.jsonl), the
+	// journal's own file errors, and the first failed write to the
 	// database of each run of failures (the ledger keeps the records meanwhile and does
 	// not repeat itself until a write has succeeded again).
 	OnError func(what string, err error)
@@ -122,6 +131,8 @@ const (
 	writeTimeout = 15 * time.Second
 	// positionTimeout bounds reading the journal position at open.
 	positionTimeout = 5 * time.Second
+	// drainTimeout bounds Close's last attempt to write what is left.
+	drainTimeout = 10 * time.Second
 )
 
 // OpenLedger opens (or creates) the journal in dir and starts writing it to sink.
@@ -139,7 +150,8 @@ func OpenLedger(ctx context.Context, dir string, sink Sink, opts Options) (*Ledg
 		return nil, err
 	}
 	l := &Ledger{dir: dir, id: id, sink: sink, log: opts.OnError, lock: lock,
-		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), drainLimit: drainTimeout}
+	l.halt, l.cancelHalt = context.WithCancel(context.Background())
 	if l.log == nil {
 		l.log = func(string, error) {}
 	}
@@ -303,7 +315,7 @@ func (l *Ledger) run(batch int, interval time.Duration, segBytes int64) {
 	for {
 		select {
 		case <-l.stop:
-			l.drain(batch, 10*time.Second)
+			l.drain(batch, l.drainLimit)
 			return
 		case <-tick.C:
 		case <-l.kick:
@@ -313,14 +325,19 @@ func (l *Ledger) run(batch int, interval time.Duration, segBytes int64) {
 			select {
 			case <-l.stop:
 				wait.Stop()
-				l.drain(batch, 10*time.Second)
+				l.drain(batch, l.drainLimit)
 				return
 			case <-wait.C:
 			case <-l.recovered():
 				wait.Stop()
 			}
 		}
-		err := l.flush(context.Background(), batch, segBytes)
+		err := l.flush(l.halt, batch, segBytes)
+		if l.halt.Err() != nil {
+			// Close abandoned this write; its drain tries once more.
+			l.drain(batch, l.drainLimit)
+			return
+		}
 		l.statsMu.Lock()
 		l.lastErr = err
 		l.statsMu.Unlock()
@@ -392,8 +409,12 @@ func (l *Ledger) flush(ctx context.Context, batch int, segBytes int64) error {
 	from := l.committed
 	l.statsMu.Unlock()
 	for from < written {
-		records, ends, lines, upTo, err := l.read(from, written, batch)
+		records, ends, lines, damaged, upTo, err := l.read(from, written, batch)
 		if err != nil {
+			return err
+		}
+		// Damaged lines are copied aside before the position moves past them.
+		if err := l.setAsideDamaged(damaged); err != nil {
 			return err
 		}
 		if err := l.write(ctx, records, ends, lines, upTo); err != nil {
@@ -502,11 +523,83 @@ func (l *Ledger) deadLetter(requestID string, line []byte) (bool, error) {
 	return true, nil
 }
 
-// read parses up to batch records from position from (but not beyond to).
-func (l *Ledger) read(from, to int64, batch int) (records []Record, ends []int64, lines [][]byte, upTo int64, err error) {
+// damagedFile keeps the journal lines that are not usage records (bytes damaged on
+// disk), each as a JSON line {"position": where it starts in the journal, "bytes": the
+// line, base64}, for an operator to look at: the ledger passes over them rather than
+// stop, but does not drop them unseen.
+const damagedFile = "damaged.jsonl"
+
+// damagedLine is one entry of the damaged-lines file.
+type damagedLine struct {
+	Position int64  `json:"position"`
+	Bytes    []byte `json:"bytes"`
+	cause    error
+}
+
+// setAsideDamaged copies damaged journal lines to the damaged-lines file, each once
+// (by journal position, across restarts too), and reports each line it adds.
+func (l *Ledger) setAsideDamaged(damaged []damagedLine) error {
+	if len(damaged) == 0 {
+		return nil
+	}
+	l.refusedMu.Lock()
+	defer l.refusedMu.Unlock()
+	path := filepath.Join(l.dir, damagedFile)
+	if l.damagedAt == nil {
+		seen := map[int64]bool{}
+		if b, err := os.ReadFile(path); err == nil {
+			for _, prev := range bytes.Split(b, []byte{'\n'}) {
+				var d damagedLine
+				if json.Unmarshal(prev, &d) == nil && d.Bytes != nil {
+					seen[d.Position] = true
+				}
+			}
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		l.damagedAt = seen
+	}
+	var add []byte
+	var added []damagedLine
+	for _, d := range damaged {
+		if l.damagedAt[d.Position] {
+			continue
+		}
+		entry, err := json.Marshal(d)
+		if err != nil {
+			return err
+		}
+		add = append(append(add, entry...), '\n')
+		added = append(added, d)
+	}
+	if len(add) == 0 {
+		return nil
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(add)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	for _, d := range added {
+		l.damagedAt[d.Position] = true
+		l.log(fmt.Sprintf("a damaged journal line (%d bytes at position %d) was set aside in %s; the records after it go on",
+			len(d.Bytes), d.Position, path), d.cause)
+	}
+	return nil
+}
+
+// read parses up to batch records from position from (but not beyond to). Lines that
+// are not records are returned in damaged.
+func (l *Ledger) read(from, to int64, batch int) (records []Record, ends []int64, lines [][]byte, damaged []damagedLine, upTo int64, err error) {
 	segs, err := l.segments()
 	if err != nil {
-		return nil, nil, nil, 0, err
+		return nil, nil, nil, nil, 0, err
 	}
 	pos := from
 	for i, base := range segs {
@@ -519,7 +612,7 @@ func (l *Ledger) read(from, to int64, batch int) (records []Record, ends []int64
 		}
 		f, err := os.Open(l.segPath(base))
 		if err != nil {
-			return nil, nil, nil, 0, err
+			return nil, nil, nil, nil, 0, err
 		}
 		r := bufio.NewReaderSize(io.NewSectionReader(f, pos-base, end-pos), 64<<10)
 		for len(records) < batch {
@@ -527,10 +620,16 @@ func (l *Ledger) read(from, to int64, batch int) (records []Record, ends []int64
 			if err != nil {
 				break // the rest belongs to a record still being written, or the segment ended
 			}
+			start := pos
 			pos += int64(len(line))
 			var rec Record
-			if json.Unmarshal(line, &rec) != nil {
-				continue // a damaged line is skipped rather than blocking the ledger
+			if err := json.Unmarshal(line, &rec); err != nil || rec.RequestID == "" || rec.Time.IsZero() {
+				// Not a record Append wrote: set aside rather than block the ledger.
+				if err == nil {
+					err = errors.New("a usage record needs a request id and a time")
+				}
+				damaged = append(damaged, damagedLine{Position: start, Bytes: line, cause: err})
+				continue
 			}
 			records = append(records, rec)
 			ends = append(ends, pos)
@@ -541,7 +640,7 @@ func (l *Ledger) read(from, to int64, batch int) (records []Record, ends []int64
 			break
 		}
 	}
-	return records, ends, lines, pos, nil
+	return records, ends, lines, damaged, pos, nil
 }
 
 func (l *Ledger) removeCommittedSegments(committed int64) error {
@@ -576,8 +675,9 @@ func (l *Ledger) Stats() Stats {
 	return Stats{JournalID: l.id, PendingBytes: pending, LastError: l.lastErr}
 }
 
-// Close stops appending, writes what is left (for a bounded time; what does not make it
-// stays in the journal for the next start) and closes the journal.
+// Close stops appending, writes what is left (for at most 10 s: a write already waiting
+// on the database is abandoned at once; what does not make it stays in the journal for
+// the next start) and closes the journal.
 func (l *Ledger) Close() error {
 	l.mu.Lock()
 	if l.closed {
@@ -586,6 +686,7 @@ func (l *Ledger) Close() error {
 	}
 	l.closed = true
 	l.mu.Unlock()
+	l.cancelHalt()
 	close(l.stop)
 	<-l.done
 	l.mu.Lock()
