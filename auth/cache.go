@@ -35,6 +35,7 @@ type cachedKey struct {
 type Cache struct {
 	store KeyStore
 	opts  CacheOptions
+	now   func() time.Time // time.Now; a test's clock
 
 	mu     sync.RWMutex
 	byHash map[Hash]*cachedKey
@@ -73,7 +74,7 @@ func newCache(store KeyStore, opts CacheOptions) *Cache {
 	if opts.Log == nil {
 		opts.Log = func(string, error) {}
 	}
-	return &Cache{store: store, opts: opts, byHash: map[Hash]*cachedKey{}, hashOf: map[string]Hash{}, stale: true}
+	return &Cache{store: store, opts: opts, now: time.Now, byHash: map[Hash]*cachedKey{}, hashOf: map[string]Hash{}, stale: true}
 }
 
 // OpenCache loads every key of the store, as NewCache does, and keeps opts.Snapshot up
@@ -119,7 +120,7 @@ func (c *Cache) VerifyHash(h Hash) (*Identity, bool) {
 	if !ok {
 		return nil, false
 	}
-	now := time.Now()
+	now := c.now()
 	if !k.expiresAt.IsZero() && !now.Before(k.expiresAt) {
 		return nil, false
 	}
@@ -151,7 +152,7 @@ func (c *Cache) Refresh(ctx context.Context) error {
 	if err != nil || (len(changed) == 0 && !full) {
 		return err
 	}
-	now := time.Now()
+	now := c.now()
 	c.mu.Lock()
 	if full {
 		c.byHash, c.hashOf, c.seq, c.stale = map[Hash]*cachedKey{}, map[string]Hash{}, 0, false

@@ -1,10 +1,12 @@
 package auth
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -14,17 +16,23 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// fakeStore is a KeyStore in memory that can be taken down.
+// fakeStore is a KeyStore in memory that can be taken down. It keeps the last-used
+// times written to it, and the seq of each ChangedSince call.
 type fakeStore struct {
-	mu   sync.Mutex
-	down bool
-	seq  int64
-	keys map[string]*Key
+	mu       sync.Mutex
+	down     bool
+	seq      int64
+	keys     map[string]*Key
+	lastUsed map[string]time.Time // every successful TouchKeys, merged
+	touches  int                  // TouchKeys calls, failed ones included
+	sinces   []int64              // ChangedSince's argument, call by call
 }
 
 var errDown = errors.New("connection refused")
 
-func newFakeStore() *fakeStore { return &fakeStore{keys: map[string]*Key{}} }
+func newFakeStore() *fakeStore {
+	return &fakeStore{keys: map[string]*Key{}, lastUsed: map[string]time.Time{}}
+}
 
 func (s *fakeStore) setDown(down bool) { s.mu.Lock(); s.down = down; s.mu.Unlock() }
 
@@ -89,6 +97,7 @@ func (s *fakeStore) RotateKey(context.Context, string, *Key, time.Time, time.Dur
 func (s *fakeStore) ChangedSince(_ context.Context, seq int64) ([]*Key, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.sinces = append(s.sinces, seq)
 	if s.down {
 		return nil, errDown
 	}
@@ -99,14 +108,21 @@ func (s *fakeStore) ChangedSince(_ context.Context, seq int64) ([]*Key, error) {
 			out = append(out, &c)
 		}
 	}
+	slices.SortFunc(out, func(a, b *Key) int { return cmp.Compare(a.Seq, b.Seq) })
 	return out, nil
 }
 
-func (s *fakeStore) TouchKeys(context.Context, map[string]time.Time) error {
+func (s *fakeStore) TouchKeys(_ context.Context, lastUsed map[string]time.Time) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.touches++
 	if s.down {
 		return errDown
+	}
+	for id, t := range lastUsed {
+		if t.After(s.lastUsed[id]) {
+			s.lastUsed[id] = t
+		}
 	}
 	return nil
 }
