@@ -117,7 +117,7 @@ func TestConnectRefusesAMistakeAtOnce(t *testing.T) {
 	_, err = Connect(ctx, DriverSQLite, filepath.Join(blocked, "sub", "x.db"), Options{})
 	assert.Error(t, err, "a SQLite path that cannot be made")
 
-	dsn := postgresDSN(t)
+	dsn := pgtest.DSN(t)
 	missing := strings.Replace(dsn, "/postgres?", "/no_such_database?", 1)
 	require.NotEqual(t, dsn, missing)
 	start := time.Now()

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard-gw/switchyard/auth"
+	"github.com/switchyard-gw/switchyard/internal/pgtest"
 )
 
 // fixture is one fresh, empty database: a new SQLite file, or a new PostgreSQL schema.
@@ -32,7 +33,7 @@ func newFixture(t testing.TB, driver string) *fixture {
 		// A directory that does not exist yet: Open creates it.
 		return &fixture{driver: driver, dsn: filepath.Join(t.TempDir(), "state", "switchyard.db")}
 	case DriverPostgres:
-		return &fixture{driver: driver, dsn: postgresSchemaDSN(t)}
+		return &fixture{driver: driver, dsn: pgtest.SchemaDSN(t)}
 	}
 	t.Fatalf("unknown driver %q", driver)
 	return nil
