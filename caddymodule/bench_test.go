@@ -45,7 +45,7 @@ func BenchmarkHotPath(b *testing.B) {
 		b.Fatal(err)
 	}
 	authH, resolveH := &Auth{app: app}, &Resolve{app: app}
-	var last protocols.UpstreamBody
+	var last protocols.Splice
 	rewrite := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
 		rt := caddyhttp.GetVar(r.Context(), varRoute).(*route)
 		last, _ = rt.parsed.Upstream(rt.op, "upstream-bench-model")

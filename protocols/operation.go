@@ -111,8 +111,10 @@ func (o Operation) Routed() bool {
 
 // Generates reports whether the operation produces model output (and so may stream and
 // carries usage worth metering), as opposed to a token count.
-func (o Operation) Generates() bool {
-	switch o.Kind {
+func (o Operation) Generates() bool { return o.Kind.generates() }
+
+func (k Kind) generates() bool {
+	switch k {
 	case KindChat, KindResponses, KindResponsesCompact, KindMessages:
 		return true
 	}

@@ -1,7 +1,6 @@
 package protocols
 
 import (
-	"io"
 	"net/http"
 	"strings"
 	"unsafe"
@@ -158,66 +157,11 @@ func (p *ParsedRequest) ConversationID(h http.Header, extraHeader string) string
 // Streamed reports whether the client asked for a stream.
 func (p *ParsedRequest) Streamed() bool { return p.stream.Type == gjson.True }
 
-// UpstreamBody is a request body with one value replaced, kept as three slices of which
-// only the middle one is new, so that a large body is never copied to change its model.
-type UpstreamBody struct {
-	head, value, tail []byte
-}
-
-// Len is the body's length in bytes.
-func (b UpstreamBody) Len() int { return len(b.head) + len(b.value) + len(b.tail) }
-
-// Reader reads the body from its start; each attempt on a candidate takes a new one.
-func (b UpstreamBody) Reader() io.Reader {
-	return &partsReader{parts: [3][]byte{b.head, b.value, b.tail}}
-}
-
-// Bytes joins the body into one slice (for tests and small bodies).
-func (b UpstreamBody) Bytes() []byte {
-	out := make([]byte, 0, b.Len())
-	return append(append(append(out, b.head...), b.value...), b.tail...)
-}
-
-type partsReader struct {
-	parts [3][]byte
-	i     int
-}
-
-func (r *partsReader) Read(p []byte) (int, error) {
-	n := 0
-	for r.i < len(r.parts) && n < len(p) {
-		c := copy(p[n:], r.parts[r.i])
-		r.parts[r.i] = r.parts[r.i][c:]
-		n += c
-		if len(r.parts[r.i]) == 0 {
-			r.i++
-		}
-	}
-	if n == 0 && r.i >= len(r.parts) {
-		return 0, io.EOF
-	}
-	return n, nil
-}
-
-// WriteTo lets io.Copy hand the parts to the writer directly.
-func (r *partsReader) WriteTo(w io.Writer) (int64, error) {
-	var total int64
-	for ; r.i < len(r.parts); r.i++ {
-		n, err := w.Write(r.parts[r.i])
-		total += int64(n)
-		if err != nil {
-			r.parts[r.i] = r.parts[r.i][n:]
-			return total, err
-		}
-	}
-	return total, nil
-}
-
 // Upstream prepares the body an upstream receives: the client's bytes with only `model`
 // set to the upstream name. For a streamed chat completion that did not ask for usage, it
 // also asks for usage (metering needs it) and reports injectedUsage so that the
 // usage-only chunk can be removed before the client sees it; that rare case costs one copy.
-func (p *ParsedRequest) Upstream(op Operation, upstreamModel string) (body UpstreamBody, injectedUsage bool) {
+func (p *ParsedRequest) Upstream(op Operation, upstreamModel string) (body Splice, injectedUsage bool) {
 	src := p.Body
 	model := p.model
 	if op.Kind == KindChat && p.Streamed() && p.streamOptions.Get("include_usage").Type != gjson.True {
@@ -231,9 +175,9 @@ func (p *ParsedRequest) Upstream(op Operation, upstreamModel string) (body Upstr
 		// Not reachable for a body that passed ParseRequest; kept so the body stays whole.
 		out, err := sjson.SetBytes(src, "model", upstreamModel)
 		if err != nil {
-			return UpstreamBody{head: src}, injectedUsage
+			return Splice{head: src}, injectedUsage
 		}
-		return UpstreamBody{head: out}, injectedUsage
+		return Splice{head: out}, injectedUsage
 	}
-	return UpstreamBody{head: src[:model.Index], value: value, tail: src[model.Index+len(model.Raw):]}, injectedUsage
+	return SpliceAt(src, model.Index, model.Index+len(model.Raw), value), injectedUsage
 }
