@@ -60,11 +60,7 @@ func (a *App) openLedger(ctx context.Context, dir string, sink metering.Sink) er
 // meter prices what one answer used, counts it, and puts its record in the ledger. It runs
 // inside relay's Finalize hook: before the answer's last bytes reach the client.
 func (h *Proxy) meter(rt *route, identity *auth.Identity, requestID string, out *relay.Outcome) {
-	u := metering.Extract(rt.op.Kind, metering.Observed{
-		Usage: out.Usage, StartUsage: out.StartUsage,
-		OutputChars: out.OutputChars, ThinkingChars: out.ThinkingChars, Complete: out.Complete,
-		RequestTextBytes: func() int64 { return protocols.TextBytes(rt.parsed.Body) },
-	})
+	u := metering.Bill(out.Obs, func() int64 { return protocols.TextBytes(rt.parsed.Body) })
 	cost := metering.Cost(rt.model.Prices, u)
 	keyID := ""
 	if identity != nil {

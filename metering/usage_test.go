@@ -1,6 +1,7 @@
 package metering
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -9,80 +10,104 @@ import (
 	"github.com/switchyard-gw/switchyard/routing"
 )
 
-func TestExtractReadsEachShapesNativeUsage(t *testing.T) {
+// answered is what the shape of kind observes in a whole JSON answer.
+func answered(kind protocols.Kind, body string) protocols.Observation {
+	_, obs := protocols.ShapeOf(kind).Answer(kind, []byte(body))
+	return obs
+}
+
+// streamed is what the shape of kind observes in a stream of events.
+func streamed(kind protocols.Kind, events ...string) protocols.Observation {
+	s := protocols.NewEventStream(kind, "svc", false, protocols.Scrubber{})
+	s.Push([]byte(strings.Join(events, "")))
+	for ev, ok := s.Next(); ok; ev, ok = s.Next() {
+		_, _ = s.AppendRewritten(nil, ev)
+	}
+	return s.Obs
+}
+
+func TestBillReadsEachShapesNativeUsage(t *testing.T) {
+	text := func(n int) string { return strings.Repeat("x", n) }
 	cases := []struct {
 		name string
-		kind protocols.Kind
-		obs  Observed
+		obs  protocols.Observation
 		want Usage
 	}{
 		{
 			name: "chat: cached inside prompt, reasoning inside completion",
-			kind: protocols.KindChat,
-			obs: Observed{Complete: true, Usage: []byte(`{"prompt_tokens":1200,"completion_tokens":300,"total_tokens":1500,
+			obs: answered(protocols.KindChat, `{"model":"m","usage":{"prompt_tokens":1200,"completion_tokens":300,"total_tokens":1500,
 				"prompt_tokens_details":{"cached_tokens":1000,"audio_tokens":0},
-				"completion_tokens_details":{"reasoning_tokens":256,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}`)},
+				"completion_tokens_details":{"reasoning_tokens":256,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}}`),
 			want: Usage{Input: 1200, CachedInput: 1000, Output: 300, Reasoning: 256},
 		},
 		{
 			name: "chat without detail objects",
-			kind: protocols.KindChat,
-			obs:  Observed{Complete: true, Usage: []byte(`{"prompt_tokens":9,"completion_tokens":4,"total_tokens":13}`)},
+			obs:  answered(protocols.KindChat, `{"model":"m","usage":{"prompt_tokens":9,"completion_tokens":4,"total_tokens":13}}`),
 			want: Usage{Input: 9, Output: 4},
 		},
 		{
 			name: "responses: input_tokens_details and output_tokens_details",
-			kind: protocols.KindResponses,
-			obs: Observed{Complete: true, Usage: []byte(`{"input_tokens":5000,"input_tokens_details":{"cached_tokens":4096,"cache_write_tokens":0},
-				"output_tokens":900,"output_tokens_details":{"reasoning_tokens":700},"total_tokens":5900}`)},
+			obs: answered(protocols.KindResponses, `{"model":"m","usage":{"input_tokens":5000,"input_tokens_details":{"cached_tokens":4096,"cache_write_tokens":0},
+				"output_tokens":900,"output_tokens_details":{"reasoning_tokens":700},"total_tokens":5900}}`),
 			want: Usage{Input: 5000, CachedInput: 4096, Output: 900, Reasoning: 700},
 		},
 		{
 			name: "messages: cache beside input, thinking split out",
-			kind: protocols.KindMessages,
-			obs: Observed{Complete: true, Usage: []byte(`{"input_tokens":12,"cache_creation_input_tokens":2000,"cache_read_input_tokens":30000,
-				"output_tokens":480,"output_tokens_details":{"thinking_tokens":400}}`)},
+			obs: answered(protocols.KindMessages, `{"model":"m","usage":{"input_tokens":12,"cache_creation_input_tokens":2000,"cache_read_input_tokens":30000,
+				"output_tokens":480,"output_tokens_details":{"thinking_tokens":400}}}`),
 			want: Usage{Input: 32012, CachedInput: 30000, CacheWrite: 2000, Output: 480, Reasoning: 400},
 		},
 		{
 			name: "messages stream: input from message_start, output from the last message_delta",
-			kind: protocols.KindMessages,
-			obs: Observed{Complete: true,
-				StartUsage: []byte(`{"input_tokens":25,"cache_creation_input_tokens":0,"cache_read_input_tokens":100,"output_tokens":1}`),
-				Usage:      []byte(`{"output_tokens":60}`)},
+			obs: streamed(protocols.KindMessages,
+				"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"m\",\"usage\":{\"input_tokens\":25,\"cache_creation_input_tokens\":0,\"cache_read_input_tokens\":100,\"output_tokens\":1}}}\n\n",
+				"event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":60}}\n\n",
+				"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"),
 			want: Usage{Input: 125, CachedInput: 100, Output: 60},
 		},
 		{
 			name: "messages without the thinking split: derived from the thinking text, flagged",
-			kind: protocols.KindMessages,
-			obs:  Observed{Complete: true, ThinkingChars: 400, Usage: []byte(`{"input_tokens":10,"output_tokens":150}`)},
+			obs: answered(protocols.KindMessages, `{"model":"m","content":[{"type":"thinking","thinking":"`+text(400)+`"}],
+				"usage":{"input_tokens":10,"output_tokens":150}}`),
 			want: Usage{Input: 10, Output: 150, Reasoning: 100, Estimated: true},
 		},
 		{
 			name: "a stream cut before its usage: what was forwarded, flagged",
-			kind: protocols.KindChat,
-			obs:  Observed{Complete: false, OutputChars: 400},
+			obs: streamed(protocols.KindChat,
+				"data: {\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\""+text(400)+"\"}}]}\n\n"),
 			want: Usage{Output: 100, Estimated: true},
 		},
 		{
 			name: "a Family B stream the client left: message_start input kept, output estimated",
-			kind: protocols.KindMessages,
-			obs: Observed{Complete: false, OutputChars: 80, ThinkingChars: 40,
-				StartUsage: []byte(`{"input_tokens":30,"output_tokens":1}`)},
+			obs: streamed(protocols.KindMessages,
+				"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"m\",\"usage\":{\"input_tokens\":30,\"output_tokens\":1}}}\n\n",
+				"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"type\":\"thinking_delta\",\"thinking\":\""+text(40)+"\"}}\n\n",
+				"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"type\":\"text_delta\",\"text\":\""+text(80)+"\"}}\n\n"),
 			want: Usage{Input: 30, Output: 30, Reasoning: 10, Estimated: true},
 		},
 		{
 			name: "token counts bill nothing",
-			kind: protocols.KindMessagesCountTokens,
-			obs:  Observed{Complete: true, Usage: []byte(`{"input_tokens":50}`)},
+			obs:  answered(protocols.KindMessagesCountTokens, `{"input_tokens":50}`),
 			want: Usage{},
 		},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			assert.Equal(t, c.want, Extract(c.kind, c.obs))
+			assert.Equal(t, c.want, Bill(c.obs, nil))
 		})
 	}
+}
+
+func TestBillEstimatesTheInputOfAnAnswerWithoutUsage(t *testing.T) {
+	obs := streamed(protocols.KindChat, "data: {\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\n")
+	u := Bill(obs, func() int64 { return 400 })
+	assert.Equal(t, int64(100), u.Input, "a processed prompt is never billed as nothing")
+	assert.True(t, u.Estimated)
+
+	complete := answered(protocols.KindChat, `{"model":"m","usage":{"prompt_tokens":7,"completion_tokens":1}}`)
+	asked := false
+	assert.Equal(t, int64(7), Bill(complete, func() int64 { asked = true; return 400 }).Input)
+	assert.False(t, asked, "the request text is only measured when an estimate is needed")
 }
 
 func TestCostPricesEachKindOfTokenAtItsOwnPrice(t *testing.T) {

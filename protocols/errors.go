@@ -1,7 +1,6 @@
 package protocols
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -45,95 +44,13 @@ func (e *APIError) nativeType() string {
 	if e.Type != "" {
 		return e.Type
 	}
-	if e.Family == FamilyB {
-		return familyBType(e.Status)
-	}
-	return familyAType(e.Status)
-}
-
-func familyAType(status int) string {
-	switch {
-	case status == http.StatusUnauthorized:
-		return "authentication_error"
-	case status == http.StatusTooManyRequests:
-		return "rate_limit_error"
-	case status == http.StatusServiceUnavailable:
-		return "service_unavailable"
-	case status >= 500:
-		return "server_error"
-	}
-	return "invalid_request_error"
-}
-
-func familyBType(status int) string {
-	switch status {
-	case http.StatusUnauthorized:
-		return "authentication_error"
-	case http.StatusForbidden:
-		return "permission_error"
-	case http.StatusNotFound:
-		return "not_found_error"
-	case http.StatusRequestEntityTooLarge:
-		return "request_too_large"
-	case http.StatusTooManyRequests:
-		return "rate_limit_error"
-	case http.StatusGatewayTimeout:
-		return "timeout_error"
-	case http.StatusServiceUnavailable, 529:
-		return "overloaded_error"
-	}
-	if status >= 500 {
-		return "api_error"
-	}
-	return "invalid_request_error"
-}
-
-type familyAEnvelope struct {
-	Error familyAError `json:"error"`
-}
-
-type familyAError struct {
-	Message string  `json:"message"`
-	Type    string  `json:"type"`
-	Param   *string `json:"param"`
-	Code    *string `json:"code"`
-}
-
-type familyBEnvelope struct {
-	Type      string       `json:"type"`
-	Error     familyBError `json:"error"`
-	RequestID string       `json:"request_id,omitempty"`
-}
-
-type familyBError struct {
-	Type    string `json:"type"`
-	Message string `json:"message"`
-	Code    string `json:"code,omitempty"`
-}
-
-func optional(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
+	return rulesOf(e.Family).errorType(e.Status)
 }
 
 // Body renders the error in its family's native JSON envelope. requestID is included
 // where the native shape has a place for it (Family B).
 func (e *APIError) Body(requestID string) []byte {
-	var out []byte
-	if e.Family == FamilyB {
-		out, _ = json.Marshal(familyBEnvelope{
-			Type:      "error",
-			Error:     familyBError{Type: e.nativeType(), Message: e.Message, Code: e.Code},
-			RequestID: requestID,
-		})
-	} else {
-		out, _ = json.Marshal(familyAEnvelope{Error: familyAError{
-			Message: e.Message, Type: e.nativeType(), Param: optional(e.Param), Code: optional(e.Code),
-		}})
-	}
-	return out
+	return rulesOf(e.Family).errorBody(e, requestID)
 }
 
 // Write sends the error as a complete response.
@@ -150,24 +67,4 @@ func (e *APIError) Write(w http.ResponseWriter, requestID string) {
 	}
 	w.WriteHeader(e.Status)
 	_, _ = w.Write(body)
-}
-
-// StreamErrorEvent is the native in-band error event that ends a stream which already
-// started: Family B `event: error`, Responses `event: error` with the next sequence
-// number, Chat a data frame carrying an `error` object.
-func StreamErrorEvent(kind Kind, e *APIError, nextSequence int64) []byte {
-	switch kind {
-	case KindMessages:
-		return fmt.Appendf(nil, "event: error\ndata: %s\n\n", e.Body(""))
-	case KindResponses:
-		ev, _ := json.Marshal(struct {
-			Type     string  `json:"type"`
-			Code     string  `json:"code"`
-			Message  string  `json:"message"`
-			Param    *string `json:"param"`
-			Sequence int64   `json:"sequence_number"`
-		}{"error", e.nativeType(), e.Message, nil, nextSequence})
-		return fmt.Appendf(nil, "event: error\ndata: %s\n\n", ev)
-	}
-	return fmt.Appendf(nil, "data: %s\n\n", e.Body(""))
 }

@@ -192,7 +192,7 @@ func TestStreamErrorEvent(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := protocols.StreamErrorEvent(tc.kind, tc.err, tc.seq)
+			got := protocols.ShapeOf(tc.kind).ErrorEvent(tc.err, tc.seq)
 			assert.Equal(t, tc.want, string(got))
 
 			// The gateway's own stream cutter sees it as the family's in-band error.

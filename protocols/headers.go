@@ -94,16 +94,7 @@ func UpstreamRequestHeader(client http.Header, family Family, credential string)
 		out[name] = values
 	}
 	out["Accept-Encoding"] = []string{"identity"}
-	if family == FamilyB {
-		if v := VersionHeader(client); v != "" {
-			out["Anthropic-Version"] = []string{v}
-		}
-		if credential != "" {
-			out["X-Api-Key"] = []string{credential}
-		}
-	} else if credential != "" {
-		out["Authorization"] = []string{"Bearer " + credential}
-	}
+	rulesOf(family).upstreamAuth(out, client, credential)
 	return out
 }
 

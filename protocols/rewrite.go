@@ -6,8 +6,6 @@ import (
 	"regexp"
 	"strings"
 	"unicode/utf8"
-
-	"github.com/tidwall/sjson"
 )
 
 // ValueSpan locates the raw JSON value at path: body[start:end] is the value's bytes
@@ -18,23 +16,6 @@ func ValueSpan(body []byte, path string) (start, end int, ok bool) {
 		return 0, 0, false
 	}
 	return r.Index, r.Index + len(r.Raw), true
-}
-
-// SetString returns a copy of body with the string value at path set to value. Only that
-// value's bytes change; the copy is sized once. A path that is absent is added by sjson.
-func SetString(body []byte, path, value string) []byte {
-	start, end, ok := ValueSpan(body, path)
-	if !ok {
-		out, err := sjson.SetBytes(body, path, value)
-		if err != nil {
-			return body
-		}
-		return out
-	}
-	out := make([]byte, 0, len(body)-(end-start)+len(value)+2)
-	out = append(out, body[:start]...)
-	out = AppendJSONString(out, value)
-	return append(out, body[end:]...)
 }
 
 // AppendJSONString appends s as a JSON string literal.
@@ -73,27 +54,6 @@ func AppendJSONString(dst []byte, s string) []byte {
 		i++
 	}
 	return append(dst, '"')
-}
-
-// PrepareRequestBody is ParsedRequest.Upstream for a body not parsed yet, joined into
-// one slice.
-func PrepareRequestBody(op Operation, body []byte, upstreamModel string) (out []byte, injectedUsage bool) {
-	p, err := ParseRequest(op.Family, body)
-	if err != nil {
-		return body, false
-	}
-	up, injected := p.Upstream(op, upstreamModel)
-	return up.Bytes(), injected
-}
-
-// ResponseModelPath is where the model sits in a non-streamed JSON response of op.
-// All three generation shapes carry it at the top level; token counts carry none.
-func ResponseModelPath(op Operation) string {
-	switch op.Kind {
-	case KindChat, KindResponses, KindMessages, KindResponsesCompact:
-		return "model"
-	}
-	return ""
 }
 
 // Scrubber removes what would reveal a candidate from upstream bytes passed back to a

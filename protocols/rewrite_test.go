@@ -232,11 +232,8 @@ func TestResponseSplice(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			body := []byte(tc.in)
 			var out bytes.Buffer
-			path := protocols.ResponseModelPath(tc.op)
-			if s, e, ok := protocols.ValueSpan(body, path); path != "" && ok {
-				out.Write(body[:s])
-				out.Write(literal)
-				out.Write(body[e:])
+			if model, _ := protocols.ShapeOf(tc.op.Kind).Answer(tc.op.Kind, body); model.Index > 0 {
+				_, _ = protocols.SpliceAt(body, model.Index, model.Index+len(model.Raw), literal).WriteTo(&out)
 			} else {
 				out.Write(body)
 			}
@@ -245,13 +242,18 @@ func TestResponseSplice(t *testing.T) {
 	}
 }
 
-func TestResponseModelPath(t *testing.T) {
-	assert.Equal(t, "model", protocols.ResponseModelPath(opChat))
-	assert.Equal(t, "model", protocols.ResponseModelPath(opResponses))
-	assert.Equal(t, "model", protocols.ResponseModelPath(opCompact))
-	assert.Equal(t, "model", protocols.ResponseModelPath(opMessages))
-	assert.Equal(t, "", protocols.ResponseModelPath(opInputTokens))
-	assert.Equal(t, "", protocols.ResponseModelPath(opCountTokens))
+func TestAnswerModelLocation(t *testing.T) {
+	body := []byte(`{"id":"x","model":"up","usage":{}}`)
+	for _, op := range []protocols.Operation{opChat, opResponses, opCompact, opMessages} {
+		model, obs := protocols.ShapeOf(op.Kind).Answer(op.Kind, body)
+		assert.Equal(t, `"up"`, model.Raw, op.Kind.String())
+		assert.True(t, obs.Billable, op.Kind.String())
+	}
+	for _, op := range []protocols.Operation{opInputTokens, opCountTokens} {
+		model, obs := protocols.ShapeOf(op.Kind).Answer(op.Kind, body)
+		assert.False(t, model.Exists(), "token counts carry no model: %s", op.Kind)
+		assert.False(t, obs.Billable, op.Kind.String())
+	}
 }
 
 func TestAppendJSONString(t *testing.T) {

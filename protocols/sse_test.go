@@ -16,42 +16,41 @@ import (
 
 // streamCase is a recorded upstream stream and what the client must receive.
 type streamCase struct {
-	name       string
-	kind       protocols.Kind
-	service    string
-	drop       bool   // the gateway asked for usage itself
-	upstream   string // testdata file
-	client     string // testdata file
-	usage      string
-	startUsage string
-	lastSeq    int64
+	name     string
+	kind     protocols.Kind
+	service  string
+	drop     bool            // the gateway asked for usage itself
+	upstream string          // testdata file
+	client   string          // testdata file
+	usage    protocols.Usage // what the stream reports, in the gateway's terms
+	lastSeq  int64
 }
 
 var streamCases = []streamCase{
 	{
 		name: "chat, usage injected by the gateway", kind: protocols.KindChat, service: "acme/chat", drop: true,
 		upstream: "chat.upstream.sse", client: "chat.client.sse",
-		usage:   `{"prompt_tokens":19,"completion_tokens":31,"total_tokens":50,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}`,
+		usage:   protocols.Usage{Input: 19, Output: 31},
 		lastSeq: -1,
 	},
 	{
 		name: "chat, usage asked for by the client", kind: protocols.KindChat, service: "acme/chat", drop: false,
 		upstream: "chat.upstream.sse", client: "chat.client-usage.sse",
-		usage:   `{"prompt_tokens":19,"completion_tokens":31,"total_tokens":50,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}`,
+		usage:   protocols.Usage{Input: 19, Output: 31},
 		lastSeq: -1,
 	},
 	{
 		name: "responses", kind: protocols.KindResponses, service: "acme/codex",
 		upstream: "responses.upstream.sse", client: "responses.client.sse",
-		usage:   `{"input_tokens":2511,"input_tokens_details":{"cached_tokens":2048},"output_tokens":87,"output_tokens_details":{"reasoning_tokens":64},"total_tokens":2598}`,
+		usage:   protocols.Usage{Input: 2511, CachedInput: 2048, Output: 87, Reasoning: 64},
 		lastSeq: 11,
 	},
 	{
 		name: "messages", kind: protocols.KindMessages, service: "acme/sonnet",
 		upstream: "messages.upstream.sse", client: "messages.client.sse",
-		usage:      `{"output_tokens":89,"output_tokens_details":{"thinking_tokens":41}}`,
-		startUsage: `{"input_tokens":472,"cache_creation_input_tokens":0,"cache_read_input_tokens":2048,"cache_creation":{"ephemeral_5m_input_tokens":0,"ephemeral_1h_input_tokens":0},"output_tokens":2,"service_tier":"standard"}`,
-		lastSeq:    -1,
+		// message_start: 472 input beside 2048 cache reads; message_delta: 89 output, 41 thinking.
+		usage:   protocols.Usage{Input: 2520, CachedInput: 2048, Output: 89, Reasoning: 41},
+		lastSeq: -1,
 	},
 }
 
@@ -133,8 +132,8 @@ func TestEventStreamRewritesRecordedStreams(t *testing.T) {
 						t.FailNow()
 					}
 					assert.Zero(t, s.Buffered(), how)
-					assert.Equal(t, tc.usage, string(s.Usage), how)
-					assert.Equal(t, tc.startUsage, string(s.StartUsage), how)
+					assert.Equal(t, tc.usage, s.Obs.Usage, how)
+					assert.True(t, s.Obs.UsageReported && s.Obs.Complete, how)
 					assert.Equal(t, tc.lastSeq, s.LastSequence, how)
 				}
 
@@ -247,12 +246,12 @@ func TestEventStreamUsageChunk(t *testing.T) {
 		drop      bool
 		want      string
 		keep      bool
-		wantUsage string
+		wantUsage *protocols.Usage
 	}{
-		{"usage-only chunk the gateway asked for is removed", usageOnly, true, "", false, `{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}`},
-		{"usage-only chunk the client asked for is kept", usageOnly, false, strings.Replace(usageOnly, `"gpt-4o"`, `"acme/chat"`, 1), true, `{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}`},
-		{"usage riding on a chunk with choices is kept", usageAtEnd, true, strings.Replace(usageAtEnd, `"gpt-4o"`, `"acme/chat"`, 1), true, `{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}`},
-		{"null usage is no usage", nullUsage, true, strings.Replace(nullUsage, `"gpt-4o"`, `"acme/chat"`, 1), true, ``},
+		{"usage-only chunk the gateway asked for is removed", usageOnly, true, "", false, &protocols.Usage{Input: 5, Output: 2}},
+		{"usage-only chunk the client asked for is kept", usageOnly, false, strings.Replace(usageOnly, `"gpt-4o"`, `"acme/chat"`, 1), true, &protocols.Usage{Input: 5, Output: 2}},
+		{"usage riding on a chunk with choices is kept", usageAtEnd, true, strings.Replace(usageAtEnd, `"gpt-4o"`, `"acme/chat"`, 1), true, &protocols.Usage{Input: 5, Output: 2}},
+		{"null usage is no usage", nullUsage, true, strings.Replace(nullUsage, `"gpt-4o"`, `"acme/chat"`, 1), true, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -264,7 +263,11 @@ func TestEventStreamUsageChunk(t *testing.T) {
 			out, keep := s.AppendRewritten(dst, ev)
 			assert.Equal(t, tc.keep, keep)
 			assert.Equal(t, "prev|"+tc.want, string(out))
-			assert.Equal(t, tc.wantUsage, string(s.Usage))
+			if tc.wantUsage == nil {
+				assert.False(t, s.Obs.UsageReported)
+			} else {
+				assert.Equal(t, *tc.wantUsage, s.Obs.Usage)
+			}
 		})
 	}
 
@@ -440,7 +443,7 @@ func TestEventStreamSequence(t *testing.T) {
 	run(s, [][]byte{[]byte("event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"sequence_number\":41,\"delta\":\"x\"}\n\n")})
 	assert.Equal(t, int64(41), s.LastSequence)
 	// The gateway's own closing error continues the sequence.
-	ev := protocols.StreamErrorEvent(protocols.KindResponses, protocols.Errorf(protocols.FamilyA, 502, "", "interrupted"), s.LastSequence+1)
+	ev := s.ErrorEvent(protocols.Errorf(protocols.FamilyA, 502, "", "interrupted"))
 	assert.Contains(t, string(ev), `"sequence_number":42`)
 }
 
@@ -455,6 +458,6 @@ func TestEventStreamResponsesWithoutEventLines(t *testing.T) {
 		`data: {"type":"response.completed","sequence_number":2,"response":{"id":"resp_1","model":"acme/codex","usage":{"input_tokens":3,"output_tokens":1,"total_tokens":4}}}` + "\n\n"
 	s := protocols.NewEventStream(protocols.KindResponses, "acme/codex", false, protocols.Scrubber{})
 	assert.Equal(t, want, string(run(s, [][]byte{[]byte(in)})))
-	assert.Equal(t, `{"input_tokens":3,"output_tokens":1,"total_tokens":4}`, string(s.Usage))
+	assert.Equal(t, protocols.Usage{Input: 3, Output: 1}, s.Obs.Usage)
 	assert.Equal(t, int64(2), s.LastSequence)
 }

@@ -15,8 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/switchyard-gw/switchyard/protocols"
 	"github.com/switchyard-gw/switchyard/routing"
 )
@@ -79,13 +77,8 @@ type Outcome struct {
 	StreamError error
 	// ClientGone is set when the client went away before the answer was complete.
 	ClientGone bool
-	// Usage is the raw usage JSON of the answer (for streams, the last one seen);
-	// StartUsage is Family B's message_start usage.
-	Usage, StartUsage []byte
-	// OutputChars and ThinkingChars count the generated text forwarded, for estimates.
-	OutputChars, ThinkingChars int64
-	// Complete says the answer reached its natural end.
-	Complete bool
+	// Obs is what the answer's shape observed: usage, text sizes, completeness.
+	Obs protocols.Observation
 	// Served is set before Finalize runs; Latency is from the start of Serve to Finalize.
 	Latency time.Duration
 
@@ -359,7 +352,7 @@ func (a *attempt) relayError() bool {
 	a.clock.stop()
 	b = a.scrub.Scrub(b)
 	a.commit(len(b))
-	a.out.TimeToFirstByte, a.out.Complete = time.Since(a.start), true
+	a.out.TimeToFirstByte, a.out.Obs = time.Since(a.start), protocols.Observation{Complete: true}
 	a.out.finalize(a.req, a.up)
 	_, _ = a.w.Write(b)
 	return true
@@ -415,34 +408,16 @@ func (a *attempt) relayJSON() bool {
 	}
 	a.clock.stop()
 	b = a.scrub.ScrubSecrets(b)
-	literal := protocols.AppendJSONString(nil, req.ServiceModel)
-	s, e, found := 0, 0, false
-	if path := protocols.ResponseModelPath(req.Op); path != "" {
-		s, e, found = protocols.ValueSpan(b, path)
+	model, obs := protocols.ShapeOf(req.Op.Kind).Answer(req.Op.Kind, b)
+	out.Obs = obs
+	answer := protocols.SpliceAt(b, len(b), len(b), nil)
+	if model.Exists() && model.Index > 0 {
+		answer = protocols.SpliceAt(b, model.Index, model.Index+len(model.Raw), protocols.AppendJSONString(nil, req.ServiceModel))
 	}
-	size := len(b)
-	if found {
-		size += len(literal) - (e - s)
-	}
-	if u := gjson.GetBytes(b, "usage"); u.IsObject() {
-		out.Usage = []byte(u.Raw)
-	}
-	if req.Op.Kind == protocols.KindMessages {
-		// Thinking text, in case the upstream does not split thinking tokens out.
-		for _, t := range gjson.GetBytes(b, `content.#(type=="thinking")#.thinking`).Array() {
-			out.ThinkingChars += int64(max(len(t.Raw)-2, 0))
-		}
-	}
-	a.commit(size)
-	out.TimeToFirstByte, out.Complete = time.Since(a.start), true
+	a.commit(answer.Len())
+	out.TimeToFirstByte = time.Since(a.start)
 	out.finalize(req, a.up)
-	if found {
-		_, _ = a.w.Write(b[:s])
-		_, _ = a.w.Write(literal)
-		_, _ = a.w.Write(b[e:])
-	} else {
-		_, _ = a.w.Write(b)
-	}
+	_, _ = answer.WriteTo(a.w)
 	return true
 }
 
@@ -520,8 +495,7 @@ func (a *attempt) relayStream(injectedUsage bool) bool {
 	// finish records what the stream carried and runs the Finalize hook: before the
 	// terminal event is written when there is one, else before the last bytes.
 	finish := func() {
-		out.Usage, out.StartUsage = events.Usage, events.StartUsage
-		out.OutputChars, out.ThinkingChars, out.Complete = events.OutputChars, events.ThinkingChars, events.Terminal
+		out.Obs = events.Obs
 		out.finalize(req, a.up)
 	}
 	defer finish()
@@ -562,9 +536,9 @@ func (a *attempt) relayStream(injectedUsage bool) bool {
 				message = "the upstream stream stalled and was ended by the gateway"
 			}
 			apiErr := protocols.Errorf(req.Op.Family, http.StatusBadGateway, "", "%s", message)
-			pending = append(pending, protocols.StreamErrorEvent(req.Op.Kind, apiErr, events.LastSequence+1)...)
+			pending = append(pending, events.ErrorEvent(apiErr)...)
 		}
-		if events.Terminal || readErr != nil {
+		if events.Obs.Complete || readErr != nil {
 			finish()
 		}
 		if len(pending) > 0 && !out.ClientGone {
@@ -579,7 +553,7 @@ func (a *attempt) relayStream(injectedUsage bool) bool {
 			}
 		}
 		pending = pending[:0]
-		if readErr != nil || out.ClientGone && (events.Terminal || readOn >= clientGoneBytes) {
+		if readErr != nil || out.ClientGone && (events.Obs.Complete || readOn >= clientGoneBytes) {
 			break
 		}
 		n, err := a.resp.Body.Read(buf)

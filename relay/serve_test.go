@@ -119,8 +119,8 @@ func TestStreamEndsExactlyAsTheUpstreamSentIt(t *testing.T) {
 			assert.Equal(t, want, r.rec.Body.String(), "only the model may change, and nothing may be added")
 			assert.Equal(t, 1, r.finalized)
 			assert.NotContains(t, r.atFinalize, "[DONE]", "the usage record must exist before the last event is written")
-			assert.True(t, r.out.Complete)
-			assert.JSONEq(t, `{"prompt_tokens":7,"completion_tokens":1,"total_tokens":8}`, string(r.out.Usage))
+			assert.True(t, r.out.Obs.Complete)
+			assert.Equal(t, protocols.Usage{Input: 7, Output: 1}, r.out.Obs.Usage)
 		})
 	}
 }
@@ -404,10 +404,10 @@ func TestAClientThatLeavesEarlyIsBilledFromTheUpstreamsUsage(t *testing.T) {
 			require.NotNil(t, final, "an answer the client saw is always recorded")
 			assert.True(t, out.ClientGone)
 			if withUsage {
-				assert.JSONEq(t, `{"prompt_tokens":7,"completion_tokens":1,"total_tokens":8}`, string(final.Usage),
+				assert.Equal(t, protocols.Usage{Input: 7, Output: 1}, final.Obs.Usage,
 					"the gateway reads on after the client left and bills real counts")
 			} else {
-				assert.Empty(t, final.Usage)
+				assert.False(t, final.Obs.UsageReported)
 			}
 			assert.Nil(t, out.StreamError, "a departed client is not the candidate's failure")
 		})

@@ -1,0 +1,88 @@
+package protocols
+
+import (
+	"fmt"
+
+	"github.com/tidwall/gjson"
+)
+
+// chatCompletions is the chat completions shape (Family A, POST /v1/chat/completions).
+//
+//   - JSON answer: `model` and `usage` at the top level.
+//   - Stream: `data:` chunks without event names, ending with `data: [DONE]`; every chunk
+//     carries `model`; usage comes in a last chunk with empty `choices`, only when the
+//     request asked for it with stream_options.include_usage (the gateway asks itself
+//     when the client did not, and drops that chunk before the client sees it).
+//   - Usage: prompt_tokens (cached_tokens inside it), completion_tokens (reasoning_tokens
+//     inside it).
+//   - In-band error: a chunk whose JSON carries a non-null `error`.
+type chatCompletions struct{}
+
+func (chatCompletions) Answer(kind Kind, body []byte) (gjson.Result, Observation) {
+	f := gjson.GetManyBytes(body, "model", "usage")
+	obs := Observation{Complete: true, Billable: true}
+	if f[1].IsObject() {
+		obs.setChatUsage(f[1])
+	}
+	return f[0], obs
+}
+
+func (o *Observation) setChatUsage(u gjson.Result) {
+	f := gjson.GetMany(u.Raw, "prompt_tokens", "prompt_tokens_details.cached_tokens",
+		"prompt_tokens_details.cache_write_tokens", "completion_tokens", "completion_tokens_details.reasoning_tokens")
+	o.Usage = Usage{Input: f[0].Int(), CachedInput: f[1].Int(), CacheWrite: f[2].Int(), Output: f[3].Int(), Reasoning: f[4].Int()}
+	o.UsageReported, o.ReasoningReported = true, true
+}
+
+// event reads a chat chunk, the most frequent event there is, in one pass over its top
+// level: model, usage, choices and any error, where separate lookups would scan it once each.
+func (chatCompletions) event(s *EventStream, ev Event) eventView {
+	var model, usage, choices, errField gjson.Result
+	gjson.Parse(view(ev.Data)).ForEach(func(key, value gjson.Result) bool {
+		switch key.Str {
+		case "model":
+			if !model.Exists() {
+				model = value
+			}
+		case "usage":
+			usage = value
+		case "choices":
+			choices = value
+		case "error":
+			errField = value
+		}
+		return true
+	})
+	// As the SDKs read it: an `error` that is null or false is no error.
+	if string(ev.Name) == "error" || errField.Exists() && errField.Type != gjson.Null && errField.Type != gjson.False {
+		return eventView{isError: true}
+	}
+	if choices.IsArray() {
+		d := gjson.GetMany(choices.Raw, "0.delta.content", "0.delta.tool_calls.0.function.arguments", "0.delta.reasoning_content")
+		s.Obs.OutputChars += textLen(d[0]) + textLen(d[1])
+		s.Obs.ThinkingChars += textLen(d[2])
+	}
+	if usage.IsObject() {
+		s.Obs.setChatUsage(usage)
+		if s.dropUsageChunk && choices.IsArray() && !choices.Get("0").Exists() {
+			return eventView{drop: true} // the usage-only chunk the gateway asked for itself
+		}
+	}
+	if model.Type != gjson.String {
+		model = gjson.Result{}
+	}
+	return eventView{model: model}
+}
+
+func (chatCompletions) IsError(ev Event) bool {
+	// As the SDKs read it: an `error` that is null or false is no error.
+	e := gjson.GetBytes(ev.Data, "error")
+	return string(ev.Name) == "error" || (e.Exists() && e.Type != gjson.Null && e.Type != gjson.False)
+}
+
+func (chatCompletions) eventModelPath(Event) string { return "model" }
+
+// ErrorEvent is a data frame carrying the Family A error object, as the SDKs read it.
+func (chatCompletions) ErrorEvent(e *APIError, _ int64) []byte {
+	return fmt.Appendf(nil, "data: %s\n\n", e.Body(""))
+}

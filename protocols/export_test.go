@@ -1,0 +1,33 @@
+package protocols
+
+import "github.com/tidwall/sjson"
+
+// Helpers the tests of this directory use; the gateway itself never needs them.
+
+// SetString returns a copy of body with the string value at path set to value. Only that
+// value's bytes change; the copy is sized once. A path that is absent is added by sjson.
+func SetString(body []byte, path, value string) []byte {
+	start, end, ok := ValueSpan(body, path)
+	if !ok {
+		out, err := sjson.SetBytes(body, path, value)
+		if err != nil {
+			return body
+		}
+		return out
+	}
+	out := make([]byte, 0, len(body)-(end-start)+len(value)+2)
+	out = append(out, body[:start]...)
+	out = AppendJSONString(out, value)
+	return append(out, body[end:]...)
+}
+
+// PrepareRequestBody is ParsedRequest.Upstream for a body not parsed yet, joined into
+// one slice.
+func PrepareRequestBody(op Operation, body []byte, upstreamModel string) (out []byte, injectedUsage bool) {
+	p, err := ParseRequest(op.Family, body)
+	if err != nil {
+		return body, false
+	}
+	up, injected := p.Upstream(op, upstreamModel)
+	return up.Bytes(), injected
+}

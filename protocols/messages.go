@@ -1,0 +1,98 @@
+package protocols
+
+import (
+	"fmt"
+
+	"github.com/tidwall/gjson"
+)
+
+// messages is the Messages shape (Family B, POST /v1/messages and count_tokens).
+//
+//   - JSON answer: `model` and `usage` at the top level; thinking text in content blocks
+//     of type "thinking" (count_tokens answers carry neither model nor billable usage).
+//   - Stream: named events; message_start carries the message (model, and usage with
+//     the input and cache counts), content_block_delta the text, thinking and tool
+//     arguments, message_delta the final usage (output, and it may repeat the input
+//     counts), message_stop ends it.
+//   - Usage: input_tokens, with cache reads and writes counted beside it, not inside;
+//     output_tokens with thinking inside, split out only in output_tokens_details.
+//   - In-band error: an `error` event.
+type messages struct{}
+
+func (messages) Answer(kind Kind, body []byte) (gjson.Result, Observation) {
+	if kind == KindMessagesCountTokens {
+		return gjson.Result{}, Observation{Complete: true} // a token count: no model, nothing to bill
+	}
+	f := gjson.GetManyBytes(body, "model", "usage")
+	obs := Observation{Complete: true, Billable: true}
+	if f[1].IsObject() {
+		obs.mergeMessagesUsage(f[1])
+	}
+	// Thinking text, in case the upstream does not split thinking tokens out.
+	for _, t := range gjson.GetBytes(body, `content.#(type=="thinking")#.thinking`).Array() {
+		obs.ThinkingChars += textLen(t)
+	}
+	return f[0], obs
+}
+
+// mergeMessagesUsage takes the counts a usage object carries and keeps the earlier ones
+// it leaves out: message_delta's usage may carry only output_tokens.
+func (o *Observation) mergeMessagesUsage(u gjson.Result) {
+	f := gjson.GetMany(u.Raw, "input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens",
+		"output_tokens", "output_tokens_details.thinking_tokens")
+	prev := o.Usage
+	pick := func(r gjson.Result, earlier int64) int64 {
+		if r.Exists() {
+			return r.Int()
+		}
+		return earlier
+	}
+	input := pick(f[0], prev.Input-prev.CachedInput-prev.CacheWrite)
+	read, write := pick(f[1], prev.CachedInput), pick(f[2], prev.CacheWrite)
+	o.Usage = Usage{Input: input + read + write, CachedInput: read, CacheWrite: write, Output: pick(f[3], prev.Output), Reasoning: prev.Reasoning}
+	if f[4].Exists() {
+		o.Usage.Reasoning, o.ReasoningReported = f[4].Int(), true
+	}
+	o.UsageReported = true
+}
+
+func (m messages) event(s *EventStream, ev Event) eventView {
+	if m.IsError(ev) {
+		return eventView{isError: true}
+	}
+	switch string(ev.Name) {
+	case "message_start":
+		f := gjson.GetMany(view(ev.Data), "message.model", "message.usage")
+		if f[1].IsObject() {
+			s.Obs.mergeMessagesUsage(f[1])
+		}
+		return eventView{model: f[0]}
+	case "content_block_delta":
+		d := gjson.GetMany(view(ev.Data), "delta.text", "delta.partial_json", "delta.thinking")
+		s.Obs.OutputChars += textLen(d[0]) + textLen(d[1])
+		s.Obs.ThinkingChars += textLen(d[2])
+	case "message_delta":
+		if u := getView(ev.Data, "usage"); u.IsObject() {
+			s.Obs.mergeMessagesUsage(u)
+		}
+	case "message_stop":
+		s.Obs.Complete = true
+	}
+	return eventView{}
+}
+
+func (messages) IsError(ev Event) bool {
+	return string(ev.Name) == "error" || gjson.GetBytes(ev.Data, "type").Str == "error"
+}
+
+func (messages) eventModelPath(ev Event) string {
+	if string(ev.Name) == "message_start" {
+		return "message.model"
+	}
+	return ""
+}
+
+// ErrorEvent is an `error` event carrying the Family B error envelope.
+func (messages) ErrorEvent(e *APIError, _ int64) []byte {
+	return fmt.Appendf(nil, "event: error\ndata: %s\n\n", e.Body(""))
+}

@@ -1,0 +1,99 @@
+package protocols
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/tidwall/gjson"
+)
+
+// responses is the Responses shape (Family A, POST /v1/responses, and its stateless
+// sub-operations input_tokens and compact).
+//
+//   - JSON answer: `model` and `usage` at the top level (input_tokens carries neither).
+//   - Stream: named events with a `sequence_number`; lifecycle events (response.created,
+//     response.completed, …) carry the whole response object, model and usage inside it;
+//     the stream ends with response.completed, response.failed or response.incomplete.
+//   - Usage: input_tokens (cached_tokens inside it), output_tokens (reasoning_tokens
+//     inside it).
+//   - In-band error: an `error` or `response.failed` event.
+type responses struct{}
+
+func (responses) Answer(kind Kind, body []byte) (gjson.Result, Observation) {
+	if kind == KindResponsesInputTokens {
+		return gjson.Result{}, Observation{Complete: true} // a token count: no model, nothing to bill
+	}
+	f := gjson.GetManyBytes(body, "model", "usage")
+	obs := Observation{Complete: true, Billable: true}
+	if f[1].IsObject() {
+		obs.setResponsesUsage(f[1])
+	}
+	return f[0], obs
+}
+
+func (o *Observation) setResponsesUsage(u gjson.Result) {
+	f := gjson.GetMany(u.Raw, "input_tokens", "input_tokens_details.cached_tokens",
+		"input_tokens_details.cache_write_tokens", "output_tokens", "output_tokens_details.reasoning_tokens")
+	o.Usage = Usage{Input: f[0].Int(), CachedInput: f[1].Int(), CacheWrite: f[2].Int(), Output: f[3].Int(), Reasoning: f[4].Int()}
+	o.UsageReported, o.ReasoningReported = true, true
+}
+
+func (r responses) event(s *EventStream, ev Event) eventView {
+	if r.IsError(ev) {
+		return eventView{isError: true}
+	}
+	f := gjson.GetMany(view(ev.Data), "type", "sequence_number", "delta")
+	if f[1].Type == gjson.Number {
+		s.LastSequence = f[1].Int()
+	}
+	switch f[0].Str {
+	case "response.output_text.delta", "response.function_call_arguments.delta", "response.refusal.delta":
+		s.Obs.OutputChars += textLen(f[2])
+	case "response.reasoning_summary_text.delta", "response.reasoning_text.delta":
+		s.Obs.ThinkingChars += textLen(f[2])
+	case "response.completed", "response.failed", "response.incomplete":
+		s.Obs.Complete = true
+	}
+	if r.eventModelPath(ev) == "" {
+		return eventView{}
+	}
+	g := gjson.GetMany(view(ev.Data), "response.model", "response.usage")
+	if g[1].IsObject() {
+		s.Obs.setResponsesUsage(g[1])
+	}
+	return eventView{model: g[0]}
+}
+
+func (responses) IsError(ev Event) bool {
+	t := string(ev.Name)
+	if t == "" {
+		t = gjson.GetBytes(ev.Data, "type").Str
+	}
+	return t == "error" || t == "response.failed"
+}
+
+// eventModelPath: only lifecycle events (response.created, response.completed, …) carry
+// the response object; item and delta events have more dots in their names.
+func (responses) eventModelPath(ev Event) string {
+	name := ev.Name
+	if name == nil {
+		name = []byte(gjson.GetBytes(ev.Data, "type").Str)
+	}
+	if bytes.HasPrefix(name, []byte("response.")) && bytes.Count(name, []byte(".")) == 1 {
+		return "response.model"
+	}
+	return ""
+}
+
+// ErrorEvent is an `error` event numbered after the last event the client saw.
+func (responses) ErrorEvent(e *APIError, nextSequence int64) []byte {
+	ev, _ := json.Marshal(struct {
+		Type     string  `json:"type"`
+		Code     string  `json:"code"`
+		Message  string  `json:"message"`
+		Param    *string `json:"param"`
+		Sequence int64   `json:"sequence_number"`
+	}{"error", e.nativeType(), e.Message, nil, nextSequence})
+	return fmt.Appendf(nil, "event: error\ndata: %s\n\n", ev)
+}

@@ -1,0 +1,97 @@
+package protocols
+
+import "github.com/tidwall/gjson"
+
+// Shape is one native wire format: chat completions, responses or messages, with its
+// sub-operations. Everything the gateway knows about reading and rewriting a shape's
+// answers is in the shape's own file (chat_completions.go, responses.go, messages.go);
+// the relay and metering ask the shape and never switch on the kind themselves.
+type Shape interface {
+	// Answer reads a whole JSON answer of kind: where its model value is (Index > 0
+	// when found) and what it reports.
+	Answer(kind Kind, body []byte) (model gjson.Result, obs Observation)
+	// IsError reports an in-band error event.
+	IsError(ev Event) bool
+	// ErrorEvent is the native in-band error event that ends a stream which already
+	// started; nextSequence is for shapes that number their events.
+	ErrorEvent(e *APIError, nextSequence int64) []byte
+
+	// event observes one data event of a stream into s and says where its model is.
+	event(s *EventStream, ev Event) eventView
+	// eventModelPath is where an event of the shape carries the model, "" for none.
+	eventModelPath(ev Event) string
+}
+
+// eventView is what a shape saw in one event.
+type eventView struct {
+	model   gjson.Result // the model value, Index relative to the event's data
+	isError bool         // an in-band error: scrubbed as an error, never dropped
+	drop    bool         // an event the client must not see (the usage chunk the gateway asked for)
+}
+
+// ShapeOf is the shape an operation's answers have.
+func ShapeOf(kind Kind) Shape {
+	switch kind {
+	case KindChat:
+		return chatCompletions{}
+	case KindResponses, KindResponsesInputTokens, KindResponsesCompact:
+		return responses{}
+	case KindMessages, KindMessagesCountTokens:
+		return messages{}
+	}
+	return noShape{}
+}
+
+// Usage is what one answer consumed, in the gateway's own terms.
+type Usage struct {
+	// Input counts every input token, cached ones included.
+	Input int64 `json:"input"`
+	// CachedInput is the part of Input read from the upstream's prompt cache.
+	CachedInput int64 `json:"cached_input"`
+	// CacheWrite is the part of Input written to the upstream's prompt cache.
+	CacheWrite int64 `json:"cache_write"`
+	// Output counts every output token, reasoning included.
+	Output int64 `json:"output"`
+	// Reasoning is the part of Output spent on reasoning or thinking.
+	Reasoning int64 `json:"reasoning"`
+	// Estimated says a count had to be derived rather than read from the upstream.
+	Estimated bool `json:"estimated"`
+}
+
+// Observation is what the gateway saw of one answer, in neutral terms, whatever its
+// shape: the usage the upstream reported, how much text it carried, whether it ended
+// naturally. Metering estimates and prices from it alone.
+type Observation struct {
+	// Usage is the usage as the upstream reported it so far (for a stream, the latest).
+	Usage Usage
+	// UsageReported says the upstream reported any usage.
+	UsageReported bool
+	// ReasoningReported says the upstream split reasoning tokens out of its output
+	// count (or its shape always does); when not, they may be derived from ThinkingChars.
+	ReasoningReported bool
+	// OutputChars and ThinkingChars count the generated text carried (answer text and
+	// tool arguments; thinking and reasoning text), for estimates.
+	OutputChars, ThinkingChars int64
+	// Complete says the answer reached its natural end.
+	Complete bool
+	// Billable says the operation generates output worth metering (token counts do not).
+	Billable bool
+}
+
+// textLen is the length of a JSON string value without its quotes: close enough to its
+// character count for an estimate, and free of the copy unescaping would make.
+func textLen(r gjson.Result) int64 {
+	if r.Type != gjson.String || len(r.Raw) < 2 {
+		return 0
+	}
+	return int64(len(r.Raw) - 2)
+}
+
+// noShape is the shape of operations that are not relayed.
+type noShape struct{}
+
+func (noShape) Answer(Kind, []byte) (gjson.Result, Observation) { return gjson.Result{}, Observation{} }
+func (noShape) IsError(Event) bool                              { return false }
+func (noShape) ErrorEvent(e *APIError, _ int64) []byte          { return chatCompletions{}.ErrorEvent(e, 0) }
+func (noShape) event(*EventStream, Event) eventView             { return eventView{} }
+func (noShape) eventModelPath(Event) string                     { return "" }
