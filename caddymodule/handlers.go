@@ -185,7 +185,7 @@ func (h *Resolve) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		return fail(protocols.Errorf(op.Family, http.StatusUnsupportedMediaType, "",
 			"compressed request bodies are not accepted; send the body without Content-Encoding"))
 	}
-	body, err := relay.ReadAll(http.MaxBytesReader(w, r.Body, h.app.MaxRequestBody), r.ContentLength, int(h.app.MaxRequestBody)+1)
+	body, err := protocols.ReadBounded(http.MaxBytesReader(w, r.Body, h.app.MaxRequestBody), r.ContentLength, int(h.app.MaxRequestBody)+1)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {

@@ -1,0 +1,266 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/switchyard-gw/switchyard/protocols"
+	"github.com/switchyard-gw/switchyard/routing"
+)
+
+// attemptClock ends an attempt that is too slow: before commit, at the first-byte limit;
+// after it, when the upstream is silent for longer than the idle limit, or once the
+// client has gone and the grace for reading on has passed.
+type attemptClock struct {
+	timer    *time.Timer
+	idle     time.Duration
+	timedOut atomic.Bool
+	// committed is set once the answer's status went to the client; clientLeft once the
+	// client went away after that.
+	committed, clientLeft atomic.Bool
+}
+
+func startClock(firstByte, idle time.Duration, cancel context.CancelFunc) *attemptClock {
+	c := &attemptClock{idle: idle}
+	c.timer = time.AfterFunc(firstByte, func() {
+		c.timedOut.Store(true)
+		cancel()
+	})
+	return c
+}
+
+// activity restarts the idle limit after a read from the upstream, unless the client
+// has gone: then only the grace counts.
+func (c *attemptClock) activity() {
+	if !c.clientLeft.Load() {
+		c.timer.Reset(c.idle)
+	}
+}
+
+// clientGone starts the bounded read-on after the client left a committed answer.
+func (c *attemptClock) clientGone() {
+	if c.clientLeft.CompareAndSwap(false, true) {
+		c.timer.Reset(clientGoneGrace)
+	}
+}
+
+func (c *attemptClock) stop() { c.timer.Stop() }
+
+// run makes the attempt and reports whether it committed an answer to the client.
+func (a *attempt) run() bool {
+	req, up, cand := a.req, a.up, a.up.Candidate
+	body, injectedUsage := req.Parsed.Upstream(req.Op, cand.UpstreamModel)
+	// The upstream call is not tied to the client's context directly: before commit a
+	// departing client cancels it at once, after commit it is read on briefly for usage.
+	attemptCtx, cancel := context.WithCancel(context.WithoutCancel(a.ctx))
+	defer cancel()
+	a.clock = startClock(firstByteLimit(cand, req.Parsed.Streamed()), idleLimit(cand), cancel)
+	defer a.clock.stop()
+	stopWatching := context.AfterFunc(a.ctx, func() {
+		if a.clock.committed.Load() {
+			a.clock.clientGone()
+		} else {
+			cancel()
+		}
+	})
+	defer stopWatching()
+
+	upReq := (&http.Request{
+		Method:        http.MethodPost,
+		URL:           &url.URL{Scheme: up.scheme, Host: up.host, Path: up.basePath + req.Op.UpstreamPath(), RawQuery: req.RawQuery},
+		Proto:         "HTTP/1.1",
+		ProtoMajor:    1,
+		ProtoMinor:    1,
+		Header:        protocols.UpstreamRequestHeader(req.Header, cand.Protocol, cand.Credential),
+		Body:          io.NopCloser(body.Reader()),
+		GetBody:       func() (io.ReadCloser, error) { return io.NopCloser(body.Reader()), nil },
+		ContentLength: int64(body.Len()),
+		Host:          up.host,
+	}).WithContext(attemptCtx)
+	if upReq.Header.Get("Content-Type") == "" {
+		upReq.Header.Set("Content-Type", "application/json")
+	}
+
+	resp, err := up.transport.RoundTrip(upReq)
+	if err != nil {
+		a.att.Reason = classifyTransportError(err, a.clock)
+		return false
+	}
+	defer resp.Body.Close()
+	a.resp = resp
+	a.att.Status = resp.StatusCode
+	if a.att.Reason = classifyStatus(req.Op, resp); a.att.Reason != routing.ReasonNone {
+		a.att.RetryAfter = routing.RetryAfterSeconds(resp.Header)
+		// Read a little so the connection can be reused; the body is not shown to anyone.
+		_, _ = io.CopyN(io.Discard, resp.Body, 64<<10)
+		return false
+	}
+
+	a.scrub = protocols.Scrubber{UpstreamModel: cand.UpstreamModel, ServiceModel: req.ServiceModel, Secrets: up.secrets}.WithAccountIDs(resp.Header)
+	switch {
+	case resp.StatusCode >= 400:
+		return a.relayError()
+	case isEventStream(resp.Header):
+		return a.relayStream(injectedUsage)
+	}
+	// A non-streamed answer: its headers are the first byte; the body is bounded by the
+	// idle limit from here on.
+	a.clock.activity()
+	return a.relayJSON()
+}
+
+// classifyStatus says why an answer's status and type fail the attempt before anything
+// is read, or ReasonNone when the answer may be relayed.
+func classifyStatus(op protocols.Operation, resp *http.Response) routing.Reason {
+	code := resp.StatusCode
+	switch {
+	case op.SubOperation() && (code == http.StatusNotFound || code == http.StatusMethodNotAllowed):
+		return routing.ReasonNotOffered
+	case code == http.StatusTooManyRequests:
+		return routing.ReasonRateLimit
+	case routing.FailoverStatus(code):
+		return routing.ReasonStatus
+	case code < 200 || code >= 300 && code < 400:
+		return routing.ReasonBadResponse
+	case code >= 400:
+		return routing.ReasonNone // the client's own mistake, passed back scrubbed
+	case isEventStream(resp.Header):
+		if !op.Generates() || op.SubOperation() {
+			return routing.ReasonBadResponse
+		}
+		return routing.ReasonNone
+	case !isJSON(resp.Header):
+		return routing.ReasonBadResponse
+	}
+	return routing.ReasonNone
+}
+
+// attempt is one try of a request on one candidate.
+type attempt struct {
+	ctx   context.Context // the client's
+	w     http.ResponseWriter
+	req   *Request
+	up    *Upstream
+	out   *Outcome
+	att   *Attempt  // this attempt's record in out.Attempts
+	start time.Time // when Serve started, for time to first byte
+
+	// Set as the attempt runs.
+	clock *attemptClock
+	resp  *http.Response
+	scrub protocols.Scrubber
+}
+
+// commit sends the status line and headers: from here on the answer is the client's.
+func (a *attempt) commit(size int) {
+	a.clock.committed.Store(true)
+	commitHeader(a.w, a.resp, size)
+	a.out.Status = a.resp.StatusCode
+}
+
+// relayError passes back an upstream's answer to a mistake of the client's (400, 413,
+// 422, …), scrubbed of everything that would reveal the candidate.
+func (a *attempt) relayError() bool {
+	b, err := protocols.ReadBounded(a.resp.Body, a.resp.ContentLength, MaxErrorBody)
+	if err != nil {
+		a.att.Reason = brokenOrTimedOut(a.clock, err)
+		return false
+	}
+	a.clock.stop()
+	b = a.scrub.Scrub(b)
+	a.commit(len(b))
+	a.out.TimeToFirstByte, a.out.Obs = time.Since(a.start), protocols.Observation{Complete: true}
+	a.out.finalize(a.req, a.up)
+	_, _ = a.w.Write(b)
+	return true
+}
+
+func firstByteLimit(c *routing.Candidate, streamed bool) time.Duration {
+	switch {
+	case c.Timeouts.FirstByte > 0:
+		return c.Timeouts.FirstByte
+	case streamed:
+		return DefaultStreamFirstByte
+	}
+	// A non-streamed answer's first byte comes when the generation is done: only the
+	// header timeout bounds it.
+	if c.Timeouts.Header > 0 {
+		return c.Timeouts.Header
+	}
+	return DefaultHeaderTimeout
+}
+
+func idleLimit(c *routing.Candidate) time.Duration {
+	if c.Timeouts.Idle > 0 {
+		return c.Timeouts.Idle
+	}
+	return DefaultIdleTimeout
+}
+
+func brokenOrTimedOut(clock *attemptClock, err error) routing.Reason {
+	switch {
+	case errors.Is(err, protocols.ErrTooLarge):
+		return routing.ReasonBadResponse
+	case clock.timedOut.Load():
+		return routing.ReasonTimeout
+	}
+	return routing.ReasonBrokenBody
+}
+
+// commitHeader sends the status line and the headers a client may see. size is the exact
+// body length, or -1 for a stream.
+func commitHeader(w http.ResponseWriter, resp *http.Response, size int) {
+	h := w.Header()
+	protocols.CopyResponseHeader(h, resp.Header)
+	if size >= 0 {
+		h.Set("Content-Length", strconv.Itoa(size))
+	} else {
+		h.Del("Content-Length")
+	}
+	w.WriteHeader(resp.StatusCode)
+}
+
+func isEventStream(h http.Header) bool { return mediaType(h) == "text/event-stream" }
+
+// isJSON accepts application/json and the +json types some upstreams answer with.
+func isJSON(h http.Header) bool {
+	mt := mediaType(h)
+	return mt == "application/json" || strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")
+}
+
+func mediaType(h http.Header) string {
+	ct := h.Get("Content-Type")
+	if ct == "" {
+		return ""
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return ""
+	}
+	return mt
+}
+
+// classifyTransportError tells a connection failure from a timeout.
+func classifyTransportError(err error, clock *attemptClock) routing.Reason {
+	if clock.timedOut.Load() {
+		return routing.ReasonTimeout
+	}
+	var netErr net.Error
+	if errors.As(err, &netErr) && netErr.Timeout() {
+		return routing.ReasonTimeout
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return routing.ReasonTimeout
+	}
+	// Dial, TLS and reset failures all mean the upstream could not be reached.
+	return routing.ReasonConnect
+}

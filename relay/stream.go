@@ -1,0 +1,171 @@
+package relay
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/switchyard-gw/switchyard/protocols"
+	"github.com/switchyard-gw/switchyard/routing"
+)
+
+// After the client has gone, the gateway reads on for the usage that ends most streams,
+// within these bounds, so that what the client received is billed from real counts.
+const (
+	clientGoneGrace = 2 * time.Second
+	clientGoneBytes = 64 << 10
+)
+
+// A stream holds its read and output buffers for as long as it is open, so they are kept
+// small: SSE events are small, and ten thousand open streams must fit in memory.
+var (
+	readBufs    = sync.Pool{New: func() any { b := make([]byte, 4<<10); return &b }}
+	scratchBufs = sync.Pool{New: func() any { b := make([]byte, 0, 2<<10); return &b }}
+)
+
+// maxPooledScratch is the largest output buffer put back in the pool; one that grew for
+// a huge event is left to the garbage collector.
+const maxPooledScratch = 64 << 10
+
+// relayStream holds the answer until the first event with data has arrived, fails over
+// if that event is an error, and otherwise relays every event as soon as it is complete.
+// The usage record is made before the bytes that end the answer are written, on every
+// way a stream can end; the bytes themselves are the upstream's, only the model changed.
+func (a *attempt) relayStream(injectedUsage bool) bool {
+	req, out, clock := a.req, a.out, a.clock
+	events := protocols.NewEventStream(req.Op.Kind, req.ServiceModel, injectedUsage, a.scrub)
+	bufp := readBufs.Get().(*[]byte)
+	defer readBufs.Put(bufp)
+	buf := *bufp
+	scratchp := scratchBufs.Get().(*[]byte)
+	pending := (*scratchp)[:0]
+	defer func() {
+		if cap(pending) <= maxPooledScratch {
+			*scratchp = pending[:0]
+			scratchBufs.Put(scratchp)
+		}
+	}()
+
+	// The gate: nothing is committed until an event that carries data is in hand.
+	// Comments and keep-alive frames before it are held and sent with it; if it turns
+	// out to be an error they are dropped with the rest of the attempt.
+	var first protocols.Event
+	for found := false; !found; {
+		ev, ok := events.Next()
+		if ok {
+			if len(ev.Data) == 0 {
+				pending = append(pending, ev.Raw...)
+				continue
+			}
+			first, found = ev, true
+			break
+		}
+		if events.Overflowed() || len(pending) > protocols.MaxEventSize {
+			a.att.Reason = routing.ReasonBadResponse
+			return false
+		}
+		n, err := a.resp.Body.Read(buf)
+		if n > 0 {
+			events.Push(buf[:n])
+		}
+		if err != nil && n == 0 {
+			a.att.Reason = brokenOrTimedOut(clock, err)
+			return false
+		}
+	}
+	if events.IsError(first) {
+		a.att.Reason = routing.ReasonInBand
+		return false
+	}
+
+	a.commit(-1)
+	clock.activity() // from here on the idle limit applies
+	out.Stream = true
+	flush := flusher(a.w)
+	// finish records what the stream carried and runs the Finalize hook: before the
+	// terminal event is written when there is one, else before the last bytes.
+	finish := func() {
+		out.Obs = events.Obs
+		out.finalize(req, a.up)
+	}
+	defer finish()
+	pending, _ = events.AppendRewritten(pending, first)
+	var readErr error
+	readOn := 0 // bytes read after the client left
+	for {
+		for ev, ok := events.Next(); ok; ev, ok = events.Next() {
+			pending, _ = events.AppendRewritten(pending, ev)
+		}
+		if events.Overflowed() && (readErr == nil || errors.Is(readErr, io.EOF)) {
+			readErr = errEventTooLarge
+		}
+		if clock.clientLeft.Load() {
+			out.ClientGone = true
+		}
+		switch {
+		case readErr == nil:
+		case errors.Is(readErr, io.EOF):
+			// An upstream that ends without a final blank line still sent its last event:
+			// it is observed, and passed on as it came.
+			if ev, ok := events.Unterminated(); ok {
+				pending, _ = events.AppendRewritten(pending, ev)
+			}
+		case out.ClientGone || a.ctx.Err() != nil:
+			out.ClientGone = true
+		default:
+			// The upstream failed, stalled or overflowed after the client saw the start of
+			// the answer: no failover is possible any more, so end the stream the way the
+			// family ends a failed one.
+			out.StreamError = readErr
+			message := "the upstream stream was interrupted before it completed"
+			switch {
+			case errors.Is(readErr, errEventTooLarge):
+				message = "the upstream sent an event larger than the gateway's limit"
+			case clock.timedOut.Load():
+				out.StreamError = errIdle
+				message = "the upstream stream stalled and was ended by the gateway"
+			}
+			apiErr := protocols.Errorf(req.Op.Family, http.StatusBadGateway, "", "%s", message)
+			pending = append(pending, events.ErrorEvent(apiErr)...)
+		}
+		if events.Obs.Complete || readErr != nil {
+			finish()
+		}
+		if len(pending) > 0 && !out.ClientGone {
+			if out.TimeToFirstByte == 0 {
+				out.TimeToFirstByte = time.Since(a.start)
+			}
+			if _, err := a.w.Write(pending); err != nil {
+				out.ClientGone = true
+				clock.clientGone()
+			} else {
+				flush()
+			}
+		}
+		pending = pending[:0]
+		if readErr != nil || out.ClientGone && (events.Obs.Complete || readOn >= clientGoneBytes) {
+			break
+		}
+		n, err := a.resp.Body.Read(buf)
+		if n > 0 {
+			clock.activity()
+			events.Push(buf[:n])
+			if out.ClientGone {
+				readOn += n
+			}
+		}
+		readErr = err
+	}
+	return true
+}
+
+var errEventTooLarge = errors.New("upstream event exceeds the gateway's limit")
+
+var errIdle = errors.New("upstream idle for longer than the idle limit")
+
+func flusher(w http.ResponseWriter) func() {
+	rc := http.NewResponseController(w)
+	return func() { _ = rc.Flush() }
+}
