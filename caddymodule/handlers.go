@@ -107,20 +107,14 @@ func (h *Auth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 		// Never forwarded, and refused so that the client learns to stop putting it in
 		// URLs, which proxies and logs keep.
 		auth.StripKeyHeaders(r.Header)
-		return fail(protocols.Errorf(familyOfPath(r.URL.Path), http.StatusBadRequest, "",
-			"API keys go in the 'Authorization: Bearer <key>' or 'x-api-key' header, never in the URL; remove the key from the query string"))
+		return fail(protocols.ErrKeyInQuery(protocols.FamilyOfPath(r.URL.Path)))
 	}
 	identity, ok := h.app.verifier.Verify(auth.KeyFromRequest(r.Header))
 	// The key has been read: remove it, so no later handler and no access log line can
 	// see it (Caddy's log redacts Authorization, but knows nothing of x-api-key).
 	auth.StripKeyHeaders(r.Header)
 	if !ok {
-		// Authentication comes before protocol handling, so the generic Family A
-		// envelope is used on every path, /v1/messages included.
-		return fail(&protocols.APIError{
-			Family: protocols.FamilyA, Status: http.StatusUnauthorized, Code: "invalid_api_key",
-			Message: "missing or invalid API key; send it as 'Authorization: Bearer <key>' or 'x-api-key: <key>'",
-		})
+		return fail(protocols.ErrInvalidKey())
 	}
 	caddyhttp.SetVar(r.Context(), varIdentity, identity)
 	logFields(r, zap.String("switchyard_key_id", identity.KeyID))
@@ -145,54 +139,39 @@ func (h *Resolve) Provision(ctx caddy.Context) (err error) {
 	return err
 }
 
-// familyOfPath is the family whose envelope errors on an unclassified path use.
-func familyOfPath(path string) protocols.Family {
-	if strings.HasPrefix(path, "/v1/messages") {
-		return protocols.FamilyB
-	}
-	return protocols.FamilyA
-}
-
 func (h *Resolve) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	identity, _ := caddyhttp.GetVar(r.Context(), varIdentity).(*auth.Identity)
 	if identity == nil {
-		return fail(protocols.Errorf(protocols.FamilyA, http.StatusInternalServerError, "",
-			"gateway misconfigured: switchyard_auth must run before switchyard_model"))
+		return fail(protocols.ErrMisconfigured(protocols.FamilyA, "switchyard_auth must run before switchyard_model"))
 	}
 	upgrade := strings.EqualFold(r.Header.Get("Upgrade"), "websocket")
 	op, known, methodOK := protocols.Classify(r.Method, r.URL.EscapedPath(), upgrade)
 	if !known {
-		return fail(protocols.Errorf(familyOfPath(r.URL.Path), http.StatusNotFound, "unknown_url",
-			"unknown path %s %s", r.Method, r.URL.Path))
+		return fail(protocols.ErrUnknownPath(protocols.FamilyOfPath(r.URL.Path), r.Method, r.URL.Path))
 	}
 	if !methodOK {
-		w.Header().Set("Allow", allowedMethods(op))
-		return fail(protocols.Errorf(op.Family, http.StatusMethodNotAllowed, "",
-			"%s is not allowed on %s; use %s", r.Method, r.URL.Path, allowedMethods(op)))
+		w.Header().Set("Allow", op.AllowedMethods())
+		return fail(protocols.ErrMethodNotAllowed(op, r.Method, r.URL.Path))
 	}
 	logFields(r, zap.String("switchyard_operation", op.Kind.String()))
 
 	switch op.Kind {
 	case protocols.KindModels:
 		return h.serveModels(w, identity, op)
-	case protocols.KindStatefulResponses:
-		return fail(notOffered("this operation needs server-side response state, which this gateway does not keep"))
-	case protocols.KindResponsesWebSocket:
-		return fail(notOffered("the WebSocket transport is not served; use HTTP POST /v1/responses"))
+	case protocols.KindStatefulResponses, protocols.KindResponsesWebSocket:
+		return fail(protocols.ErrNotServed(op))
 	}
 
 	if !protocols.RequestEncodingOK(r.Header) {
-		return fail(protocols.Errorf(op.Family, http.StatusUnsupportedMediaType, "",
-			"compressed request bodies are not accepted; send the body without Content-Encoding"))
+		return fail(protocols.ErrCompressedBody(op.Family))
 	}
 	body, err := protocols.ReadBounded(http.MaxBytesReader(w, r.Body, h.app.MaxRequestBody), r.ContentLength, int(h.app.MaxRequestBody)+1)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			return fail(protocols.Errorf(op.Family, http.StatusRequestEntityTooLarge, "",
-				"the request body exceeds the gateway's limit of %d bytes", h.app.MaxRequestBody))
+			return fail(protocols.ErrBodyTooLarge(op.Family, h.app.MaxRequestBody))
 		}
-		return fail(protocols.Errorf(op.Family, http.StatusBadRequest, "", "the request body could not be read"))
+		return fail(protocols.ErrBodyUnreadable(op.Family))
 	}
 	parsed, apiErr := protocols.ParseRequest(op.Family, body)
 	if apiErr != nil {
@@ -204,19 +183,11 @@ func (h *Resolve) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 	model, ok := h.app.catalog.Lookup(modelID)
 	if !ok || !identity.MayCall(modelID) {
-		e := protocols.Errorf(op.Family, http.StatusNotFound, "model_not_found",
-			"the model '%s' does not exist or you do not have access to it; GET /v1/models lists the models you can call (ids are case-sensitive)", modelID)
-		e.Param = "model"
-		return fail(e)
+		return fail(protocols.ErrModelNotFound(op.Family, modelID))
 	}
 	logFields(r, zap.String("switchyard_model", modelID))
 	if !model.Supports(op.Family) {
-		// Answered from memory: this will not change by retrying, so tell SDKs not to.
-		e := protocols.Errorf(op.Family, http.StatusServiceUnavailable, protocols.CodeNoChannel,
-			"%s: model '%s' is not offered on the %s protocol; GET /v1/models lists the protocols of each model",
-			protocols.CodeNoChannel, modelID, op.Family.Token())
-		e.NoRetry = true
-		return fail(e)
+		return fail(protocols.ErrProtocolNotOffered(op.Family, modelID))
 	}
 	if apiErr := parsed.Validate(op, r.Header); apiErr != nil {
 		return fail(apiErr)
@@ -225,27 +196,11 @@ func (h *Resolve) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	return next.ServeHTTP(w, r)
 }
 
-// notOffered is the 501 for a Responses operation out of the gateway's scope; retrying
-// cannot change it, so SDKs are told not to.
-func notOffered(message string) *protocols.APIError {
-	e := protocols.Errorf(protocols.FamilyA, http.StatusNotImplemented, "unsupported_operation", "%s", message)
-	e.NoRetry = true
-	return e
-}
-
-func allowedMethods(op protocols.Operation) string {
-	if op.Kind == protocols.KindModels {
-		return "GET"
-	}
-	return "POST"
-}
-
 func (h *Resolve) serveModels(w http.ResponseWriter, identity *auth.Identity, op protocols.Operation) error {
 	var body []byte
 	if op.ModelID != "" {
 		if body = h.app.models.one(identity, op.ModelID); body == nil {
-			return fail(protocols.Errorf(protocols.FamilyA, http.StatusNotFound, "model_not_found",
-				"the model '%s' does not exist or you do not have access to it", op.ModelID))
+			return fail(protocols.ErrModelNotListed(op.ModelID))
 		}
 	} else {
 		body = h.app.models.list(identity)
@@ -279,8 +234,7 @@ func (h *Proxy) Provision(ctx caddy.Context) (err error) {
 func (h *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
 	rt, _ := caddyhttp.GetVar(r.Context(), varRoute).(*route)
 	if rt == nil {
-		return fail(protocols.Errorf(familyOfPath(r.URL.Path), http.StatusInternalServerError, "",
-			"gateway misconfigured: switchyard_model must run before switchyard_proxy"))
+		return fail(protocols.ErrMisconfigured(protocols.FamilyOfPath(r.URL.Path), "switchyard_model must run before switchyard_proxy"))
 	}
 	req := &relay.Request{
 		Op:           rt.op,
@@ -349,20 +303,10 @@ func (ErrorWriter) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp
 		if errors.As(err, &he) && he.StatusCode != 0 {
 			status = he.StatusCode
 		}
-		apiErr = protocols.Errorf(familyOfPath(r.URL.Path), status, "", "%s", genericMessage(status))
+		apiErr = protocols.ErrGeneric(protocols.FamilyOfPath(r.URL.Path), status)
 	}
 	apiErr.Write(w, requestID(r))
 	return nil
-}
-
-func genericMessage(status int) string {
-	if status >= 500 {
-		return "the gateway could not complete the request"
-	}
-	if t := http.StatusText(status); t != "" {
-		return strings.ToLower(t)
-	}
-	return "the request could not be handled"
 }
 
 // Interface guards

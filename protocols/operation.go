@@ -99,6 +99,23 @@ type Operation struct {
 	ModelID string
 }
 
+// AllowedMethods is the Allow header of the operation's path.
+func (o Operation) AllowedMethods() string {
+	if o.Kind == KindModels {
+		return "GET"
+	}
+	return "POST"
+}
+
+// FamilyOfPath is the family whose envelope answers errors on a path, known or not:
+// Family B under /v1/messages, Family A elsewhere.
+func FamilyOfPath(path string) Family {
+	if strings.HasPrefix(path, "/v1/messages") {
+		return FamilyB
+	}
+	return FamilyA
+}
+
 // Routed reports whether the operation carries a model in its body and goes to a candidate.
 func (o Operation) Routed() bool {
 	switch o.Kind {

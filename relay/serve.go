@@ -138,10 +138,7 @@ func Serve(ctx context.Context, w http.ResponseWriter, req *Request, upstreams [
 		health.RecordFailure(admission, att.Reason, cooldownHint(*att), now)
 	}
 	if notOffered > 0 && notOffered == len(out.Attempts) {
-		e := protocols.Errorf(req.Op.Family, http.StatusNotFound, "unsupported_operation",
-			"model '%s' does not offer %s", req.ServiceModel, req.Op.Kind)
-		e.NoRetry = true
-		return out, e
+		return out, protocols.ErrSubOperationNotOffered(req.Op, req.ServiceModel)
 	}
 	return out, noChannel(req, opts)
 }
@@ -160,8 +157,5 @@ func cooldownHint(a Attempt) time.Duration {
 func noChannel(req *Request, opts []routing.Option) *protocols.APIError {
 	now := time.Now()
 	wait := routing.SoonestReady(opts, now).Sub(now).Seconds()
-	e := protocols.Errorf(req.Op.Family, http.StatusServiceUnavailable, protocols.CodeNoChannel,
-		"%s: model '%s' has no candidate available to serve this request right now; retry later", protocols.CodeNoChannel, req.ServiceModel)
-	e.RetryAfter = max(1, int(math.Ceil(wait)))
-	return e
+	return protocols.ErrNoChannel(req.Op.Family, req.ServiceModel, int(math.Ceil(wait)))
 }

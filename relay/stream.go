@@ -119,16 +119,15 @@ func (a *attempt) relayStream(injectedUsage bool) bool {
 			// the answer: no failover is possible any more, so end the stream the way the
 			// family ends a failed one.
 			out.StreamError = readErr
-			message := "the upstream stream was interrupted before it completed"
+			why := protocols.StreamInterrupted
 			switch {
 			case errors.Is(readErr, errEventTooLarge):
-				message = "the upstream sent an event larger than the gateway's limit"
+				why = protocols.StreamOversized
 			case clock.timedOut.Load():
 				out.StreamError = errIdle
-				message = "the upstream stream stalled and was ended by the gateway"
+				why = protocols.StreamStalled
 			}
-			apiErr := protocols.Errorf(req.Op.Family, http.StatusBadGateway, "", "%s", message)
-			pending = append(pending, events.ErrorEvent(apiErr)...)
+			pending = append(pending, events.ErrorEvent(protocols.ErrStreamEnded(req.Op.Family, why))...)
 		}
 		if events.Obs.Complete || readErr != nil {
 			finish()
