@@ -59,6 +59,7 @@ type App struct {
 	// (Caddy starts apps in no fixed order) wait for it rather than go unrecorded.
 	ledgerReady chan struct{}
 	affinity    *routing.Affinity
+	affinityKey string // in affinityPool
 	healthKeys  []string
 	catalog     *routing.Catalog
 	verifier    auth.Verifier
@@ -196,7 +197,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 			a.upstreams[c] = up
 		}
 	}
-	a.affinity = a.Affinity.table()
+	if a.affinity, a.affinityKey, err = a.Affinity.table(); err != nil {
+		return err
+	}
 	if err := loadMetrics().register(ctx.GetMetricsRegistry()); err != nil {
 		return err
 	}
@@ -381,6 +384,9 @@ func (a *App) Stop() error {
 func (a *App) Cleanup() error {
 	for _, key := range a.healthKeys {
 		_, _ = healthPool.Delete(key)
+	}
+	if a.affinityKey != "" {
+		_, _ = affinityPool.Delete(a.affinityKey)
 	}
 	// The ledger goes first: its last flush needs the store.
 	if a.ledgerKey != "" {

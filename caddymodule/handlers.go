@@ -251,7 +251,7 @@ func (h *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Ha
 	var conversation string
 	if aff := h.app.affinity; aff != nil {
 		if id := rt.parsed.ConversationID(r.Header, h.app.affinityHeader()); id != "" {
-			conversation = rt.model.ID + "\x00" + rt.op.Family.Token() + "\x00" + id
+			conversation = routing.ConversationKey(rt.model.ID, rt.op.Family, id)
 			req.Preferred, _ = aff.Get(conversation, time.Now())
 		}
 	}
@@ -259,7 +259,7 @@ func (h *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Ha
 	if conversation != "" && outcome.Served != nil && outcome.StreamError == nil {
 		h.app.affinity.Set(conversation, outcome.Served.Identity, time.Now())
 	}
-	loadMetrics().observe(rt.model.ID, rt.op.Family, outcome, apiErr != nil)
+	loadMetrics().observe(rt.model.ID, rt.op.Family, outcome)
 
 	reasons := make([]string, 0, len(outcome.Attempts))
 	for _, a := range outcome.Attempts {

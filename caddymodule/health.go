@@ -2,8 +2,8 @@ package caddymodule
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -68,16 +68,19 @@ const (
 	defaultAffinityEntries = 100_000
 )
 
-// affinityTables keeps one table per (size, ttl) so a reload with the same settings
-// keeps the conversations it knew.
-var (
-	affinityMu     sync.Mutex
-	affinityTables = map[[2]int64]*routing.Affinity{}
-)
+// affinityPool keeps one table per (size, ttl), so a reload with the same settings keeps
+// the conversations it knew; the last configuration to let go of a table frees it.
+var affinityPool = caddy.NewUsagePool()
 
-func (c *AffinityConfig) table() *routing.Affinity {
+type sharedAffinity struct{ *routing.Affinity }
+
+func (sharedAffinity) Destruct() error { return nil }
+
+// table joins the affinity table these settings name; key is what to release it by
+// ("" when affinity is off).
+func (c *AffinityConfig) table() (table *routing.Affinity, key string, err error) {
 	if c != nil && c.Disabled {
-		return nil
+		return nil, "", nil
 	}
 	ttl, limit := defaultAffinityTTL, defaultAffinityEntries
 	if c != nil && c.TTL > 0 {
@@ -86,15 +89,14 @@ func (c *AffinityConfig) table() *routing.Affinity {
 	if c != nil && c.MaxEntries > 0 {
 		limit = c.MaxEntries
 	}
-	key := [2]int64{int64(ttl), int64(limit)}
-	affinityMu.Lock()
-	defer affinityMu.Unlock()
-	t, ok := affinityTables[key]
-	if !ok {
-		t = routing.NewAffinity(limit, ttl)
-		affinityTables[key] = t
+	key = fmt.Sprintf("affinity/%d/%s", limit, ttl)
+	shared, _, err := affinityPool.LoadOrNew(key, func() (caddy.Destructor, error) {
+		return sharedAffinity{routing.NewAffinity(limit, ttl)}, nil
+	})
+	if err != nil {
+		return nil, "", err
 	}
-	return t
+	return shared.(sharedAffinity).Affinity, key, nil
 }
 
 func (a *App) affinityHeader() string {

@@ -60,13 +60,17 @@ func (a *App) openLedger(ctx context.Context, dir string, sink metering.Sink) er
 // meter prices what one answer used, counts it, and puts its record in the ledger. It runs
 // inside relay's Finalize hook: before the answer's last bytes reach the client.
 func (h *Proxy) meter(rt *route, identity *auth.Identity, requestID string, out *relay.Outcome) {
-	u := metering.Bill(out.Obs, func() int64 { return protocols.TextBytes(rt.parsed.Body) })
-	cost := metering.Cost(rt.model.Prices, u)
 	keyID := ""
 	if identity != nil {
 		keyID = identity.KeyID
 	}
-	loadUsageMetrics().observe(rt.model.ID, keyID, u, cost)
+	rec := metering.NewRecord(metering.Answer{
+		RequestID: requestID, KeyID: keyID, Model: rt.model.ID, Candidate: out.Served.Candidate.Name,
+		Op: rt.op, Status: out.Status, Obs: out.Obs,
+		RequestTextBytes: func() int64 { return protocols.TextBytes(rt.parsed.Body) },
+		Prices:           rt.model.Prices, Latency: out.Latency, TTFB: out.TimeToFirstByte, Attempts: len(out.Attempts),
+	}, time.Now())
+	loadUsageMetrics().observe(rt.model.ID, keyID, rec.Usage, rec.CostMicros)
 	if h.app.ledgerReady == nil {
 		return // no store keeps usage
 	}
@@ -75,21 +79,6 @@ func (h *Proxy) meter(rt *route, identity *auth.Identity, requestID string, out 
 	case <-time.After(5 * time.Second):
 		h.logger.Error("usage ledger not open 5 s after the request: record not kept", zap.String("request_id", requestID))
 		return
-	}
-	rec := &metering.Record{
-		RequestID:  requestID,
-		KeyID:      keyID,
-		Model:      rt.model.ID,
-		Candidate:  out.Served.Candidate.Name,
-		Protocol:   rt.op.Family.Token(),
-		Operation:  rt.op.Kind.String(),
-		Status:     out.Status,
-		Usage:      u,
-		CostMicros: cost,
-		LatencyMs:  out.Latency.Milliseconds(),
-		TTFBMs:     out.TimeToFirstByte.Milliseconds(),
-		Attempts:   len(out.Attempts),
-		Time:       time.Now().UTC(),
 	}
 	if err := h.app.ledger.Append(rec); err != nil {
 		h.logger.Error("usage record could not be journaled", zap.String("request_id", requestID), zap.Error(err))

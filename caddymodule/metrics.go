@@ -75,27 +75,14 @@ func registerCollectors(reg prometheus.Registerer, cs ...prometheus.Collector) e
 }
 
 // observe records one request's outcome.
-func (m *gatewayMetrics) observe(model string, family protocols.Family, out *relay.Outcome, noChannel bool) {
+func (m *gatewayMetrics) observe(model string, family protocols.Family, out *relay.Outcome) {
 	proto := family.Token()
-	served, outcome := "none", "no_channel"
-	switch {
-	case out.Served != nil:
+	served := "none"
+	if out.Served != nil {
 		served = out.Served.Candidate.Name
-		switch {
-		case out.ClientGone:
-			outcome = "client_gone"
-		case out.StreamError != nil:
-			outcome = "stream_error"
-		case out.Status >= 400:
-			outcome = "client_error"
-		default:
-			outcome = "success"
-		}
 		m.ttfb.WithLabelValues(model, served).Observe(out.TimeToFirstByte.Seconds())
-	case !noChannel:
-		outcome = "client_gone"
 	}
-	m.requests.WithLabelValues(model, proto, served, outcome).Inc()
+	m.requests.WithLabelValues(model, proto, served, out.Result()).Inc()
 	m.attempts.WithLabelValues(model, proto).Observe(float64(len(out.Attempts)))
 	for _, a := range out.Attempts {
 		if a.Reason != routing.ReasonNone && a.Reason != routing.ReasonClientGone {

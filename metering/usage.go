@@ -5,6 +5,8 @@
 package metering
 
 import (
+	"time"
+
 	"github.com/switchyard-gw/switchyard/protocols"
 	"github.com/switchyard-gw/switchyard/routing"
 )
@@ -83,4 +85,38 @@ func cacheWritePrice(p routing.Prices) int64 {
 		return p.Input
 	}
 	return p.CacheWrite
+}
+
+// Answer is what the gateway knows of one answer when its record is made.
+type Answer struct {
+	RequestID, KeyID, Model, Candidate string
+	Op                                 protocols.Operation
+	Status                             int
+	// Obs is what the answer's shape observed; RequestTextBytes measures the request's
+	// text, asked for only when the input must be estimated.
+	Obs              protocols.Observation
+	RequestTextBytes func() int64
+	Prices           routing.Prices
+	Latency, TTFB    time.Duration
+	Attempts         int
+}
+
+// NewRecord bills and prices an answer and makes its ledger record.
+func NewRecord(a Answer, now time.Time) *Record {
+	u := Bill(a.Obs, a.RequestTextBytes)
+	return &Record{
+		RequestID:  a.RequestID,
+		KeyID:      a.KeyID,
+		Model:      a.Model,
+		Candidate:  a.Candidate,
+		Protocol:   a.Op.Family.Token(),
+		Operation:  a.Op.Kind.String(),
+		Status:     a.Status,
+		Usage:      u,
+		CostMicros: Cost(a.Prices, u),
+		LatencyMs:  a.Latency.Milliseconds(),
+		TTFBMs:     a.TTFB.Milliseconds(),
+		Attempts:   a.Attempts,
+		Time:       now.UTC(),
+	}
 }

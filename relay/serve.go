@@ -70,6 +70,22 @@ type Outcome struct {
 	finalized bool
 }
 
+// Result names how the request ended, for metrics: success, client_error (an upstream
+// 4xx passed back), stream_error, client_gone or no_channel.
+func (out *Outcome) Result() string {
+	switch {
+	case out.ClientGone:
+		return "client_gone"
+	case out.Served == nil:
+		return "no_channel"
+	case out.StreamError != nil:
+		return "stream_error"
+	case out.Status >= 400:
+		return "client_error"
+	}
+	return "success"
+}
+
 // finalize runs the request's Finalize hook once.
 func (out *Outcome) finalize(req *Request, up *Upstream) {
 	if out.finalized {

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/switchyard-gw/switchyard/protocols"
 )
 
 // Option is a candidate as the ordering sees it.
@@ -85,6 +87,12 @@ func SoonestReady(opts []Option, now time.Time) time.Time {
 		return now
 	}
 	return soonest
+}
+
+// ConversationKey is the affinity table's key for a conversation of a model on one family:
+// the same conversation id on another model or family is another conversation.
+func ConversationKey(model string, family protocols.Family, conversationID string) string {
+	return model + "\x00" + family.Token() + "\x00" + conversationID
 }
 
 // Affinity remembers which candidate served each conversation last. Memory is bounded
