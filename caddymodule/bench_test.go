@@ -44,7 +44,7 @@ func BenchmarkHotPath(b *testing.B) {
 	if err := app.Provision(ctx); err != nil {
 		b.Fatal(err)
 	}
-	authH, resolveH := &Auth{app: app}, &Resolve{app: app}
+	authH, resolveH := &Auth{app: app}, &Model{app: app}
 	var last protocols.Splice
 	rewrite := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
 		rt := caddyhttp.GetVar(r.Context(), varRoute).(*route)

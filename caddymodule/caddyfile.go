@@ -13,12 +13,47 @@ import (
 
 func init() {
 	httpcaddyfile.RegisterGlobalOption("switchyard", parseGlobalOption)
-	for _, dir := range []string{"switchyard_auth", "switchyard_model", "switchyard_proxy", "switchyard_errors", "switchyard_simulator", "switchyard_console"} {
-		httpcaddyfile.RegisterHandlerDirective(dir, parseHandlerDirective)
+	for _, d := range []struct {
+		name  string
+		parse httpcaddyfile.UnmarshalHandlerFunc
+	}{
+		{"switchyard_auth", unmarshalHandler[Auth]},
+		{"switchyard_model", unmarshalHandler[Model]},
+		{"switchyard_proxy", unmarshalHandler[Proxy]},
+		{"switchyard_errors", unmarshalHandler[Errors]},
+		{"switchyard_simulator", unmarshalHandler[Simulator]},
+		{"switchyard_console", unmarshalHandler[Console]},
+	} {
+		httpcaddyfile.RegisterHandlerDirective(d.name, d.parse)
 		// Each lands just before reverse_proxy, in this order, so a site block needs no
 		// `route` to run them in sequence.
-		httpcaddyfile.RegisterDirectiveOrder(dir, httpcaddyfile.Before, "reverse_proxy")
+		httpcaddyfile.RegisterDirectiveOrder(d.name, httpcaddyfile.Before, "reverse_proxy")
 	}
+}
+
+// unmarshalHandler builds a handler from its directive with the handler's own
+// UnmarshalCaddyfile.
+func unmarshalHandler[T any, PT interface {
+	*T
+	caddyhttp.MiddlewareHandler
+	caddyfile.Unmarshaler
+}](h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	handler := PT(new(T))
+	err := handler.UnmarshalCaddyfile(h.Dispenser)
+	return handler, err
+}
+
+// takesNoOptions is UnmarshalCaddyfile for a directive without arguments or options.
+func takesNoOptions(d *caddyfile.Dispenser) error {
+	d.Next() // the directive's name
+	name := d.Val()
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	if d.NextBlock(0) {
+		return d.Errf("%s takes no options", name)
+	}
+	return nil
 }
 
 // parseGlobalOption reads the `switchyard` global option:
@@ -338,37 +373,4 @@ func parseAffinity(d *caddyfile.Dispenser) (*AffinityConfig, error) {
 		}
 	}
 	return a, nil
-}
-
-// parseHandlerDirective builds the handler for one of the switchyard_* directives. None
-// takes arguments except the simulator's optional `api_key`.
-func parseHandlerDirective(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
-	h.Next() // the directive name
-	dir := h.Val()
-	var handler caddyhttp.MiddlewareHandler
-	switch dir {
-	case "switchyard_auth":
-		handler = new(Auth)
-	case "switchyard_model":
-		handler = new(Resolve)
-	case "switchyard_proxy":
-		handler = new(Proxy)
-	case "switchyard_errors":
-		handler = new(ErrorWriter)
-	case "switchyard_console":
-		handler = new(Console)
-	case "switchyard_simulator":
-		sim := new(Simulator)
-		if err := sim.UnmarshalCaddyfile(h.Dispenser); err != nil {
-			return nil, err
-		}
-		return sim, nil
-	}
-	if h.NextArg() {
-		return nil, h.ArgErr()
-	}
-	if h.NextBlock(0) {
-		return nil, h.Errf("%s takes no options", dir)
-	}
-	return handler, nil
 }

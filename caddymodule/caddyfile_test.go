@@ -216,7 +216,6 @@ func TestSimulatorDirective(t *testing.T) {
 	d := caddyfile.NewTestDispenser(`switchyard_simulator {
 		api_key sk-sim
 	}`)
-	d.Next()
 	var s Simulator
 	require.NoError(t, s.UnmarshalCaddyfile(d))
 	assert.Equal(t, "sk-sim", s.APIKey)
@@ -224,7 +223,6 @@ func TestSimulatorDirective(t *testing.T) {
 	d = caddyfile.NewTestDispenser(`switchyard_simulator {
 		colour blue
 	}`)
-	d.Next()
 	assert.ErrorContains(t, new(Simulator).UnmarshalCaddyfile(d), "colour")
 }
 

@@ -115,17 +115,12 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 }
 
 // UnmarshalCaddyfile reads `switchyard_console` (no options).
-func (c *Console) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	d.Next()
-	if d.NextArg() || d.NextBlock(0) {
-		return d.Err("switchyard_console takes no options")
-	}
-	return nil
-}
+func (c *Console) UnmarshalCaddyfile(d *caddyfile.Dispenser) error { return takesNoOptions(d) }
 
 // Interface guards
 var (
 	_ caddy.AdminRouter           = (*KeysAPI)(nil)
 	_ caddyhttp.MiddlewareHandler = (*Console)(nil)
 	_ caddy.Provisioner           = (*Console)(nil)
+	_ caddyfile.Unmarshaler       = (*Console)(nil)
 )

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
@@ -21,9 +22,9 @@ import (
 
 func init() {
 	caddy.RegisterModule(Auth{})
-	caddy.RegisterModule(Resolve{})
+	caddy.RegisterModule(Model{})
 	caddy.RegisterModule(Proxy{})
-	caddy.RegisterModule(ErrorWriter{})
+	caddy.RegisterModule(Errors{})
 }
 
 // RequestIDHeader carries the gateway's id of every request, on every response.
@@ -121,25 +122,25 @@ func (h *Auth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 	return next.ServeHTTP(w, r)
 }
 
-// Resolve is the `switchyard_model` handler: it classifies the operation, reads the body
+// Model is the `switchyard_model` handler: it classifies the operation, reads the body
 // once, finds and checks the model, runs the family's validation, and answers
 // GET /v1/models itself.
-type Resolve struct {
+type Model struct {
 	app *App
 }
 
 // CaddyModule returns the Caddy module information.
-func (Resolve) CaddyModule() caddy.ModuleInfo {
-	return caddy.ModuleInfo{ID: "http.handlers.switchyard_model", New: func() caddy.Module { return new(Resolve) }}
+func (Model) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "http.handlers.switchyard_model", New: func() caddy.Module { return new(Model) }}
 }
 
 // Provision implements caddy.Provisioner.
-func (h *Resolve) Provision(ctx caddy.Context) (err error) {
+func (h *Model) Provision(ctx caddy.Context) (err error) {
 	h.app, err = loadApp(ctx)
 	return err
 }
 
-func (h *Resolve) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+func (h *Model) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	identity, _ := caddyhttp.GetVar(r.Context(), varIdentity).(*auth.Identity)
 	if identity == nil {
 		return fail(protocols.ErrMisconfigured(protocols.FamilyA, "switchyard_auth must run before switchyard_model"))
@@ -196,7 +197,7 @@ func (h *Resolve) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	return next.ServeHTTP(w, r)
 }
 
-func (h *Resolve) serveModels(w http.ResponseWriter, identity *auth.Identity, op protocols.Operation) error {
+func (h *Model) serveModels(w http.ResponseWriter, identity *auth.Identity, op protocols.Operation) error {
 	var body []byte
 	if op.ModelID != "" {
 		if body = h.app.models.one(identity, op.ModelID); body == nil {
@@ -284,17 +285,17 @@ func (h *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Ha
 	return nil
 }
 
-// ErrorWriter is the `switchyard_errors` handler, for `handle_errors`: it writes the
+// Errors is the `switchyard_errors` handler, for `handle_errors`: it writes the
 // error in the native envelope of the request's protocol family. Internal error text is
 // never shown; only errors the gateway phrased for clients are.
-type ErrorWriter struct{}
+type Errors struct{}
 
 // CaddyModule returns the Caddy module information.
-func (ErrorWriter) CaddyModule() caddy.ModuleInfo {
-	return caddy.ModuleInfo{ID: "http.handlers.switchyard_errors", New: func() caddy.Module { return new(ErrorWriter) }}
+func (Errors) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "http.handlers.switchyard_errors", New: func() caddy.Module { return new(Errors) }}
 }
 
-func (ErrorWriter) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
+func (Errors) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
 	err, _ := r.Context().Value(caddyhttp.ErrorCtxKey).(error)
 	var apiErr *protocols.APIError
 	if !errors.As(err, &apiErr) {
@@ -309,13 +310,29 @@ func (ErrorWriter) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp
 	return nil
 }
 
+// UnmarshalCaddyfile reads `switchyard_auth` (no options).
+func (h *Auth) UnmarshalCaddyfile(d *caddyfile.Dispenser) error { return takesNoOptions(d) }
+
+// UnmarshalCaddyfile reads `switchyard_model` (no options).
+func (h *Model) UnmarshalCaddyfile(d *caddyfile.Dispenser) error { return takesNoOptions(d) }
+
+// UnmarshalCaddyfile reads `switchyard_proxy` (no options).
+func (h *Proxy) UnmarshalCaddyfile(d *caddyfile.Dispenser) error { return takesNoOptions(d) }
+
+// UnmarshalCaddyfile reads `switchyard_errors` (no options).
+func (h *Errors) UnmarshalCaddyfile(d *caddyfile.Dispenser) error { return takesNoOptions(d) }
+
 // Interface guards
 var (
+	_ caddyfile.Unmarshaler       = (*Auth)(nil)
+	_ caddyfile.Unmarshaler       = (*Model)(nil)
+	_ caddyfile.Unmarshaler       = (*Proxy)(nil)
+	_ caddyfile.Unmarshaler       = (*Errors)(nil)
 	_ caddyhttp.MiddlewareHandler = (*Auth)(nil)
-	_ caddyhttp.MiddlewareHandler = (*Resolve)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Model)(nil)
 	_ caddyhttp.MiddlewareHandler = (*Proxy)(nil)
-	_ caddyhttp.MiddlewareHandler = (*ErrorWriter)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Errors)(nil)
 	_ caddy.Provisioner           = (*Auth)(nil)
-	_ caddy.Provisioner           = (*Resolve)(nil)
+	_ caddy.Provisioner           = (*Model)(nil)
 	_ caddy.Provisioner           = (*Proxy)(nil)
 )

@@ -42,6 +42,7 @@ func (s *Simulator) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhtt
 
 // UnmarshalCaddyfile reads `switchyard_simulator [{ api_key <key> }]`.
 func (s *Simulator) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // the directive's name
 	if d.NextArg() {
 		return d.ArgErr()
 	}
