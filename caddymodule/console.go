@@ -14,7 +14,6 @@ import (
 )
 
 func init() {
-	caddy.RegisterModule(KeysAPI{})
 	caddy.RegisterModule(Console{})
 }
 
@@ -55,34 +54,6 @@ var noStore = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 	_, _ = w.Write([]byte(`{"error":"this gateway has no key store configured (switchyard { store ... })"}` + "\n"))
 })
 
-// KeysAPI serves the keys and models API on Caddy's admin endpoint, under /switchyard/:
-// what `caddy switchyard keys …` talks to.
-type KeysAPI struct{}
-
-// CaddyModule returns the Caddy module information.
-func (KeysAPI) CaddyModule() caddy.ModuleInfo {
-	return caddy.ModuleInfo{ID: "admin.api.switchyard_keys", New: func() caddy.Module { return new(KeysAPI) }}
-}
-
-// Routes implements caddy.AdminRouter.
-func (KeysAPI) Routes() []caddy.AdminRoute {
-	h := caddy.AdminHandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
-		app := current.Load()
-		var api http.Handler = noStore
-		if app != nil && app.manager != nil {
-			api = app.consoleAPI("").Handler()
-		}
-		http.StripPrefix("/switchyard", api).ServeHTTP(w, r)
-		return nil
-	})
-	return []caddy.AdminRoute{
-		{Pattern: "/switchyard/keys", Handler: h},
-		{Pattern: "/switchyard/keys/", Handler: h},
-		{Pattern: "/switchyard/models", Handler: h},
-		{Pattern: "/switchyard/usage", Handler: h},
-	}
-}
-
 // Console is the `switchyard_console` handler: the web console page and its API. Mount
 // it behind authentication with its path stripped, for example:
 //
@@ -91,7 +62,8 @@ func (KeysAPI) Routes() []caddy.AdminRoute {
 //		switchyard_console
 //	}
 type Console struct {
-	app *App
+	app     *App
+	handler http.Handler // the page and its API, built once
 }
 
 // CaddyModule returns the Caddy module information.
@@ -101,8 +73,11 @@ func (Console) CaddyModule() caddy.ModuleInfo {
 
 // Provision implements caddy.Provisioner.
 func (c *Console) Provision(ctx caddy.Context) (err error) {
-	c.app, err = loadApp(ctx)
-	return err
+	if c.app, err = loadApp(ctx); err != nil {
+		return err
+	}
+	c.handler = console.New(c.app.consoleAPI(console.ConsoleHeader))
+	return nil
 }
 
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
@@ -110,7 +85,7 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		noStore.ServeHTTP(w, r)
 		return nil
 	}
-	console.New(c.app.consoleAPI(console.ConsoleHeader)).ServeHTTP(w, r)
+	c.handler.ServeHTTP(w, r)
 	return nil
 }
 
@@ -119,7 +94,6 @@ func (c *Console) UnmarshalCaddyfile(d *caddyfile.Dispenser) error { return take
 
 // Interface guards
 var (
-	_ caddy.AdminRouter           = (*KeysAPI)(nil)
 	_ caddyhttp.MiddlewareHandler = (*Console)(nil)
 	_ caddy.Provisioner           = (*Console)(nil)
 	_ caddyfile.Unmarshaler       = (*Console)(nil)

@@ -1,10 +1,7 @@
 package caddymodule
 
 import (
-	"encoding/json"
 	"fmt"
-	"net/http"
-	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -13,16 +10,12 @@ import (
 )
 
 func init() {
-	caddy.RegisterModule(HealthAPI{})
 }
 
 // healthPool shares each candidate's live health between the configurations that
 // contain it, keyed by the candidate's identity, so that a reload keeps what was learnt
 // about every candidate whose upstream did not change.
 var healthPool = caddy.NewUsagePool()
-
-// current is the most recently started app, read by the admin API and the metrics.
-var current atomic.Pointer[App]
 
 // HealthConfig tunes the circuit breakers.
 type HealthConfig struct {
@@ -106,20 +99,6 @@ func (a *App) affinityHeader() string {
 	return a.Affinity.Header
 }
 
-// HealthAPI serves the candidates' live health on Caddy's admin endpoint:
-// GET /switchyard/health.
-type HealthAPI struct{}
-
-// CaddyModule returns the Caddy module information.
-func (HealthAPI) CaddyModule() caddy.ModuleInfo {
-	return caddy.ModuleInfo{ID: "admin.api.switchyard_health", New: func() caddy.Module { return new(HealthAPI) }}
-}
-
-// Routes implements caddy.AdminRouter.
-func (HealthAPI) Routes() []caddy.AdminRoute {
-	return []caddy.AdminRoute{{Pattern: "/switchyard/health", Handler: caddy.AdminHandlerFunc(serveHealth)}}
-}
-
 // candidateHealth is one row of GET /switchyard/health: operator-facing names only,
 // never an upstream host, model name or credential.
 type candidateHealth struct {
@@ -128,18 +107,6 @@ type candidateHealth struct {
 	Protocol  string `json:"protocol"`
 	Priority  int    `json:"priority"`
 	routing.Snapshot
-}
-
-func serveHealth(w http.ResponseWriter, r *http.Request) error {
-	if r.Method != http.MethodGet {
-		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Message: "use GET"}
-	}
-	rows := []candidateHealth{}
-	if app := current.Load(); app != nil {
-		rows = app.healthRows(time.Now())
-	}
-	w.Header().Set("Content-Type", "application/json")
-	return json.NewEncoder(w).Encode(map[string]any{"candidates": rows})
 }
 
 func (a *App) healthRows(now time.Time) []candidateHealth {
@@ -154,6 +121,3 @@ func (a *App) healthRows(now time.Time) []candidateHealth {
 	}
 	return rows
 }
-
-// Interface guards
-var _ caddy.AdminRouter = (*HealthAPI)(nil)

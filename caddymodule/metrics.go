@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -90,6 +91,10 @@ func (m *gatewayMetrics) observe(model string, family protocols.Family, out *rel
 		}
 	}
 }
+
+// current is the most recently started app. The circuit collector is registered once
+// per process (the metrics are process-wide) and reports the configuration in force.
+var current atomic.Pointer[App]
 
 // circuitCollector reports each candidate's circuit state when scraped, read from the
 // live health; it costs the request path nothing.
