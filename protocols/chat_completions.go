@@ -2,8 +2,10 @@ package protocols
 
 import (
 	"fmt"
+	"net/http"
 
 	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 )
 
 // chatCompletions is the chat completions shape (Family A, POST /v1/chat/completions).
@@ -85,4 +87,32 @@ func (chatCompletions) eventModelPath(Event) string { return "model" }
 // ErrorEvent is a data frame carrying the Family A error object, as the SDKs read it.
 func (chatCompletions) ErrorEvent(e *APIError, _ int64) []byte {
 	return fmt.Appendf(nil, "data: %s\n\n", e.Body(""))
+}
+
+// Validate: `messages` is an array; `stream` a boolean; `stream_options` an object.
+func (chatCompletions) Validate(p *ParsedRequest, _ Operation, _ http.Header) *APIError {
+	if !p.messages.IsArray() {
+		return InvalidParam(FamilyA, "messages", "'messages' is required and must be an array")
+	}
+	if e := optionalBool(FamilyA, p.stream, "stream"); e != nil {
+		return e
+	}
+	if p.streamOptions.Exists() && p.streamOptions.Type != gjson.Null && !p.streamOptions.IsObject() {
+		return InvalidParam(FamilyA, "stream_options", "'stream_options' must be an object")
+	}
+	return nil
+}
+
+// requestBody asks for usage in a streamed request that did not (metering needs it),
+// reporting it so that the usage-only chunk is removed before the client sees it; that
+// rare case costs one copy of the body.
+func (chatCompletions) requestBody(p *ParsedRequest) ([]byte, gjson.Result, bool) {
+	if !p.Streamed() || p.streamOptions.Get("include_usage").Type == gjson.True {
+		return p.Body, p.model, false
+	}
+	withUsage, err := sjson.SetBytes(p.Body, "stream_options.include_usage", true)
+	if err != nil {
+		return p.Body, p.model, false
+	}
+	return withUsage, getView(withUsage, "model"), true
 }

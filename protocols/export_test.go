@@ -1,6 +1,10 @@
 package protocols
 
-import "github.com/tidwall/sjson"
+import (
+	"net/http"
+
+	"github.com/tidwall/sjson"
+)
 
 // Helpers the tests of this directory use; the gateway itself never needs them.
 
@@ -30,4 +34,23 @@ func PrepareRequestBody(op Operation, body []byte, upstreamModel string) (out []
 	}
 	up, injected := p.Upstream(op, upstreamModel)
 	return up.Bytes(), injected
+}
+
+// RequestModel checks that body is one JSON object with a non-empty string `model` and
+// returns that model. It does not decode the rest of the body.
+func RequestModel(family Family, body []byte) (string, *APIError) {
+	p, err := ParseRequest(family, body)
+	if err != nil {
+		return "", err
+	}
+	return p.Model(family)
+}
+
+// Validate runs the family-specific checks for op on a body that RequestModel accepted.
+func Validate(op Operation, body []byte, h http.Header) *APIError {
+	p, err := ParseRequest(op.Family, body)
+	if err != nil {
+		return err
+	}
+	return p.Validate(op, h)
 }

@@ -62,3 +62,12 @@ func (familyB) upstreamAuth(out, client http.Header, credential string) {
 		out["X-Api-Key"] = []string{credential}
 	}
 }
+
+// VersionHeader returns the Family B version a client sent, from the native header or the
+// specification's name for it.
+func VersionHeader(h http.Header) string {
+	if v := h.Get("Anthropic-Version"); v != "" {
+		return v
+	}
+	return h.Get("Family-B-Version")
+}

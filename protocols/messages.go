@@ -2,6 +2,7 @@ package protocols
 
 import (
 	"fmt"
+	"net/http"
 
 	"github.com/tidwall/gjson"
 )
@@ -18,6 +19,9 @@ import (
 //     output_tokens with thinking inside, split out only in output_tokens_details.
 //   - In-band error: an `error` event.
 type messages struct{}
+
+// minThinkingBudget is the smallest extended-thinking budget Family B accepts.
+const minThinkingBudget = 1024
 
 func (messages) Answer(kind Kind, body []byte) (gjson.Result, Observation) {
 	if kind == KindMessagesCountTokens {
@@ -95,4 +99,47 @@ func (messages) eventModelPath(ev Event) string {
 // ErrorEvent is an `error` event carrying the Family B error envelope.
 func (messages) ErrorEvent(e *APIError, _ int64) []byte {
 	return fmt.Appendf(nil, "event: error\ndata: %s\n\n", e.Body(""))
+}
+
+// Validate: the version header as a date; `messages` an array; for messages (not token
+// counts) a positive integer `max_tokens`, `stream` a boolean, and an enabled thinking
+// budget of at least 1024 and below max_tokens.
+func (messages) Validate(p *ParsedRequest, op Operation, h http.Header) *APIError {
+	version := VersionHeader(h)
+	if version == "" {
+		return InvalidParam(FamilyB, "", "the anthropic-version (or family-b-version) header is required, for example 'anthropic-version: 2023-06-01'")
+	}
+	if !isDate(version) {
+		return InvalidParam(FamilyB, "", "the anthropic-version (or family-b-version) header must be a date in the form YYYY-MM-DD")
+	}
+	if !p.messages.IsArray() {
+		return InvalidParam(FamilyB, "messages", "messages: field required and must be an array")
+	}
+	if op.Kind == KindMessagesCountTokens {
+		return nil
+	}
+	maxTokens, ok := positiveInt(p.maxTokens)
+	if !ok {
+		return InvalidParam(FamilyB, "max_tokens", "max_tokens: field required and must be a positive integer")
+	}
+	if e := optionalBool(FamilyB, p.stream, "stream"); e != nil {
+		return e
+	}
+	if p.thinking.Get("type").Str == "enabled" {
+		budget, ok := positiveInt(p.thinking.Get("budget_tokens"))
+		switch {
+		case !ok:
+			return InvalidParam(FamilyB, "thinking.budget_tokens", "thinking.budget_tokens: required integer when thinking is enabled")
+		case budget < minThinkingBudget:
+			return InvalidParam(FamilyB, "thinking.budget_tokens", "thinking.budget_tokens: must be at least %d", minThinkingBudget)
+		case budget >= maxTokens:
+			return InvalidParam(FamilyB, "thinking.budget_tokens", "thinking.budget_tokens: must be less than max_tokens (%d)", maxTokens)
+		}
+	}
+	return nil
+}
+
+// requestBody is the client's body as sent.
+func (messages) requestBody(p *ParsedRequest) ([]byte, gjson.Result, bool) {
+	return p.Body, p.model, false
 }

@@ -162,14 +162,7 @@ func (p *ParsedRequest) Streamed() bool { return p.stream.Type == gjson.True }
 // also asks for usage (metering needs it) and reports injectedUsage so that the
 // usage-only chunk can be removed before the client sees it; that rare case costs one copy.
 func (p *ParsedRequest) Upstream(op Operation, upstreamModel string) (body Splice, injectedUsage bool) {
-	src := p.Body
-	model := p.model
-	if op.Kind == KindChat && p.Streamed() && p.streamOptions.Get("include_usage").Type != gjson.True {
-		if withUsage, err := sjson.SetBytes(src, "stream_options.include_usage", true); err == nil {
-			src, injectedUsage = withUsage, true
-			model = getView(src, "model")
-		}
-	}
+	src, model, injectedUsage := ShapeOf(op.Kind).requestBody(p)
 	value := AppendJSONString(nil, upstreamModel)
 	if !model.Exists() || model.Index <= 0 {
 		// Not reachable for a body that passed ParseRequest; kept so the body stays whole.

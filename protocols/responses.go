@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/http"
 
 	"github.com/tidwall/gjson"
 )
@@ -96,4 +97,27 @@ func (responses) ErrorEvent(e *APIError, nextSequence int64) []byte {
 		Sequence int64   `json:"sequence_number"`
 	}{"error", e.nativeType(), e.Message, nil, nextSequence})
 	return fmt.Appendf(nil, "event: error\ndata: %s\n\n", ev)
+}
+
+// Validate: `stream` a boolean; no `background`, `previous_response_id` or
+// `conversation`, which need server-side state the gateway does not keep.
+func (responses) Validate(p *ParsedRequest, op Operation, _ http.Header) *APIError {
+	if e := optionalBool(FamilyA, p.stream, "stream"); e != nil {
+		return e
+	}
+	if op.Kind == KindResponses && p.background.Type == gjson.True {
+		return InvalidParam(FamilyA, "background", "'background' responses are not supported: this gateway keeps no server-side response state; send the request without 'background'")
+	}
+	if present(p.previousResponseID) {
+		return InvalidParam(FamilyA, "previous_response_id", "'previous_response_id' is not supported: this gateway keeps no server-side response state; send the full conversation in 'input' instead")
+	}
+	if present(p.conversation) {
+		return InvalidParam(FamilyA, "conversation", "'conversation' is not supported: this gateway keeps no server-side conversation state; send the full conversation in 'input' instead")
+	}
+	return nil
+}
+
+// requestBody is the client's body as sent.
+func (responses) requestBody(p *ParsedRequest) ([]byte, gjson.Result, bool) {
+	return p.Body, p.model, false
 }

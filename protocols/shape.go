@@ -1,12 +1,19 @@
 package protocols
 
-import "github.com/tidwall/gjson"
+import (
+	"net/http"
+
+	"github.com/tidwall/gjson"
+)
 
 // Shape is one native wire format: chat completions, responses or messages, with its
 // sub-operations. Everything the gateway knows about reading and rewriting a shape's
 // answers is in the shape's own file (chat_completions.go, responses.go, messages.go);
 // the relay and metering ask the shape and never switch on the kind themselves.
 type Shape interface {
+	// Validate checks a request body that passed the bounded scan against the shape's
+	// rules (and the family's headers).
+	Validate(p *ParsedRequest, op Operation, h http.Header) *APIError
 	// Answer reads a whole JSON answer of kind: where its model value is (Index > 0
 	// when found) and what it reports.
 	Answer(kind Kind, body []byte) (model gjson.Result, obs Observation)
@@ -20,6 +27,9 @@ type Shape interface {
 	event(s *EventStream, ev Event) eventView
 	// eventModelPath is where an event of the shape carries the model, "" for none.
 	eventModelPath(ev Event) string
+	// requestBody is the body to send upstream before the model is spliced in, where
+	// its model is, and whether the gateway added a request for usage.
+	requestBody(p *ParsedRequest) (body []byte, model gjson.Result, injectedUsage bool)
 }
 
 // eventView is what a shape saw in one event.
@@ -90,8 +100,12 @@ func textLen(r gjson.Result) int64 {
 // noShape is the shape of operations that are not relayed.
 type noShape struct{}
 
-func (noShape) Answer(Kind, []byte) (gjson.Result, Observation) { return gjson.Result{}, Observation{} }
-func (noShape) IsError(Event) bool                              { return false }
-func (noShape) ErrorEvent(e *APIError, _ int64) []byte          { return chatCompletions{}.ErrorEvent(e, 0) }
-func (noShape) event(*EventStream, Event) eventView             { return eventView{} }
-func (noShape) eventModelPath(Event) string                     { return "" }
+func (noShape) Answer(Kind, []byte) (gjson.Result, Observation)           { return gjson.Result{}, Observation{} }
+func (noShape) IsError(Event) bool                                        { return false }
+func (noShape) ErrorEvent(e *APIError, _ int64) []byte                    { return chatCompletions{}.ErrorEvent(e, 0) }
+func (noShape) event(*EventStream, Event) eventView                       { return eventView{} }
+func (noShape) eventModelPath(Event) string                               { return "" }
+func (noShape) Validate(*ParsedRequest, Operation, http.Header) *APIError { return nil }
+func (noShape) requestBody(p *ParsedRequest) ([]byte, gjson.Result, bool) {
+	return p.Body, p.model, false
+}
