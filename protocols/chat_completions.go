@@ -20,21 +20,13 @@ import (
 //   - In-band error: a chunk whose JSON carries a non-null `error`.
 type chatCompletions struct{}
 
-func (chatCompletions) Answer(kind Kind, body []byte) (gjson.Result, Observation) {
-	f := gjson.GetManyBytes(body, "model", "usage")
-	obs := Observation{Complete: true, Billable: true}
-	if f[1].IsObject() {
-		obs.setChatUsage(f[1])
-	}
-	return f[0], obs
+func (chatCompletions) Answer(_ Kind, body []byte) (gjson.Result, Observation) {
+	return answerFamilyA(body, chatUsage)
 }
 
-func (o *Observation) setChatUsage(u gjson.Result) {
-	f := gjson.GetMany(u.Raw, "prompt_tokens", "prompt_tokens_details.cached_tokens",
-		"prompt_tokens_details.cache_write_tokens", "completion_tokens", "completion_tokens_details.reasoning_tokens")
-	o.Usage = Usage{Input: f[0].Int(), CachedInput: f[1].Int(), CacheWrite: f[2].Int(), Output: f[3].Int(), Reasoning: f[4].Int()}
-	o.UsageReported, o.ReasoningReported = true, true
-}
+// chatUsage names the counts of a chat usage object.
+var chatUsage = familyAUsage{"prompt_tokens", "prompt_tokens_details.cached_tokens",
+	"prompt_tokens_details.cache_write_tokens", "completion_tokens", "completion_tokens_details.reasoning_tokens"}
 
 // event reads a chat chunk, the most frequent event there is, in one pass over its top
 // level: model, usage, choices and any error, where separate lookups would scan it once each.
@@ -65,7 +57,7 @@ func (chatCompletions) event(s *EventStream, ev Event) eventView {
 		s.Obs.ThinkingChars += textLen(d[2])
 	}
 	if usage.IsObject() {
-		s.Obs.setChatUsage(usage)
+		s.Obs.setFamilyAUsage(usage, chatUsage)
 		if s.dropUsageChunk && choices.IsArray() && !choices.Get("0").Exists() {
 			return eventView{drop: true} // the usage-only chunk the gateway asked for itself
 		}

@@ -3,6 +3,8 @@ package protocols
 import (
 	"encoding/json"
 	"net/http"
+
+	"github.com/tidwall/gjson"
 )
 
 // familyA holds what chat completions and responses share: OpenAI's error envelope
@@ -52,4 +54,25 @@ func (familyA) upstreamAuth(out, _ http.Header, credential string) {
 	if credential != "" {
 		out["Authorization"] = []string{"Bearer " + credential}
 	}
+}
+
+// familyAUsage names, in a shape's words, the five counts of a Family A usage object:
+// input, the cached part of it, the cache-write part of it, output, the reasoning part
+// of it. Both shapes count the parts inside the totals.
+type familyAUsage [5]string
+
+func (o *Observation) setFamilyAUsage(u gjson.Result, names familyAUsage) {
+	f := gjson.GetMany(u.Raw, names[:]...)
+	o.Usage = Usage{Input: f[0].Int(), CachedInput: f[1].Int(), CacheWrite: f[2].Int(), Output: f[3].Int(), Reasoning: f[4].Int()}
+	o.UsageReported, o.ReasoningReported = true, true
+}
+
+// answerFamilyA reads a Family A JSON answer: model and usage at its top level.
+func answerFamilyA(body []byte, names familyAUsage) (gjson.Result, Observation) {
+	f := gjson.GetManyBytes(body, "model", "usage")
+	obs := Observation{Complete: true, Billable: true}
+	if f[1].IsObject() {
+		obs.setFamilyAUsage(f[1], names)
+	}
+	return f[0], obs
 }

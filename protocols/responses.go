@@ -25,20 +25,12 @@ func (responses) Answer(kind Kind, body []byte) (gjson.Result, Observation) {
 	if kind == KindResponsesInputTokens {
 		return gjson.Result{}, Observation{Complete: true} // a token count: no model, nothing to bill
 	}
-	f := gjson.GetManyBytes(body, "model", "usage")
-	obs := Observation{Complete: true, Billable: true}
-	if f[1].IsObject() {
-		obs.setResponsesUsage(f[1])
-	}
-	return f[0], obs
+	return answerFamilyA(body, responsesUsage)
 }
 
-func (o *Observation) setResponsesUsage(u gjson.Result) {
-	f := gjson.GetMany(u.Raw, "input_tokens", "input_tokens_details.cached_tokens",
-		"input_tokens_details.cache_write_tokens", "output_tokens", "output_tokens_details.reasoning_tokens")
-	o.Usage = Usage{Input: f[0].Int(), CachedInput: f[1].Int(), CacheWrite: f[2].Int(), Output: f[3].Int(), Reasoning: f[4].Int()}
-	o.UsageReported, o.ReasoningReported = true, true
-}
+// responsesUsage names the counts of a Responses usage object.
+var responsesUsage = familyAUsage{"input_tokens", "input_tokens_details.cached_tokens",
+	"input_tokens_details.cache_write_tokens", "output_tokens", "output_tokens_details.reasoning_tokens"}
 
 func (r responses) event(s *EventStream, ev Event) eventView {
 	if r.IsError(ev) {
@@ -61,7 +53,7 @@ func (r responses) event(s *EventStream, ev Event) eventView {
 	}
 	g := gjson.GetMany(view(ev.Data), "response.model", "response.usage")
 	if g[1].IsObject() {
-		s.Obs.setResponsesUsage(g[1])
+		s.Obs.setFamilyAUsage(g[1], responsesUsage)
 	}
 	return eventView{model: g[0]}
 }
