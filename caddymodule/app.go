@@ -36,11 +36,11 @@ type App struct {
 	Models []ModelConfig `json:"models,omitempty"`
 	// Keys are static API keys.
 	Keys []KeyConfig `json:"keys,omitempty"`
-	// MaxRequestBody is the largest request body accepted, in bytes.
+	// MaxRequestBody is the largest request body accepted, in bytes. Default: 32 MiB.
 	MaxRequestBody int64 `json:"max_request_body,omitempty"`
-	// Health tunes the candidates' circuit breakers.
+	// Health tunes the candidates' circuit breakers. Default: see HealthConfig.
 	Health *HealthConfig `json:"health,omitempty"`
-	// Affinity tunes conversation affinity.
+	// Affinity tunes conversation affinity. Default: on, see AffinityConfig.
 	Affinity *AffinityConfig `json:"affinity,omitempty"`
 	// Store is where keys live; SQLite in Caddy's data directory by default.
 	Store *StoreConfig `json:"store,omitempty"`
@@ -71,26 +71,38 @@ type App struct {
 // ModelConfig declares one service model.
 type ModelConfig struct {
 	// ID is the service model identifier clients send; matched exactly, case included.
-	ID          string `json:"id"`
+	// Required.
+	ID string `json:"id"`
+	// DisplayName is the model's name for people, in GET /v1/models. Default: the id.
 	DisplayName string `json:"display_name,omitempty"`
-	OwnedBy     string `json:"owned_by,omitempty"`
-	// Created is when the model was added (RFC 3339 date or time); reported by GET /v1/models.
+	// OwnedBy is reported as the model's owner in GET /v1/models. Default: "switchyard".
+	OwnedBy string `json:"owned_by,omitempty"`
+	// Created is when the model was added (RFC 3339 date or time); reported by GET
+	// /v1/models. Default: when the configuration was loaded.
 	Created string `json:"created,omitempty"`
 	// Protocols lists the protocol tokens the model is offered on (family_a, family_b).
 	// When empty, it is the set of its candidates' protocols.
 	Protocols []string `json:"protocols,omitempty"`
-	// Capabilities are boolean capability tags; `reasoning` is always reported.
-	Capabilities map[string]bool   `json:"capabilities,omitempty"`
-	Prices       *PriceConfig      `json:"prices,omitempty"`
-	Candidates   []CandidateConfig `json:"candidates,omitempty"`
+	// Capabilities are boolean capability tags; `reasoning` is always reported (default
+	// false).
+	Capabilities map[string]bool `json:"capabilities,omitempty"`
+	// Prices are what the model's tokens cost, for metering. Default: all zero.
+	Prices *PriceConfig `json:"prices,omitempty"`
+	// Candidates are the upstreams that serve the model; at least one is required.
+	Candidates []CandidateConfig `json:"candidates,omitempty"`
 }
 
-// PriceConfig holds decimal prices per million tokens.
+// PriceConfig holds decimal prices per million tokens, in the currency the operator
+// bills in (kept as micro-units).
 type PriceConfig struct {
-	Input       string `json:"input,omitempty"`
+	// Input is the price of uncached input tokens. Default: 0.
+	Input string `json:"input,omitempty"`
+	// CachedInput is the price of input read from the prompt cache. Default: Input.
 	CachedInput string `json:"cached_input,omitempty"`
-	CacheWrite  string `json:"cache_write,omitempty"`
-	Output      string `json:"output,omitempty"`
+	// CacheWrite is the price of input written to the prompt cache. Default: Input.
+	CacheWrite string `json:"cache_write,omitempty"`
+	// Output is the price of output tokens. Default: 0.
+	Output string `json:"output,omitempty"`
 	// Reasoning is the price of reasoning and thinking output; it defaults to Output.
 	Reasoning string `json:"reasoning,omitempty"`
 }
@@ -98,33 +110,45 @@ type PriceConfig struct {
 // CandidateConfig declares one supply channel of a model.
 type CandidateConfig struct {
 	// Name identifies the candidate in logs, metrics and health; never shown to clients.
-	Name     string `json:"name"`
+	// Required, unique within the model.
+	Name string `json:"name"`
+	// Protocol is the family the upstream speaks: family_a or family_b. Required.
 	Protocol string `json:"protocol"`
-	// URL is the upstream base URL, path prefix included. Family A bases end where the
+	// URL is the upstream base URL, path prefix included (required). Family A bases end where the
 	// family's SDKs expect (for example https://api.example.com/v1); Family B bases are
 	// the API root (https://api.example.com).
-	URL           string `json:"url"`
+	URL string `json:"url"`
+	// UpstreamModel is the model name the upstream knows; never shown to clients.
+	// Required.
 	UpstreamModel string `json:"upstream_model"`
 	// Credential is sent in the protocol's native header; placeholders such as
-	// {env.UPSTREAM_KEY} are replaced when the config loads.
-	Credential    string         `json:"credential,omitempty"`
-	Priority      int            `json:"priority,omitempty"`
-	Weight        int            `json:"weight,omitempty"`
-	DialTimeout   caddy.Duration `json:"dial_timeout,omitempty"`
+	// {env.UPSTREAM_KEY} are replaced when the config loads, and one that resolves to
+	// nothing is a configuration error. Default: none sent.
+	Credential string `json:"credential,omitempty"`
+	// Priority orders candidates: lower is tried first. Default: 0.
+	Priority int `json:"priority,omitempty"`
+	// Weight shares traffic between healthy candidates of one priority. Default: 1.
+	Weight int `json:"weight,omitempty"`
+	// DialTimeout bounds connecting to the upstream (TLS included). Default: 5s.
+	DialTimeout caddy.Duration `json:"dial_timeout,omitempty"`
+	// HeaderTimeout bounds the wait for the response headers; a non-streamed answer's
+	// come only when the generation is done. Default: 10m.
 	HeaderTimeout caddy.Duration `json:"header_timeout,omitempty"`
 	// FirstByteTimeout bounds the time until the answer's first byte (for a stream, its
-	// first event); past it the request moves on to the next candidate.
+	// first event); past it the request moves on to the next candidate. Default: 60s
+	// for a stream, HeaderTimeout otherwise.
 	FirstByteTimeout caddy.Duration `json:"first_byte_timeout,omitempty"`
-	// IdleTimeout ends an answer whose upstream goes silent for longer.
+	// IdleTimeout ends an answer whose upstream goes silent for longer. Default: 5m.
 	IdleTimeout caddy.Duration `json:"idle_timeout,omitempty"`
 }
 
 // KeyConfig is a static API key.
 type KeyConfig struct {
+	// Name identifies the key in logs and usage (its id is "static:<name>"). Required.
 	Name string `json:"name"`
 	// Secret is the key; placeholders such as {env.GATEWAY_KEY} are replaced at load.
 	Secret string `json:"secret"`
-	// Models, when set, limits the key to these service models.
+	// Models, when set, limits the key to these service models. Default: every model.
 	Models []string `json:"models,omitempty"`
 }
 

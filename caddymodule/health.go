@@ -19,14 +19,18 @@ var healthPool = caddy.NewUsagePool()
 
 // HealthConfig tunes the circuit breakers.
 type HealthConfig struct {
-	// FailureThreshold failures within Window open a candidate's circuit.
-	FailureThreshold int            `json:"failure_threshold,omitempty"`
-	Window           caddy.Duration `json:"window,omitempty"`
+	// FailureThreshold failures within Window open a candidate's circuit. Default: 3.
+	FailureThreshold int `json:"failure_threshold,omitempty"`
+	// Window is how far back failures count; they fade with a half-life of a third of
+	// it. Default: 30s.
+	Window caddy.Duration `json:"window,omitempty"`
 	// Cooldown is how long a circuit stays open after its first trip; it doubles with
-	// each consecutive trip, up to MaxCooldown.
-	Cooldown    caddy.Duration `json:"cooldown,omitempty"`
+	// each consecutive trip, up to MaxCooldown. Default: 5s.
+	Cooldown caddy.Duration `json:"cooldown,omitempty"`
+	// MaxCooldown caps the doubling cooldown. Default: 5m.
 	MaxCooldown caddy.Duration `json:"max_cooldown,omitempty"`
 	// HalfOpenProbes is how many live requests may probe a recovering candidate at once.
+	// Default: 1.
 	HalfOpenProbes int `json:"half_open_probes,omitempty"`
 }
 
@@ -47,12 +51,13 @@ func (h *HealthConfig) policy() routing.HealthPolicy {
 type AffinityConfig struct {
 	// Header names a further request header that carries a conversation id, beside the
 	// ones coding agents send (X-Claude-Code-Session-Id, Session-Id, prompt_cache_key).
+	// Default: none.
 	Header string `json:"header,omitempty"`
-	// TTL is how long a conversation is remembered after its last request.
+	// TTL is how long a conversation is remembered after its last request. Default: 1h.
 	TTL caddy.Duration `json:"ttl,omitempty"`
-	// MaxEntries bounds how many conversations are remembered.
+	// MaxEntries bounds how many conversations are remembered. Default: 100000.
 	MaxEntries int `json:"max_entries,omitempty"`
-	// Disabled turns affinity off.
+	// Disabled turns affinity off. Default: false.
 	Disabled bool `json:"disabled,omitempty"`
 }
 

@@ -18,7 +18,7 @@ func init() {
 // speaks all three generation shapes, for the example config, tests and demos. The
 // upstream model name selects its behaviour (see the simulator package).
 type Simulator struct {
-	// APIKey is the credential the simulator requires; empty accepts any.
+	// APIKey is the credential the simulator requires. Default: empty, which accepts any.
 	APIKey string `json:"api_key,omitempty"`
 
 	handler http.Handler
