@@ -69,10 +69,9 @@ func (o *Observation) setFamilyAUsage(u gjson.Result, names familyAUsage) {
 
 // answerFamilyA reads a Family A JSON answer: model and usage at its top level.
 func answerFamilyA(body []byte, names familyAUsage) (gjson.Result, Observation) {
-	f := gjson.GetManyBytes(body, "model", "usage")
 	obs := Observation{Complete: true, Billable: true}
-	if f[1].IsObject() {
-		obs.setFamilyAUsage(f[1], names)
+	if u := getView(body, "usage"); u.IsObject() {
+		obs.setFamilyAUsage(u, names)
 	}
-	return f[0], obs
+	return getView(body, "model"), obs
 }

@@ -27,16 +27,15 @@ func (messages) Answer(kind Kind, body []byte) (gjson.Result, Observation) {
 	if kind == KindMessagesCountTokens {
 		return gjson.Result{}, Observation{Complete: true} // a token count: no model, nothing to bill
 	}
-	f := gjson.GetManyBytes(body, "model", "usage")
 	obs := Observation{Complete: true, Billable: true}
-	if f[1].IsObject() {
-		obs.mergeMessagesUsage(f[1])
+	if u := getView(body, "usage"); u.IsObject() {
+		obs.mergeMessagesUsage(u)
 	}
 	// Thinking text, in case the upstream does not split thinking tokens out.
 	for _, t := range gjson.GetBytes(body, `content.#(type=="thinking")#.thinking`).Array() {
 		obs.ThinkingChars += textLen(t)
 	}
-	return f[0], obs
+	return getView(body, "model"), obs
 }
 
 // mergeMessagesUsage takes the counts a usage object carries and keeps the earlier ones
@@ -66,11 +65,10 @@ func (m messages) event(s *EventStream, ev Event) eventView {
 	}
 	switch string(ev.Name) {
 	case "message_start":
-		f := gjson.GetMany(view(ev.Data), "message.model", "message.usage")
-		if f[1].IsObject() {
-			s.Obs.mergeMessagesUsage(f[1])
+		if u := getView(ev.Data, "message.usage"); u.IsObject() {
+			s.Obs.mergeMessagesUsage(u)
 		}
-		return eventView{model: f[0]}
+		return eventView{model: getView(ev.Data, "message.model")}
 	case "content_block_delta":
 		d := gjson.GetMany(view(ev.Data), "delta.text", "delta.partial_json", "delta.thinking")
 		s.Obs.OutputChars += textLen(d[0]) + textLen(d[1])

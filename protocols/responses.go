@@ -51,11 +51,10 @@ func (r responses) event(s *EventStream, ev Event) eventView {
 	if r.eventModelPath(ev) == "" {
 		return eventView{}
 	}
-	g := gjson.GetMany(view(ev.Data), "response.model", "response.usage")
-	if g[1].IsObject() {
-		s.Obs.setFamilyAUsage(g[1], responsesUsage)
+	if u := getView(ev.Data, "response.usage"); u.IsObject() {
+		s.Obs.setFamilyAUsage(u, responsesUsage)
 	}
-	return eventView{model: g[0]}
+	return eventView{model: getView(ev.Data, "response.model")}
 }
 
 func (responses) IsError(ev Event) bool {
