@@ -230,12 +230,6 @@ func needBrowser(t *testing.T) (node string) {
 // shows an operator to do. It returns the gateway and the database file.
 func startConsoleGateway(t *testing.T, up *upstream) (*gateway, string) {
 	t.Helper()
-	port, adminPort := freePort(t), freePort(t)
-	g := &gateway{
-		base:  "http://127.0.0.1:" + strconv.Itoa(port),
-		admin: "http://127.0.0.1:" + strconv.Itoa(adminPort),
-		up:    up,
-	}
 	a := "http://" + up.hostport() + "/v1"
 	b := "http://" + up.hostport()
 	db := filepath.Join(t.TempDir(), "keys.db")
@@ -246,13 +240,20 @@ func startConsoleGateway(t *testing.T, up *upstream) (*gateway, string) {
 		candidate("spare", "family_a", a, upstreamPrefix+"-a", "priority 2") + "\t\t}\n" +
 		"\t\tmodel msg-b {\n\t\t\tprotocols family_b\n\t\t\tprice input 3 cached_input 0.3 output 15\n" +
 		candidate("main", "family_b", b, upstreamPrefix+"-b") + "\t\t}\n"
-	g.caddyfile = "{\n\tadmin 127.0.0.1:" + strconv.Itoa(adminPort) + "\n\tdefault_bind 127.0.0.1\n" +
-		"\tswitchyard {\n\t\tstore sqlite " + db + "\n" + models + "\t}\n}\n" +
-		"http://127.0.0.1:" + strconv.Itoa(port) + " {\n" +
-		"\thandle_path /console/* {\n\t\tbasic_auth {\n\t\t\t" + consoleUser + " " + consolePasswordHash + "\n\t\t}\n\t\tswitchyard_console\n\t}\n" +
-		"\thandle {\n\t\tswitchyard_auth\n\t\tswitchyard_model\n\t\tswitchyard_proxy\n\t}\n" +
-		"\thandle_errors {\n\t\tswitchyard_errors\n\t}\n}\n"
-	startCaddy(t, g.caddyfile)
+	ports, caddyfile := startCaddy(t, 2, func(ports []int) string {
+		return "{\n\tadmin 127.0.0.1:" + strconv.Itoa(ports[1]) + "\n\tdefault_bind 127.0.0.1\n" +
+			"\tswitchyard {\n\t\tstore sqlite " + db + "\n" + models + "\t}\n}\n" +
+			"http://127.0.0.1:" + strconv.Itoa(ports[0]) + " {\n" +
+			"\thandle_path /console/* {\n\t\tbasic_auth {\n\t\t\t" + consoleUser + " " + consolePasswordHash + "\n\t\t}\n\t\tswitchyard_console\n\t}\n" +
+			"\thandle {\n\t\tswitchyard_auth\n\t\tswitchyard_model\n\t\tswitchyard_proxy\n\t}\n" +
+			"\thandle_errors {\n\t\tswitchyard_errors\n\t}\n}\n"
+	})
+	g := &gateway{
+		base:      "http://127.0.0.1:" + strconv.Itoa(ports[0]),
+		admin:     "http://127.0.0.1:" + strconv.Itoa(ports[1]),
+		up:        up,
+		caddyfile: caddyfile,
+	}
 	g.waitReady(t)
 	return g, db
 }

@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -21,6 +22,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	_ "github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	_ "github.com/switchyard-gw/switchyard/caddymodule"
@@ -82,20 +84,61 @@ func (u *upstream) hostport() string {
 	return "localhost:" + strconv.Itoa(u.Listener.Addr().(*net.TCPAddr).Port)
 }
 
-func freePort(t testing.TB) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+// freePorts returns n distinct loopback ports that were free a moment ago. Another
+// process can take one before it is bound again: whatever binds them must be started
+// through onFreePorts, which tries again with new ports when that happened.
+func freePorts(t testing.TB, n int) []int {
+	t.Helper()
+	ports := make([]int, n)
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		defer l.Close() // held until all are chosen, so that the n ports differ
+		ports[i] = l.Addr().(*net.TCPAddr).Port
+	}
+	return ports
 }
 
-// startCaddy adapts a Caddyfile and runs it in this process until the test ends.
-func startCaddy(t testing.TB, caddyfile string) {
+// portAttempts is how many sets of ports onFreePorts tries before it gives up.
+const portAttempts = 5
+
+// onFreePorts starts something that binds n loopback ports: start is given the ports
+// and returns an error that mentions "address already in use" when one of them had been
+// taken meanwhile, in which case it is called again with new ports (internal/pgtest does
+// the same for its PostgreSQL server). It returns the ports that worked.
+func onFreePorts(t testing.TB, n int, start func(ports []int) error) []int {
 	t.Helper()
-	cfg, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(caddyfile), nil)
-	require.NoError(t, err, "adapting the Caddyfile")
-	require.NoError(t, caddy.Load(cfg, true), "loading the config")
+	var err error
+	for range portAttempts {
+		ports := freePorts(t, n)
+		if err = start(ports); err == nil {
+			return ports
+		}
+		if !strings.Contains(err.Error(), "address already in use") {
+			break
+		}
+		t.Logf("a port was taken before it was bound, trying others: %v", err)
+	}
+	require.NoError(t, err)
+	return nil
+}
+
+// startCaddy runs a Caddyfile in this process until the test ends. caddyfile writes it
+// for n free loopback ports; it returns the ports and the Caddyfile that was loaded.
+func startCaddy(t testing.TB, n int, caddyfile func(ports []int) string) ([]int, string) {
+	t.Helper()
+	var loaded string
+	ports := onFreePorts(t, n, func(ports []int) error {
+		loaded = caddyfile(ports)
+		cfg, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(loaded), nil)
+		require.NoError(t, err, "adapting the Caddyfile")
+		if err := caddy.Load(cfg, true); err != nil {
+			return fmt.Errorf("loading the config: %w", err)
+		}
+		return nil
+	})
 	t.Cleanup(func() { _ = caddy.Stop() })
+	return ports, loaded
 }
 
 // gateway is a running Switchyard in front of one simulated upstream.
@@ -137,7 +180,7 @@ func standardModels(up *upstream) string {
 		cand("broken", "family_a", a, upstreamPrefix+"-x+fail-500") +
 		cand("limited-b", "family_b", b, upstreamPrefix+"-x+rate-limit") + "\t\t}\n" +
 		"\t\tmodel client-error {\n" + cand("a", "family_a", a, upstreamPrefix+"-x+fail-400") + cand("b", "family_b", b, upstreamPrefix+"-x+fail-400") + "\t\t}\n" +
-		"\t\tmodel drip-a {\n" + cand("a", "family_a", a, upstreamPrefix+"-x+drip-1500ms") + cand("b", "family_b", b, upstreamPrefix+"-x+drip-1500ms") + "\t\t}\n" +
+		"\t\tmodel drip-a {\n" + cand("a", "family_a", a, upstreamPrefix+"-x+drip-500ms") + cand("b", "family_b", b, upstreamPrefix+"-x+drip-500ms") + "\t\t}\n" +
 		"\t\tmodel cut-stream {\n" + cand("a", "family_a", a, upstreamPrefix+"-x+cut") + cand("b", "family_b", b, upstreamPrefix+"-x+cut") + "\t\t}\n"
 }
 
@@ -153,18 +196,21 @@ func startGateway(t testing.TB) *gateway {
 // lines for the switchyard option, with Caddy's admin endpoint on a free port.
 func startGatewayWith(t testing.TB, up *upstream, models, options string) *gateway {
 	t.Helper()
-	port, adminPort := freePort(t), freePort(t)
+	store := storeOption(t, options)
+	ports, caddyfile := startCaddy(t, 2, func(ports []int) string {
+		port, adminPort := strconv.Itoa(ports[0]), strconv.Itoa(ports[1])
+		return "{\n\tadmin 127.0.0.1:" + adminPort + "\n\tdefault_bind 127.0.0.1\n\tswitchyard {\n" +
+			"\t\tkey test " + testKey + "\n" +
+			store + options + models + "\t}\n}\n" +
+			"http://127.0.0.1:" + port + " {\n\tswitchyard_auth\n\tswitchyard_model\n\tswitchyard_proxy\n" +
+			"\thandle_errors {\n\t\tswitchyard_errors\n\t}\n}\n"
+	})
 	g := &gateway{
-		base:  "http://127.0.0.1:" + strconv.Itoa(port),
-		admin: "http://127.0.0.1:" + strconv.Itoa(adminPort),
-		up:    up,
+		base:      "http://127.0.0.1:" + strconv.Itoa(ports[0]),
+		admin:     "http://127.0.0.1:" + strconv.Itoa(ports[1]),
+		up:        up,
+		caddyfile: caddyfile,
 	}
-	g.caddyfile = "{\n\tadmin 127.0.0.1:" + strconv.Itoa(adminPort) + "\n\tdefault_bind 127.0.0.1\n\tswitchyard {\n" +
-		"\t\tkey test " + testKey + "\n" +
-		storeOption(t, options) + options + models + "\t}\n}\n" +
-		"http://127.0.0.1:" + strconv.Itoa(port) + " {\n\tswitchyard_auth\n\tswitchyard_model\n\tswitchyard_proxy\n" +
-		"\thandle_errors {\n\t\tswitchyard_errors\n\t}\n}\n"
-	startCaddy(t, g.caddyfile)
 	g.waitReady(t)
 	return g
 }
@@ -191,17 +237,29 @@ func (g *gateway) reload(t *testing.T, caddyfile string) {
 	http.DefaultTransport.(*http.Transport).CloseIdleConnections()
 }
 
+// Polling: every wait for a condition in this package goes through testify's Eventually
+// (or EventuallyWithT) with pollEvery, and a limit of waitShort for what happens in this
+// process or waitLong for what involves another process or a database.
+const (
+	pollEvery = 20 * time.Millisecond
+	waitShort = 5 * time.Second
+	waitLong  = 20 * time.Second
+)
+
+// waitReady waits until the gateway answers on its port.
 func (g *gateway) waitReady(t testing.TB) {
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		resp, err := http.Get(g.base + "/v1/models")
-		if err == nil {
-			resp.Body.Close()
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
+	t.Helper()
+	require.Eventually(t, func() bool { return g.answers() }, waitShort, pollEvery, "the gateway did not start listening")
+}
+
+// answers reports whether the gateway answers a request at all.
+func (g *gateway) answers() bool {
+	resp, err := http.Get(g.base + "/v1/models")
+	if err != nil {
+		return false
 	}
-	t.Fatal("the gateway did not start listening")
+	resp.Body.Close()
+	return true
 }
 
 // candidate writes one candidate block for a model declaration.
@@ -217,12 +275,22 @@ func candidate(name, proto, url, model string, extra ...string) string {
 // call makes one request with the test key in Authorization (or the given headers).
 func (g *gateway) call(t *testing.T, method, path string, body string, headers ...string) *result {
 	t.Helper()
+	r, err := g.send(method, path, body, headers...)
+	require.NoError(t, err)
+	return r
+}
+
+// send is call for use where the test cannot be stopped (inside Eventually's condition):
+// it returns the failure instead.
+func (g *gateway) send(method, path string, body string, headers ...string) (*result, error) {
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
 	}
 	req, err := http.NewRequest(method, g.base+path, rd)
-	require.NoError(t, err)
+	if err != nil {
+		return nil, err
+	}
 	req.Header.Set("Content-Type", "application/json")
 	auth := true
 	for i := 0; i+1 < len(headers); i += 2 {
@@ -240,11 +308,15 @@ func (g *gateway) call(t *testing.T, method, path string, body string, headers .
 	}
 	start := time.Now()
 	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
+	if err != nil {
+		return nil, err
+	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return &result{Status: resp.StatusCode, Header: resp.Header, Body: b, Elapsed: time.Since(start)}
+	if err != nil {
+		return nil, err
+	}
+	return &result{Status: resp.StatusCode, Header: resp.Header, Body: b, Elapsed: time.Since(start)}, nil
 }
 
 type result struct {
@@ -293,7 +365,34 @@ func parseSSE(t *testing.T, b []byte) []sseEvent {
 	return out
 }
 
-// assertNoLeak fails when anything that identifies the upstream reaches the client.
+// leakMarkers is the one list of what must never reach a client, a log line, a metric or
+// the admin API's answers: anything that identifies an upstream (its model names, its
+// credential, its host and port, the account ids and account headers the simulator
+// sends) and the gateway's own keys. Every leak check of this package uses it; a check
+// may add values of its own (keys it sent, for instance).
+func (u *upstream) leakMarkers() []string {
+	return []string{
+		upstreamPrefix, upstreamCred, u.hostport(), "localhost",
+		":" + strconv.Itoa(u.Listener.Addr().(*net.TCPAddr).Port),
+		// The simulator's account ids: the plain ones and the UUID-shaped ones.
+		"simsecret42", "5im-0rg-5ecret", simulator.AccountOrganization, simulator.AccountProject,
+		"Openai-Organization", "Openai-Project", "X-Ratelimit", "Anthropic-Ratelimit",
+		"Anthropic-Organization-Id", "Set-Cookie",
+		testKey, limitedKey,
+	}
+}
+
+// assertNoLeakIn fails for each leak marker (and each further value) that text holds;
+// where says what text is.
+func (u *upstream) assertNoLeakIn(t testing.TB, where, text string, more ...string) {
+	t.Helper()
+	for _, secret := range append(u.leakMarkers(), more...) {
+		assert.NotContains(t, text, secret, "%s holds %q", where, secret)
+	}
+}
+
+// assertNoLeak fails when anything that identifies the upstream, or a key, reaches the
+// client in the body or headers of r.
 func (g *gateway) assertNoLeak(t *testing.T, r *result) {
 	t.Helper()
 	var all bytes.Buffer
@@ -301,13 +400,5 @@ func (g *gateway) assertNoLeak(t *testing.T, r *result) {
 	for name, values := range r.Header {
 		all.WriteString("\n" + name + ": " + strings.Join(values, ","))
 	}
-	for _, secret := range []string{
-		upstreamPrefix, upstreamCred, g.up.hostport(), "localhost",
-		strconv.Itoa(g.up.Listener.Addr().(*net.TCPAddr).Port),
-		"simsecret42", "5im-0rg-5ecret", "Openai-Organization", "Openai-Project",
-		"X-Ratelimit", "Anthropic-Ratelimit", "Anthropic-Organization-Id", "Set-Cookie",
-		testKey,
-	} {
-		require.NotContains(t, all.String(), secret, "the client received %q", secret)
-	}
+	g.up.assertNoLeakIn(t, "what the client received", all.String())
 }

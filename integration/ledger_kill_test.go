@@ -7,14 +7,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,6 +18,10 @@ import (
 	"github.com/stretchr/testify/require"
 	_ "modernc.org/sqlite"
 )
+
+// killAfter is how many answers the load must have had when the gateway is killed: by
+// then records are in every state (journaled, being written, in the database).
+const killAfter = 2000
 
 // The ledger loses nothing: kill the gateway with SIGKILL in the middle of a load,
 // restart it, and every request a client saw answered is in the ledger.
@@ -31,7 +31,7 @@ func TestLedgerSurvivesSIGKILL(t *testing.T) {
 	}
 	caddy := buildCaddyCLI(t)
 	dir := t.TempDir()
-	cfg := writeProcessConfig(t, dir, func(simPort int) string {
+	config := func(simPort int) string {
 		return fmt.Sprintf(`		store sqlite %s
 		journal %s
 		key load %s
@@ -48,36 +48,9 @@ func TestLedgerSurvivesSIGKILL(t *testing.T) {
 				upstream_model sim-basic
 			}
 		}`, filepath.Join(dir, "keys.db"), filepath.Join(dir, "journal"), testKey, simPort, simPort)
-	})
-	config, gwPort := cfg.path, cfg.gwPort
-
-	t.Cleanup(func() {
-		if t.Failed() {
-			if b, err := os.ReadFile(filepath.Join(dir, "gateway.log")); err == nil {
-				t.Logf("gateway log (end):\n%s", b[max(0, len(b)-4000):])
-			}
-		}
-	})
-	start := func() *exec.Cmd {
-		cmd := caddy("run", "--config", config, "--adapter", "caddyfile")
-		cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+filepath.Join(dir, "xdg"), "XDG_CONFIG_HOME="+filepath.Join(dir, "xdg"))
-		log, err := os.OpenFile(filepath.Join(dir, "gateway.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-		require.NoError(t, err)
-		cmd.Stdout, cmd.Stderr = log, log
-		require.NoError(t, cmd.Start())
-		base := "http://127.0.0.1:" + strconv.Itoa(gwPort)
-		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-			if resp, err := http.Get(base + "/v1/models"); err == nil {
-				resp.Body.Close()
-				return cmd
-			}
-		}
-		t.Fatal("the gateway did not start")
-		return nil
 	}
-	base := "http://127.0.0.1:" + strconv.Itoa(gwPort)
 
-	gw := start()
+	gw := startGatewayProcess(t, caddy, "before-the-kill", dir, config)
 	var answered sync.Map // request id → true, for every answer seen complete
 	var nAnswered, started atomic.Int64
 	ctx, stopLoad := context.WithCancel(context.Background())
@@ -89,34 +62,31 @@ func TestLedgerSurvivesSIGKILL(t *testing.T) {
 			client := &http.Client{Timeout: 10 * time.Second}
 			for i := 0; ctx.Err() == nil; i++ {
 				started.Add(1)
-				if id, ok := oneMeteredCall(client, base, (w+i)%4); ok {
+				if id, ok := oneMeteredCall(client, gw.base, (w+i)%4); ok {
 					answered.Store(id, true)
 					nAnswered.Add(1)
 				}
 			}
 		}(w)
 	}
-	time.Sleep(1500 * time.Millisecond)
-	require.NoError(t, gw.Process.Signal(syscall.SIGKILL)) // in the middle of the load
-	_ = gw.Wait()
+	// In the middle of the load.
+	require.Eventually(t, func() bool { return nAnswered.Load() >= killAfter }, waitLong, pollEvery,
+		"the load did not get going")
+	gw.kill(t)
 	stopLoad()
 	wg.Wait()
-	require.Positive(t, nAnswered.Load())
 
 	// Restart on the same journal and database: the journal replays.
-	gw = start()
-	defer func() { _ = gw.Process.Signal(syscall.SIGTERM); _ = gw.Wait() }()
+	startGatewayProcess(t, caddy, "after-the-kill", dir, config)
 
 	db, err := sql.Open("sqlite", filepath.Join(dir, "keys.db"))
 	require.NoError(t, err)
 	defer db.Close()
-	rows := map[string]bool{}
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		rows = ledgerRequestIDs(t, db)
-		if len(rows) >= int(nAnswered.Load()) {
-			break
-		}
-	}
+	var rows map[string]bool
+	assert.Eventually(t, func() bool {
+		rows = ledgerRequestIDs(db)
+		return len(rows) >= int(nAnswered.Load())
+	}, waitLong, 100*time.Millisecond, "fewer ledger rows than answered requests")
 	missing := 0
 	answered.Range(func(id, _ any) bool {
 		if !rows[id.(string)] {
@@ -172,7 +142,9 @@ func oneMeteredCall(client *http.Client, base string, kind int) (string, bool) {
 	return "", false
 }
 
-func ledgerRequestIDs(t *testing.T, db *sql.DB) map[string]bool {
+// ledgerRequestIDs is the set of request ids in the ledger; empty while the table or the
+// database cannot be read.
+func ledgerRequestIDs(db *sql.DB) map[string]bool {
 	out := map[string]bool{}
 	rows, err := db.Query(`SELECT request_id FROM usage_records`)
 	if err != nil {
@@ -181,7 +153,9 @@ func ledgerRequestIDs(t *testing.T, db *sql.DB) map[string]bool {
 	defer rows.Close()
 	for rows.Next() {
 		var id string
-		require.NoError(t, rows.Scan(&id))
+		if rows.Scan(&id) != nil {
+			return map[string]bool{}
+		}
 		out[id] = true
 	}
 	return out

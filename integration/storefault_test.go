@@ -2,13 +2,9 @@ package integration
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,7 +17,7 @@ import (
 
 // A gateway that (re)starts while PostgreSQL is down comes up, serves the keys it last
 // knew and the configuration's, refuses others, journals usage, and once PostgreSQL is
-// back drains the journal within a couple of seconds: nothing set aside in
+// back drains the journal within a second: nothing set aside in
 // refused.jsonl, every answered request in the usage table exactly once. The outage is
 // logged once each way, not per poll.
 func TestGatewayStartsAndCatchesUpThroughAStoreOutage(t *testing.T) {
@@ -39,8 +35,7 @@ func TestGatewayStartsAndCatchesUpThroughAStoreOutage(t *testing.T) {
 	// A first run, with the database up: a key is made and used, so the key
 	// snapshot knows it. Then the gateway dies (SIGKILL, like a crash) and the database
 	// goes away.
-	first := startGatewayProcessIn(t, caddy, "first", dir, cluster.DSN())
-	first.waitUp(t)
+	first := startGatewayProcess(t, caddy, "first", dir, sharedChatGateway(cluster.DSN(), dir))
 	_, secret := first.createKey(t, `{"name":"known-before-the-outage"}`)
 	r := chat(first, "Bearer "+secret)
 	require.Equal(t, 200, r.Status, "%s", r.Body)
@@ -57,8 +52,7 @@ func TestGatewayStartsAndCatchesUpThroughAStoreOutage(t *testing.T) {
 
 	// The gateway starts again with the database down.
 	started := time.Now()
-	second := startGatewayProcessIn(t, caddy, "second", dir, cluster.DSN())
-	second.waitUp(t)
+	second := startGatewayProcess(t, caddy, "second", dir, sharedChatGateway(cluster.DSN(), dir))
 	upAfter := time.Since(started)
 	t.Logf("gateway up %v after it was started with PostgreSQL down", upAfter.Round(time.Millisecond))
 	outageStart := lineCount(t, second.log)
@@ -88,24 +82,32 @@ func TestGatewayStartsAndCatchesUpThroughAStoreOutage(t *testing.T) {
 	conn, err := pgx.Connect(ctx, cluster.DSN())
 	require.NoError(t, err)
 	defer conn.Close(ctx)
+	// stored is the number of usage records per request id; empty while the database
+	// cannot be read (it runs inside Eventually, where the test cannot be stopped).
 	stored := func() map[string]int {
 		out := map[string]int{}
 		rows, err := conn.Query(ctx, `SELECT request_id, count(*) FROM usage_records GROUP BY request_id`)
-		require.NoError(t, err)
+		if err != nil {
+			return out
+		}
 		defer rows.Close()
 		for rows.Next() {
 			var id string
 			var n int
-			require.NoError(t, rows.Scan(&id, &n))
+			if rows.Scan(&id, &n) != nil {
+				return map[string]int{}
+			}
 			out[id] = n
 		}
-		require.NoError(t, rows.Err())
+		if rows.Err() != nil {
+			return map[string]int{}
+		}
 		return out
 	}
-	require.Eventually(t, func() bool { return len(stored()) >= len(answered) }, 10*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return len(stored()) >= len(answered) }, 10*time.Second, pollEvery)
 	drained := time.Since(back)
 	t.Logf("%d usage records in PostgreSQL %v after it came back", len(answered), drained.Round(time.Millisecond))
-	assert.Less(t, drained, 2*time.Second, "the journal drains within a second or two")
+	assert.Less(t, drained, time.Second, "the journal drains within a second (README)")
 
 	rows := stored()
 	assert.Len(t, rows, len(answered), "nothing stored that no client was answered")
@@ -123,7 +125,7 @@ func TestGatewayStartsAndCatchesUpThroughAStoreOutage(t *testing.T) {
 	answered = append(answered, r.Header.Get("X-Switchyard-Request-Id"))
 	require.Eventually(t, func() bool {
 		return countContaining(readLines(t, second.log), "key store answering again") == 1
-	}, 5*time.Second, 20*time.Millisecond)
+	}, waitShort, pollEvery)
 
 	// The same gateway through a 10 s outage while it runs: served from memory,
 	// logged once each way, drained as promptly afterwards.
@@ -145,10 +147,10 @@ func TestGatewayStartsAndCatchesUpThroughAStoreOutage(t *testing.T) {
 	require.NoError(t, err)
 	defer conn2.Close(ctx)
 	conn = conn2
-	require.Eventually(t, func() bool { return len(stored()) >= len(answered) }, 10*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return len(stored()) >= len(answered) }, 10*time.Second, pollEvery)
 	drained = time.Since(back)
 	t.Logf("%d usage records in PostgreSQL %v after it came back from the second outage", len(answered), drained.Round(time.Millisecond))
-	assert.Less(t, drained, 2*time.Second)
+	assert.Less(t, drained, time.Second, "the journal drains within a second (README)")
 	rows = stored()
 	assert.Len(t, rows, len(answered))
 	for _, id := range answered {
@@ -158,67 +160,9 @@ func TestGatewayStartsAndCatchesUpThroughAStoreOutage(t *testing.T) {
 	assert.True(t, os.IsNotExist(err), "nothing set aside in refused.jsonl")
 	require.Eventually(t, func() bool {
 		return countContaining(readLines(t, second.log), "key store answering again") == 2
-	}, 5*time.Second, 20*time.Millisecond)
+	}, waitShort, pollEvery)
 	t.Logf("log lines about the store in the whole run of the second gateway:\n%s",
 		strings.Join(filterContaining(readLines(t, second.log), "key store", "usage", "snapshot", "ledger", "admin api call"), "\n"))
-}
-
-// startGatewayProcessIn is startGatewayProcess with the gateway's directory given, so
-// that a second run finds the first's journal and key snapshot (in its Caddy data
-// directory, XDG_DATA_HOME). Each run gets new ports and its own log file.
-func startGatewayProcessIn(t *testing.T, caddy func(args ...string) *exec.Cmd, name, dir, dsn string) *processGateway {
-	t.Helper()
-	cfg := writeProcessConfig(t, dir, func(simPort int) string {
-		return fmt.Sprintf(`		store postgres %q
-		journal %s
-		key static %s
-		model shared-chat {
-			candidate sim {
-				protocol family_a
-				url http://127.0.0.1:%d/v1
-				upstream_model sim-basic
-			}
-		}`, dsn, filepath.Join(dir, "journal"), testKey, simPort)
-	})
-	p := &processGateway{
-		gateway: &gateway{
-			base:  "http://127.0.0.1:" + strconv.Itoa(cfg.gwPort),
-			admin: "http://127.0.0.1:" + strconv.Itoa(cfg.adminPort),
-		},
-		name:   name,
-		exited: make(chan struct{}),
-		log:    filepath.Join(dir, "gateway-"+name+".log"),
-	}
-	p.cmd = caddy("run", "--config", cfg.path, "--adapter", "caddyfile")
-	p.cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+filepath.Join(dir, "xdg"), "XDG_CONFIG_HOME="+filepath.Join(dir, "xdg"))
-	log, err := os.Create(p.log)
-	require.NoError(t, err)
-	p.cmd.Stdout, p.cmd.Stderr = log, log
-	require.NoError(t, p.cmd.Start())
-	go func() {
-		_ = p.cmd.Wait()
-		close(p.exited)
-	}()
-	t.Cleanup(func() {
-		p.kill(t)
-		_ = log.Close()
-		if t.Failed() {
-			p.showLog(t)
-		}
-	})
-	return p
-}
-
-// kill ends the gateway with SIGKILL, as a crash would, and waits for it.
-func (p *processGateway) kill(t *testing.T) {
-	t.Helper()
-	select {
-	case <-p.exited:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.exited
 }
 
 func readLines(t *testing.T, path string) []string {
