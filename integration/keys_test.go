@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/tidwall/gjson"
+
+	"github.com/switchyard-gw/switchyard/auth"
 )
 
 // adminCall sends one request to the gateway's admin API and decodes the answer.
@@ -49,17 +51,40 @@ func TestKeysFromTheStoreWorkOnBothFamilies(t *testing.T) {
 	id, secret := g.createKey(t, `{"name":"ci-bot"}`)
 	require.True(t, strings.HasPrefix(secret, "sk-sy-"), "a recognisable prefix")
 	require.True(t, strings.HasPrefix(id, "key_"))
+	listed := func() gjson.Result {
+		t.Helper()
+		status, list := g.adminCall(t, "GET", "/switchyard/keys", "")
+		require.Equal(t, 200, status)
+		assert.NotContains(t, list.Raw, secret)
+		return list.Get(`keys.#(id=="` + id + `")`)
+	}
+	assert.False(t, listed().Get("last_used_at").Exists(), "a key never used has no last-used time")
 
+	usedFrom := time.Now()
 	r := g.call(t, "POST", "/v1/chat/completions", chatBody, "Authorization", "Bearer "+secret)
 	assert.Equal(t, 200, r.Status, "%s", r.Body)
 	r = g.call(t, "POST", "/v1/messages", messagesBody, "x-api-key", secret, "anthropic-version", v1)
 	assert.Equal(t, 200, r.Status, "one key serves both families")
+	usedUntil := time.Now()
 
-	// The list shows the key without its secret, with a display prefix and a last-used time.
-	status, list := g.adminCall(t, "GET", "/switchyard/keys", "")
-	require.Equal(t, 200, status)
-	assert.NotContains(t, list.Raw, secret)
-	k := list.Get(`keys.#(id=="` + id + `")`)
+	// The list shows the key without its secret, with a display prefix and, once the next
+	// batch of last-used times is written (every auth.DefaultTouchInterval), when it was
+	// last used, to the second.
+	var k gjson.Result
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(g.admin + "/switchyard/keys")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		k = gjson.GetBytes(b, `keys.#(id=="`+id+`")`)
+		return err == nil && resp.StatusCode == 200 && k.Get("last_used_at").Exists()
+	}, auth.DefaultTouchInterval+time.Second, 100*time.Millisecond, "no last-used time within a batch interval of the use")
+	t.Logf("last-used time listed %v after the key was used", time.Since(usedUntil).Round(time.Millisecond))
+	lastUsed, err := time.Parse(time.RFC3339Nano, k.Get("last_used_at").Str)
+	require.NoError(t, err)
+	assert.WithinRange(t, lastUsed, usedFrom.Truncate(time.Second), usedUntil, "the time of the last use")
 	assert.Equal(t, "ci-bot", k.Get("name").Str)
 	assert.Equal(t, "active", k.Get("status").Str)
 	assert.True(t, strings.HasPrefix(secret, k.Get("prefix").Str) && len(k.Get("prefix").Str) < 16)
@@ -89,10 +114,27 @@ func TestKeyModelAllowlistAndExpiry(t *testing.T) {
 	status, _ = g.adminCall(t, "POST", "/switchyard/keys", `{"name":"x","expires_at":"2001-01-01T00:00:00Z"}`)
 	assert.Equal(t, 400, status, "an expiry in the past is refused")
 
+	created := time.Now()
 	_, short := g.createKey(t, `{"name":"short-lived","expires_in":"1s"}`)
 	assert.Equal(t, 200, g.call(t, "GET", "/v1/models", "", "Authorization", "Bearer "+short).Status)
-	time.Sleep(1100 * time.Millisecond)
+	refusedAfter := untilRefused(t, g, "Bearer "+short, created)
+	assert.GreaterOrEqual(t, refusedAfter, time.Second-10*time.Millisecond, "refused before it expired")
 	familyA(t, g.call(t, "GET", "/v1/models", "", "Authorization", "Bearer "+short), 401, "authentication_error")
+}
+
+// untilRefused calls GET /v1/models with a key until it is refused (401), and returns the
+// time from since. Meanwhile it must be accepted.
+func untilRefused(t *testing.T, g *gateway, bearer string, since time.Time) time.Duration {
+	t.Helper()
+	var r *result
+	var err error
+	require.Eventually(t, func() bool {
+		r, err = g.send("GET", "/v1/models", "", "Authorization", bearer)
+		return err != nil || r.Status != 200
+	}, waitShort, pollEvery, "the key was never refused")
+	require.NoError(t, err)
+	require.Equal(t, 401, r.Status, "%s", r.Body)
+	return time.Since(since)
 }
 
 func TestKeyRotation(t *testing.T) {
@@ -111,12 +153,14 @@ func TestKeyRotation(t *testing.T) {
 	assert.Equal(t, 200, g.call(t, "GET", "/v1/models", "", "Authorization", "Bearer "+fresh).Status)
 
 	// With grace, both work until the grace period ends.
+	rotatedAt := time.Now()
 	status, graced := g.adminCall(t, "POST", "/switchyard/keys/"+rotated.Get("key.id").Str+"/rotate", `{"grace":"1s"}`)
 	require.Equal(t, 201, status)
 	newest := graced.Get("secret").Str
 	assert.Equal(t, 200, g.call(t, "GET", "/v1/models", "", "Authorization", "Bearer "+fresh).Status, "the old key works during the grace period")
 	assert.Equal(t, 200, g.call(t, "GET", "/v1/models", "", "Authorization", "Bearer "+newest).Status)
-	time.Sleep(1100 * time.Millisecond)
+	refusedAfter := untilRefused(t, g, "Bearer "+fresh, rotatedAt)
+	assert.GreaterOrEqual(t, refusedAfter, time.Second-10*time.Millisecond, "refused before its grace period ended")
 	familyA(t, g.call(t, "GET", "/v1/models", "", "Authorization", "Bearer "+fresh), 401, "authentication_error")
 	assert.Equal(t, 200, g.call(t, "GET", "/v1/models", "", "Authorization", "Bearer "+newest).Status)
 
@@ -174,15 +218,11 @@ func TestKeysCLI(t *testing.T) {
 		err := cmd.Run()
 		return out.String(), err
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	assert.Eventually(t, func() bool {
 		out, err = usage("--group", "model")
-		require.NoError(t, err, out)
-		if strings.Contains(out, "chat-a") || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err == nil && strings.Contains(out, "chat-a")
+	}, waitShort, 100*time.Millisecond, "the usage of the calls above was never listed")
+	require.NoError(t, err, out)
 	assert.Contains(t, out, "MODEL")
 	assert.Contains(t, out, "chat-a")
 	assert.Contains(t, out, "TOTAL")

@@ -22,6 +22,9 @@ type ledgerRow struct {
 	Input, Cached, CacheWrite, Output, Reasoning int64
 	Estimated                                    bool
 	Cost                                         int64
+	LatencyMs, TTFBMs                            int64
+	Attempts                                     int
+	Time                                         time.Time
 }
 
 // meteredGateway runs the gateway with priced models and a store the test can read.
@@ -31,7 +34,12 @@ func meteredGateway(t *testing.T) (*gateway, *sql.DB) {
 	a, b := "http://"+up.hostport()+"/v1", "http://"+up.hostport()
 	models := "\t\tmodel priced {\n\t\t\tprice input 2 cached_input 0.5 output 8 reasoning 20\n" +
 		candidate("a", "family_a", a, "up-priced") + candidate("b", "family_b", b, "up-priced") + "\t\t}\n" +
-		"\t\tmodel drip {\n\t\t\tprice input 2 output 8\n" + candidate("b", "family_b", b, "up+drip-300ms") + "\t\t}\n"
+		"\t\tmodel drip {\n\t\t\tprice input 2 output 8\n" + candidate("b", "family_b", b, "up+drip-300ms") + "\t\t}\n" +
+		"\t\tmodel paced {\n\t\t\tprice input 2 output 8\n" + candidate("b", "family_b", b, "up+drip-100ms") + "\t\t}\n" +
+		"\t\tmodel fails-over {\n\t\t\tprice input 2 output 8\n" +
+		candidate("refused", "family_a", "http://127.0.0.1:1/v1", "up-dead", "priority 1") +
+		candidate("broken", "family_a", a, "up+fail-503", "priority 2") +
+		candidate("good", "family_a", a, "up-good", "priority 3") + "\t\t}\n"
 	g := startGatewayWith(t, up, models, "\t\tstore sqlite "+dbPath+"\n")
 	db, err := sql.Open("sqlite", dbPath)
 	require.NoError(t, err)
@@ -44,21 +52,18 @@ func record(t *testing.T, db *sql.DB, requestID string) ledgerRow {
 	t.Helper()
 	var r ledgerRow
 	var key sql.NullString
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		err := db.QueryRow(`SELECT key_id, model, candidate, protocol, operation, status, input, cached_input, cache_write,
-			output, reasoning, estimated, cost_micros FROM usage_records WHERE request_id = ?`, requestID).
+	var ts int64
+	var err error
+	require.Eventually(t, func() bool {
+		err = db.QueryRow(`SELECT key_id, model, candidate, protocol, operation, status, input, cached_input, cache_write,
+			output, reasoning, estimated, cost_micros, latency_ms, ttfb_ms, attempts, ts FROM usage_records WHERE request_id = ?`, requestID).
 			Scan(&key, &r.Model, &r.Candidate, &r.Protocol, &r.Operation, &r.Status, &r.Input, &r.Cached, &r.CacheWrite,
-				&r.Output, &r.Reasoning, &r.Estimated, &r.Cost)
-		if err == nil {
-			r.KeyID = key.String
-			return r
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no ledger row for %s: %v", requestID, err)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
+				&r.Output, &r.Reasoning, &r.Estimated, &r.Cost, &r.LatencyMs, &r.TTFBMs, &r.Attempts, &ts)
+		return err == nil
+	}, waitShort, pollEvery, "no ledger row for %s", requestID)
+	r.KeyID = key.String
+	r.Time = time.UnixMicro(ts)
+	return r
 }
 
 // The simulator's usage is deterministic: input tokens are len(upstream body)/4+1,
@@ -74,26 +79,45 @@ func TestEveryShapeIsMeteredExactly(t *testing.T) {
 		headers          []string
 		reasoning        int64
 		estimated        bool
+		// What the record names: the candidate that served, the ingress protocol, the operation.
+		candidate, protocol, operation string
 	}{
-		{"chat", "/v1/chat/completions", `{"model":"priced","messages":[{"role":"user","content":"hi"}]}`, nil, 0, false},
-		{"chat streamed with reasoning", "/v1/chat/completions", `{"model":"priced","stream":true,"reasoning_effort":"low","messages":[{"role":"user","content":"hi"}]}`, nil, 16, false},
-		{"responses with reasoning", "/v1/responses", `{"model":"priced","input":"hi","reasoning":{"effort":"low"}}`, nil, 16, false},
-		{"responses streamed", "/v1/responses", `{"model":"priced","input":"hi","stream":true}`, nil, 0, false},
+		{"chat", "/v1/chat/completions", `{"model":"priced","messages":[{"role":"user","content":"hi"}]}`, nil, 0, false,
+			"a", "family_a", "chat.completions"},
+		{"chat streamed with reasoning", "/v1/chat/completions", `{"model":"priced","stream":true,"reasoning_effort":"low","messages":[{"role":"user","content":"hi"}]}`, nil, 16, false,
+			"a", "family_a", "chat.completions"},
+		{"responses with reasoning", "/v1/responses", `{"model":"priced","input":"hi","reasoning":{"effort":"low"}}`, nil, 16, false,
+			"a", "family_a", "responses"},
+		{"responses streamed", "/v1/responses", `{"model":"priced","input":"hi","stream":true}`, nil, 0, false,
+			"a", "family_a", "responses"},
 		{"messages with the thinking split", "/v1/messages", `{"model":"priced","max_tokens":4096,"thinking":{"type":"enabled","budget_tokens":1024},"messages":[{"role":"user","content":"hi"}]}`,
-			[]string{"anthropic-version", v1, "anthropic-beta", "thinking-token-count-2026-05-13"}, 16, false},
+			[]string{"anthropic-version", v1, "anthropic-beta", "thinking-token-count-2026-05-13"}, 16, false,
+			"b", "family_b", "messages"},
 		{"messages streamed, thinking not split out", "/v1/messages", `{"model":"priced","max_tokens":4096,"stream":true,"thinking":{"type":"enabled","budget_tokens":1024},"messages":[{"role":"user","content":"hi"}]}`,
-			[]string{"anthropic-version", v1}, 16, true},
+			[]string{"anthropic-version", v1}, 16, true,
+			"b", "family_b", "messages"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			before := time.Now()
 			r := g.call(t, "POST", c.path, c.body, c.headers...)
+			after := time.Now()
 			require.Equal(t, 200, r.Status, "%s", r.Body)
 			sent := g.up.last(t).Body
 			rec := record(t, db, r.Header.Get("X-Switchyard-Request-Id"))
 			wantInput := int64(len(sent)/4 + 1)
 			assert.Equal(t, "static:test", rec.KeyID)
 			assert.Equal(t, "priced", rec.Model)
+			assert.Equal(t, c.candidate, rec.Candidate)
+			assert.Equal(t, c.protocol, rec.Protocol)
+			assert.Equal(t, c.operation, rec.Operation)
+			assert.Equal(t, 1, rec.Attempts, "one attempt, the one that served")
 			assert.Equal(t, 200, rec.Status)
+			// The gateway's clocks start after the client's and stop before its last byte.
+			assert.LessOrEqual(t, rec.TTFBMs, rec.LatencyMs)
+			assert.LessOrEqual(t, rec.LatencyMs, r.Elapsed.Milliseconds())
+			assert.GreaterOrEqual(t, rec.TTFBMs, int64(0))
+			assert.WithinRange(t, rec.Time, before.Truncate(time.Microsecond), after, "the record's time is when the request ended")
 			assert.Equal(t, wantInput, rec.Input, "input tokens as the upstream reported them")
 			assert.Equal(t, 10+c.reasoning, rec.Output, "output includes reasoning")
 			assert.Equal(t, c.estimated, rec.Estimated)
@@ -149,4 +173,60 @@ func TestClientThatLeavesMidStreamIsBilledAsAnEstimate(t *testing.T) {
 	assert.Positive(t, rec.Input, "message_start's input count is kept")
 	assert.Positive(t, rec.Output, "what was forwarded is billed")
 	assert.Positive(t, rec.Cost)
+}
+
+// A record counts every attempt, the serving one included, and names the candidate that
+// served; its time to first byte is the first event's, its latency the whole answer's.
+func TestUsageRecordTimesAndAttempts(t *testing.T) {
+	g, db := meteredGateway(t)
+
+	// Two candidates fail (a refused connection, a 503) before the third serves.
+	r := g.call(t, "POST", "/v1/chat/completions", `{"model":"fails-over","messages":[{"role":"user","content":"hi"}]}`)
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	rec := record(t, db, r.Header.Get("X-Switchyard-Request-Id"))
+	assert.Equal(t, "good", rec.Candidate)
+	assert.Equal(t, 3, rec.Attempts, "two failed attempts and the serving one")
+	assert.Equal(t, "fails-over", rec.Model)
+
+	// A stream whose upstream waits 100 ms between events: the first event comes at once,
+	// the answer takes (events - 1) × 100 ms. The figures are compared with the client's
+	// own and with the upstream's pacing, not with a wall-clock limit.
+	const drip = 100 * time.Millisecond
+	req, err := http.NewRequest("POST", g.base+"/v1/messages",
+		strings.NewReader(`{"model":"paced","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+	require.NoError(t, err)
+	req.Header.Set("x-api-key", testKey)
+	req.Header.Set("anthropic-version", v1)
+	start := time.Now()
+	resp, err := boundedClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var body []byte
+	var firstEvent time.Duration
+	buf := make([]byte, 4096)
+	for {
+		n, err := resp.Body.Read(buf)
+		body = append(body, buf[:n]...)
+		if firstEvent == 0 && strings.Contains(string(body), "\n\n") {
+			firstEvent = time.Since(start)
+		}
+		if err != nil {
+			require.ErrorIs(t, err, io.EOF)
+			break
+		}
+	}
+	total := time.Since(start)
+	events := parseSSE(t, body)
+	require.Equal(t, "message_stop", events[len(events)-1].Name)
+	rec = record(t, db, resp.Header.Get("X-Switchyard-Request-Id"))
+	t.Logf("%d events 100 ms apart: record says first byte %d ms, latency %d ms; the client saw %v and %v",
+		len(events), rec.TTFBMs, rec.LatencyMs, firstEvent.Round(time.Millisecond), total.Round(time.Millisecond))
+	paced := time.Duration(len(events)-1) * drip
+	assert.LessOrEqual(t, rec.TTFBMs, firstEvent.Milliseconds(), "the first byte, not a later one")
+	assert.GreaterOrEqual(t, rec.LatencyMs, paced.Milliseconds(), "the whole answer, as the upstream paced it")
+	assert.LessOrEqual(t, rec.LatencyMs, total.Milliseconds())
+	assert.Equal(t, 1, rec.Attempts)
+	assert.Equal(t, "b", rec.Candidate)
+	assert.Equal(t, "messages", rec.Operation)
+	assert.Equal(t, "family_b", rec.Protocol)
 }
