@@ -147,17 +147,6 @@ func record(i int) *Record {
 	return &Record{RequestID: fmt.Sprintf("sy_%06d", i), KeyID: "key_a", Model: "m", Usage: Usage{Input: 10, Output: int64(i)}, Time: time.Unix(1_800_000_000, 0)}
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func TestLedgerDeliversEveryRecordOnceThroughAnOutage(t *testing.T) {
 	dir, sink := t.TempDir(), newMemorySink()
 	l, err := OpenLedger(context.Background(), dir, sink, Options{Interval: 10 * time.Millisecond, BatchRecords: 64, SegmentBytes: 4 << 10})
@@ -165,17 +154,22 @@ func TestLedgerDeliversEveryRecordOnceThroughAnOutage(t *testing.T) {
 	for i := 0; i < 300; i++ {
 		require.NoError(t, l.Append(record(i)))
 	}
-	waitFor(t, "the first records", func() bool { return sink.count() == 300 })
+	eventually(t, "the first records", func() bool { return sink.count() == 300 })
 
 	sink.setDown(true)
+	callsBefore := sink.callCount()
 	for i := 300; i < 900; i++ {
 		require.NoError(t, l.Append(record(i)), "appends go on while the database is down")
 	}
-	time.Sleep(50 * time.Millisecond)
+	// The writer has tried, and failed, at least twice while the database was down: what
+	// it could not write is still in the journal, not dropped and not set aside.
+	eventually(t, "the writer trying the database while it is down", func() bool { return sink.callCount() >= callsBefore+2 })
 	assert.Equal(t, 300, sink.count())
-	assert.Positive(t, l.Stats().PendingBytes, "the journal holds what the database could not take")
+	perRecord := len(mustJSON(t, record(899))) + 1
+	assert.GreaterOrEqual(t, l.Stats().PendingBytes, int64(600*perRecord-600), "the journal holds all 600 records the database could not take")
+	assert.NoFileExists(t, filepath.Join(dir, "refused.jsonl"), "an outage sets nothing aside")
 	sink.setDown(false)
-	waitFor(t, "recovery", func() bool { return sink.count() == 900 })
+	eventually(t, "recovery", func() bool { return sink.count() == 900 })
 	require.NoError(t, l.Close())
 	assert.Zero(t, l.Stats().PendingBytes)
 
@@ -204,7 +198,7 @@ func TestLedgerReplaysAfterTheProcessDied(t *testing.T) {
 	second, err := OpenLedger(context.Background(), dir, sink, Options{Interval: 10 * time.Millisecond})
 	require.NoError(t, err)
 	require.NoError(t, second.Append(record(50)))
-	waitFor(t, "the replay", func() bool { return sink.count() == 51 })
+	eventually(t, "the replay", func() bool { return sink.count() == 51 })
 	require.NoError(t, second.Close())
 	assert.Equal(t, first.Stats().JournalID, second.Stats().JournalID, "the same journal continues")
 	_, torn := sink.records["sy_torn"]
@@ -234,7 +228,7 @@ func TestOneRefusedRecordDoesNotHoldBackTheRest(t *testing.T) {
 		}
 		require.NoError(t, l.Append(r))
 	}
-	waitFor(t, "the other records", func() bool { return sink.count() == 99 })
+	eventually(t, "the other records", func() bool { return sink.count() == 99 })
 	require.NoError(t, l.Close())
 	assert.Equal(t, []string{"sy_000037"}, refusedIDs(t, dir), "only the refused record is set aside, once")
 	assert.Empty(t, sink.deliveredMoreThanOnce())
@@ -257,7 +251,7 @@ func TestARefusedRecordIsSetAsideOnce(t *testing.T) {
 		}
 		require.NoError(t, l.Append(r))
 	}
-	waitFor(t, "the journal to drain", func() bool { return sink.count() == 9 && l.Stats().PendingBytes == 0 })
+	eventually(t, "the journal to drain", func() bool { return sink.count() == 9 && l.Stats().PendingBytes == 0 })
 	require.NoError(t, l.Close())
 	assert.Equal(t, []string{"sy_000004"}, refusedIDs(t, dir))
 	assert.Empty(t, sink.deliveredMoreThanOnce())
@@ -274,11 +268,11 @@ func TestNothingIsSetAsideWhileTheDatabaseTakesNoWrites(t *testing.T) {
 	for i := 0; i < 40; i++ {
 		require.NoError(t, l.Append(record(i)))
 	}
-	waitFor(t, "several failed writes", func() bool { return sink.callCount() >= 4 })
+	eventually(t, "several failed writes", func() bool { return sink.callCount() >= 4 })
 	sink.mu.Lock()
 	sink.noWrites = false
 	sink.mu.Unlock()
-	waitFor(t, "the journal to drain", func() bool { return sink.count() == 40 && l.Stats().PendingBytes == 0 })
+	eventually(t, "the journal to drain", func() bool { return sink.count() == 40 && l.Stats().PendingBytes == 0 })
 	require.NoError(t, l.Close())
 	assert.Empty(t, refusedIDs(t, dir), "nothing in refused.jsonl")
 	assert.Empty(t, sink.deliveredMoreThanOnce())
@@ -305,10 +299,10 @@ func TestLedgerCatchesUpPromptlyAfterAnOutage(t *testing.T) {
 			}
 			// Enough failed attempts for any back-off to have grown to its longest
 			// (250 ms doubling: 0.25, 0.5, 1, 1 s).
-			waitFor(t, "the back-off to grow", func() bool { return mem.callCount() >= 6 })
+			eventually(t, "the back-off to grow", func() bool { return mem.callCount() >= 6 })
 			mem.setDown(false)
 			back := time.Now()
-			waitFor(t, "the journal to drain", func() bool { return mem.count() == 200 })
+			eventually(t, "the journal to drain", func() bool { return mem.count() == 200 })
 			took := time.Since(back)
 			t.Logf("drained %v after the database came back", took)
 			limit := 1500 * time.Millisecond
@@ -349,4 +343,11 @@ func TestOneGatewayPerJournal(t *testing.T) {
 	second, err := OpenLedger(context.Background(), dir, newMemorySink(), Options{})
 	require.NoError(t, err, "free again once the first is closed")
 	require.NoError(t, second.Close())
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	return b
 }

@@ -138,13 +138,7 @@ func TestRevocationReachesTheOtherGateway(t *testing.T) {
 // seconds.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > 2*time.Second {
-			t.Fatalf("not within %v", time.Since(start).Round(time.Millisecond))
-		}
-		time.Sleep(time.Millisecond)
-	}
+	require.Eventually(t, cond, 2*time.Second, time.Millisecond)
 }
 
 func roundAll(ds []time.Duration) []time.Duration {
