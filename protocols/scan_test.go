@@ -204,3 +204,23 @@ func FuzzParseRequest(f *testing.F) {
 		}
 	})
 }
+
+// Keys that differ only in case are duplicates whether a body has few top-level keys
+// (compared pairwise) or many (compared through a folded set).
+func TestDuplicateKeysFoldCaseAtEverySize(t *testing.T) {
+	for _, extra := range []int{0, 30} {
+		var b strings.Builder
+		b.WriteString(`{"model":"m"`)
+		for i := range extra {
+			b.WriteString(`,"field` + strings.Repeat("x", i) + `":1`)
+		}
+		for _, pair := range [][2]string{{"top_k", "TOP_K"}, {"top_k", "top_\u212a"}, {"seed", "\u017feed"}} {
+			body := b.String() + `,"` + pair[0] + `":1,"` + pair[1] + `":2}`
+			_, err := ParseRequest(FamilyA, []byte(body))
+			require.NotNil(t, err, "%q and %q with %d other keys", pair[0], pair[1], extra)
+			assert.Contains(t, err.Message, "more than once")
+		}
+		_, err := ParseRequest(FamilyA, []byte(b.String()+`,"top_k":1,"top_p":2}`))
+		assert.Nil(t, err, "distinct keys with %d other keys", extra)
+	}
+}
