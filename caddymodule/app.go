@@ -90,6 +90,14 @@ type ModelConfig struct {
 	Prices *PriceConfig `json:"prices,omitempty"`
 	// Candidates are the upstreams that serve the model; at least one is required.
 	Candidates []CandidateConfig `json:"candidates,omitempty"`
+	// ContextWindow is the model's context window in tokens (input and output
+	// together), reported by GET /v1/models and put in client set-ups. Default: none
+	// declared.
+	ContextWindow int64 `json:"context_window,omitempty"`
+	// MaxOutputTokens is the most tokens the model generates in one answer; a request
+	// asking for more is refused with 400 before any upstream is called. It must not
+	// exceed ContextWindow. Default: none declared (no check).
+	MaxOutputTokens int64 `json:"max_output_tokens,omitempty"`
 }
 
 // PriceConfig holds decimal prices per million tokens, in the currency the operator
@@ -239,10 +247,12 @@ func (a *App) Provision(ctx caddy.Context) error {
 
 func (mc ModelConfig) build(repl *caddy.Replacer, now time.Time) (*routing.Model, error) {
 	m := &routing.Model{
-		ID:          mc.ID,
-		DisplayName: mc.DisplayName,
-		OwnedBy:     mc.OwnedBy,
-		Created:     now,
+		ID:              mc.ID,
+		DisplayName:     mc.DisplayName,
+		OwnedBy:         mc.OwnedBy,
+		Created:         now,
+		ContextWindow:   mc.ContextWindow,
+		MaxOutputTokens: mc.MaxOutputTokens,
 	}
 	if m.DisplayName == "" {
 		m.DisplayName = mc.ID

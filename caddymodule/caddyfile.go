@@ -84,6 +84,8 @@ func takesNoOptions(d *caddyfile.Dispenser) error {
 //			protocols <family_a|family_b...>
 //			reasoning [true|false]
 //			capability <tag> [true|false]
+//			context_window <tokens>
+//			max_output_tokens <tokens>
 //			price <input|cached_input|cache_write|output|reasoning> <per-million> ...
 //			candidate <name> {
 //				protocol <family_a|family_b>
@@ -200,6 +202,20 @@ func parseModel(d *caddyfile.Dispenser) (ModelConfig, error) {
 				m.OwnedBy = v
 			default:
 				m.Created = v
+			}
+		case "context_window", "max_output_tokens":
+			var v string
+			if !d.Args(&v) || d.NextArg() {
+				return m, d.Errf("model %q: %s: expected one number of tokens", m.ID, opt)
+			}
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 1 {
+				return m, d.Errf("model %q: %s: %q is not a positive whole number of tokens", m.ID, opt, v)
+			}
+			if opt == "context_window" {
+				m.ContextWindow = n
+			} else {
+				m.MaxOutputTokens = n
 			}
 		case "protocols":
 			m.Protocols = append(m.Protocols, d.RemainingArgs()...)

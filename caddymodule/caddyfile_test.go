@@ -387,3 +387,124 @@ func TestBadHealthAffinityAndTimeoutValuesNameTheOption(t *testing.T) {
 		})
 	}
 }
+
+func TestModelWindowAndOutputCapAdapt(t *testing.T) {
+	app := switchyardJSON(t, `{
+	switchyard {
+		model m {
+			context_window 200000
+			max_output_tokens 64000
+			candidate c {
+				protocol family_b
+				url https://api.example.com
+				upstream_model real
+			}
+		}
+	}
+}`)
+	models, _ := app["models"].([]any)
+	require.Len(t, models, 1)
+	m := models[0].(map[string]any)
+	assert.Equal(t, 200000.0, m["context_window"])
+	assert.Equal(t, 64000.0, m["max_output_tokens"])
+
+	// Provisioned, the numbers reach the catalog the handlers read.
+	cfg, err := adapt(t, `{
+	switchyard {
+		model m {
+			context_window 200000
+			max_output_tokens 64000
+			candidate c {
+				protocol family_b
+				url https://api.example.com
+				upstream_model real
+			}
+		}
+	}
+}`)
+	require.NoError(t, err)
+	var parsed struct {
+		Apps struct {
+			Switchyard App `json:"switchyard"`
+		} `json:"apps"`
+	}
+	require.NoError(t, json.Unmarshal(cfg, &parsed))
+	t.Setenv("XDG_DATA_HOME", t.TempDir())
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: t.Context()})
+	defer cancel()
+	a := parsed.Apps.Switchyard
+	require.NoError(t, a.Provision(ctx))
+	defer a.Cleanup()
+	got, ok := a.catalog.Lookup("m")
+	require.True(t, ok)
+	assert.Equal(t, int64(200000), got.ContextWindow)
+	assert.Equal(t, int64(64000), got.MaxOutputTokens)
+
+	// Neither is required.
+	app = switchyardJSON(t, "{\n\tswitchyard {\n\t\tmodel m {\n\t\t\tcandidate c {\n\t\t\t\tprotocol family_a\n\t\t\t\turl https://api.example.com/v1\n\t\t\t\tupstream_model real\n\t\t\t}\n\t\t}\n\t}\n}\n")
+	m = app["models"].([]any)[0].(map[string]any)
+	assert.NotContains(t, m, "context_window")
+	assert.NotContains(t, m, "max_output_tokens")
+}
+
+// `caddy validate` refuses limits that are not positive whole numbers, and an output cap
+// above the window, naming the model and the field.
+func TestBadModelLimitsNameModelAndField(t *testing.T) {
+	model := func(lines string) string {
+		return "{\n\tswitchyard {\n\t\tmodel gpt-x {\n" + lines +
+			"\t\t\tcandidate east {\n\t\t\t\tprotocol family_a\n\t\t\t\turl http://127.0.0.1:9/v1\n\t\t\t\tupstream_model up\n\t\t\t}\n\t\t}\n\t}\n}\n"
+	}
+	cases := map[string]struct {
+		src  string
+		want []string
+	}{
+		"window zero":             {model("\t\t\tcontext_window 0\n"), []string{`"gpt-x"`, "context_window", `"0"`, "positive"}},
+		"window negative":         {model("\t\t\tcontext_window -5\n"), []string{`"gpt-x"`, "context_window", `"-5"`}},
+		"window with a unit":      {model("\t\t\tcontext_window 200k\n"), []string{`"gpt-x"`, "context_window", `"200k"`}},
+		"window fraction":         {model("\t\t\tcontext_window 1.5\n"), []string{`"gpt-x"`, "context_window"}},
+		"window missing":          {model("\t\t\tcontext_window\n"), []string{`"gpt-x"`, "context_window"}},
+		"window two values":       {model("\t\t\tcontext_window 1 2\n"), []string{`"gpt-x"`, "context_window", "one number"}},
+		"cap zero":                {model("\t\t\tmax_output_tokens 0\n"), []string{`"gpt-x"`, "max_output_tokens", `"0"`}},
+		"cap not a number":        {model("\t\t\tmax_output_tokens lots\n"), []string{`"gpt-x"`, "max_output_tokens", `"lots"`}},
+		"cap above the window":    {model("\t\t\tcontext_window 8000\n\t\t\tmax_output_tokens 16000\n"), []string{`"gpt-x"`, "max_output_tokens", "16000", "context_window", "8000"}},
+		"cap above, window after": {model("\t\t\tmax_output_tokens 16000\n\t\t\tcontext_window 8000\n"), []string{`"gpt-x"`, "max_output_tokens", "above"}},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			err := validate(t, c.src)
+			require.Error(t, err)
+			for _, w := range c.want {
+				assert.Contains(t, err.Error(), w)
+			}
+		})
+	}
+	// At the window is allowed.
+	require.NoError(t, validate(t, model("\t\t\tcontext_window 8000\n\t\t\tmax_output_tokens 8000\n")))
+}
+
+// JSON configuration (caddy run --config x.json) skips the Caddyfile's checks; the same
+// limits are refused when the app is provisioned.
+func TestBadModelLimitsInJSONAreRefusedAtProvision(t *testing.T) {
+	for name, c := range map[string]struct {
+		window, limit int64
+		want          string
+	}{
+		"negative window": {-1, 0, "context_window"},
+		"negative cap":    {0, -1, "max_output_tokens"},
+		"cap above":       {100, 200, "above the model's context_window of 100"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv("XDG_DATA_HOME", t.TempDir())
+			a := App{Models: []ModelConfig{{
+				ID: "m", ContextWindow: c.window, MaxOutputTokens: c.limit,
+				Candidates: []CandidateConfig{{Name: "c", Protocol: "family_a", URL: "http://127.0.0.1:9/v1", UpstreamModel: "u"}},
+			}}}
+			ctx, cancel := caddy.NewContext(caddy.Context{Context: t.Context()})
+			defer cancel()
+			err := a.Provision(ctx)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), `model "m"`)
+			assert.Contains(t, err.Error(), c.want)
+		})
+	}
+}

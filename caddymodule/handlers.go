@@ -193,6 +193,9 @@ func (h *Model) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp
 	if apiErr := parsed.Validate(op, r.Header); apiErr != nil {
 		return fail(apiErr)
 	}
+	if apiErr := parsed.CheckOutputCap(op, modelID, model.MaxOutputTokens); apiErr != nil {
+		return fail(apiErr)
+	}
 	caddyhttp.SetVar(r.Context(), varRoute, &route{op: op, model: model, parsed: parsed})
 	return next.ServeHTTP(w, r)
 }

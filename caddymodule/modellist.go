@@ -11,7 +11,16 @@ import (
 
 // modelEntry is one element of GET /v1/models: the fields both families' SDKs read
 // (Family A: id, object, created, owned_by; Family B: id, type, display_name, created_at)
-// plus the protocols and capabilities the specification adds.
+// plus the protocols and capabilities the specification adds, and the model's limits
+// when the operator declared them.
+//
+// The limits are given twice, each pair read by different clients: context_window and
+// max_output_tokens under the names the Caddyfile, the console and the client set-ups
+// use (and OpenAI-shaped tools that read model metadata, Codex's catalog among them,
+// call the window context_window); max_input_tokens and max_tokens under the names of
+// Family B's native Models API, which both official Family B SDKs decode into typed
+// fields and which Claude Code's model-capability reader takes from GET /v1/models/{id}.
+// Family B's max_input_tokens is the whole window, so it equals context_window.
 type modelEntry struct {
 	ID           string          `json:"id"`
 	Object       string          `json:"object"`
@@ -22,6 +31,11 @@ type modelEntry struct {
 	DisplayName  string          `json:"display_name"`
 	Protocols    []string        `json:"protocols"`
 	Capabilities map[string]bool `json:"capabilities"`
+
+	ContextWindow   int64 `json:"context_window,omitempty"`
+	MaxOutputTokens int64 `json:"max_output_tokens,omitempty"`
+	MaxInputTokens  int64 `json:"max_input_tokens,omitempty"`
+	MaxTokens       int64 `json:"max_tokens,omitempty"`
 }
 
 // modelList holds each model's entry rendered once per configuration; a request only
@@ -48,6 +62,8 @@ func newModelList(c *routing.Catalog) *modelList {
 			Created: m.Created.Unix(), CreatedAt: m.Created.Format(time.RFC3339),
 			OwnedBy: m.OwnedBy, DisplayName: m.DisplayName,
 			Protocols: protos, Capabilities: caps,
+			ContextWindow: m.ContextWindow, MaxOutputTokens: m.MaxOutputTokens,
+			MaxInputTokens: m.ContextWindow, MaxTokens: m.MaxOutputTokens,
 		})
 		l.ids = append(l.ids, m.ID)
 		l.entries[m.ID] = b

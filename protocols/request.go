@@ -25,6 +25,9 @@ type ParsedRequest struct {
 	model, messages, stream, streamOptions, maxTokens, thinking gjson.Result
 	background, previousResponseID, conversation                gjson.Result
 	promptCacheKey                                              gjson.Result
+	// The output caps other than max_tokens: chat completions' max_completion_tokens
+	// and responses' max_output_tokens.
+	maxCompletionTokens, maxOutputTokens gjson.Result
 }
 
 // ParseRequest reads body with the one bounded scan every request gets (one JSON object,
@@ -60,6 +63,10 @@ func ParseRequest(family Family, body []byte) (*ParsedRequest, *APIError) {
 			p.streamOptions = field
 		case "max_tokens":
 			p.maxTokens = field
+		case "max_completion_tokens":
+			p.maxCompletionTokens = field
+		case "max_output_tokens":
+			p.maxOutputTokens = field
 		case "thinking":
 			p.thinking = field
 		case "background":
@@ -90,13 +97,14 @@ func ParseRequest(family Family, body []byte) (*ParsedRequest, *APIError) {
 
 // fieldsRead are the top-level fields the gateway reads or rewrites in some shape.
 var fieldsRead = []string{"model", "messages", "stream", "stream_options", "max_tokens", "thinking",
-	"reasoning", "background", "previous_response_id", "conversation", "prompt_cache_key", "input"}
+	"reasoning", "background", "previous_response_id", "conversation", "prompt_cache_key", "input",
+	"max_completion_tokens", "max_output_tokens"}
 
 // readFieldFolded returns the field the gateway reads that key equals without regard to
 // case. A key that matches one only that way is one that a case-insensitive parser (Go's
 // encoding/json) would act on while the gateway would not.
 func readFieldFolded(key string) (string, bool) {
-	if len(key) < 5 || len(key) > 20 {
+	if len(key) < 5 || len(key) > 21 { // the lengths of the names in fieldsRead
 		return "", false
 	}
 	for _, name := range fieldsRead {

@@ -49,3 +49,40 @@ func isDate(s string) bool {
 	day := (s[8]-'0')*10 + s[9] - '0'
 	return month >= 1 && month <= 12 && day >= 1 && day <= 31
 }
+
+// CheckOutputCap refuses a generation request that asks for more output than the model's
+// declared cap (limit; zero means none was declared), naming the field the client sent:
+// max_tokens (messages; the older chat completions field), max_completion_tokens (chat
+// completions) or max_output_tokens (responses). An upstream would refuse it too, or
+// worse, truncate silently; answering here costs the client no upstream call. A value
+// that is not a number is left to the family's own validation and the upstream.
+func (p *ParsedRequest) CheckOutputCap(op Operation, modelID string, limit int64) *APIError {
+	if limit <= 0 {
+		return nil
+	}
+	type capField struct {
+		name  string
+		value gjson.Result
+	}
+	var fields []capField
+	switch op.Kind {
+	case KindChat:
+		fields = []capField{{"max_completion_tokens", p.maxCompletionTokens}, {"max_tokens", p.maxTokens}}
+	case KindResponses, KindResponsesCompact:
+		fields = []capField{{"max_output_tokens", p.maxOutputTokens}}
+	case KindMessages:
+		fields = []capField{{"max_tokens", p.maxTokens}}
+	}
+	for _, f := range fields {
+		if f.value.Type != gjson.Number || f.value.Num <= float64(limit) {
+			continue
+		}
+		if op.Family == FamilyB {
+			return InvalidParam(op.Family, f.name, "%s: %s is above the output cap of model '%s' (%d tokens); send %s of at most %d",
+				f.name, f.value.Raw, modelID, limit, f.name, limit)
+		}
+		return InvalidParam(op.Family, f.name, "'%s' is %s, above the output cap of model '%s' (%d tokens); send at most %d",
+			f.name, f.value.Raw, modelID, limit, limit)
+	}
+	return nil
+}

@@ -72,6 +72,13 @@ type Model struct {
 	Capabilities Capabilities
 	Prices       Prices
 	Candidates   []*Candidate
+	// ContextWindow is the most tokens (input and output together) the model takes in
+	// one request, and MaxOutputTokens the most it may generate in one answer; zero
+	// when the operator declared none. Clients learn both from GET /v1/models and the
+	// client set-ups, and a request asking for more output than MaxOutputTokens is
+	// refused before any upstream is called.
+	ContextWindow   int64
+	MaxOutputTokens int64
 }
 
 // Supports reports whether the model is supplied on the family.
@@ -160,6 +167,14 @@ func checkModel(m *Model) error {
 		if !supplied[f] {
 			return fmt.Errorf("model %q: protocols: %s is declared but no candidate supplies it", m.ID, f.Token())
 		}
+	}
+	switch {
+	case m.ContextWindow < 0:
+		return fmt.Errorf("model %q: context_window: must be a positive whole number of tokens", m.ID)
+	case m.MaxOutputTokens < 0:
+		return fmt.Errorf("model %q: max_output_tokens: must be a positive whole number of tokens", m.ID)
+	case m.ContextWindow > 0 && m.MaxOutputTokens > m.ContextWindow:
+		return fmt.Errorf("model %q: max_output_tokens: %d is above the model's context_window of %d", m.ID, m.MaxOutputTokens, m.ContextWindow)
 	}
 	if m.Prices.Reasoning == 0 {
 		m.Prices.Reasoning = m.Prices.Output
