@@ -22,8 +22,8 @@ import (
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "switchyard",
-		Usage: "keys <create|list|show|rotate|revoke> [flags] | usage [flags]",
-		Short: "Manages Switchyard API keys and reads usage through the admin API",
+		Usage: "keys <create|list|show|rotate|revoke> [flags] | usage [flags] | connect <client> [flags]",
+		Short: "Manages Switchyard API keys, reads usage and prints client set-ups through the admin API",
 		Long: `
 Manages the API keys of a running Switchyard gateway by calling its admin API
 (the Caddy admin endpoint), so keys are never edited in the database by hand.
@@ -36,6 +36,9 @@ Manages the API keys of a running Switchyard gateway by calling its admin API
 
   caddy switchyard usage [--from 2026-11-01] [--to 2026-11-30] [--key <id>]
                          [--model <id>] [--group day,key,model]
+
+  caddy switchyard connect <codex|claude-code|openai|anthropic> --base-url <url>
+                           [--key-env SWITCHYARD_API_KEY] [--key <id>] [--write]
 
 A new key's secret is printed once, when it is created or rotated; it is not
 stored and cannot be shown again.`,
@@ -128,7 +131,7 @@ func buildCLI(cmd *cobra.Command) {
 	usageCmd.Flags().StringVar(&key, "key", "", "only this key id")
 	usageCmd.Flags().StringVar(&model, "model", "", "only this model")
 	usageCmd.Flags().StringVar(&group, "group", "day", "sum by any of day,key,model (empty: totals only)")
-	cmd.AddCommand(keys, usageCmd)
+	cmd.AddCommand(keys, usageCmd, c.connectCommand())
 }
 
 func (c *cli) printUsage(answer map[string]json.RawMessage) error {

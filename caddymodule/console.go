@@ -28,7 +28,8 @@ func (a *App) modelInfo() []console.ModelInfo {
 	now := time.Now()
 	var out []console.ModelInfo
 	for _, m := range a.catalog.Models() {
-		info := console.ModelInfo{ID: m.ID, DisplayName: m.DisplayName, Capabilities: map[string]bool{"reasoning": m.Capabilities.Reasoning}}
+		info := console.ModelInfo{ID: m.ID, DisplayName: m.DisplayName, Capabilities: map[string]bool{"reasoning": m.Capabilities.Reasoning},
+			ContextWindow: m.ContextWindow, MaxOutputTokens: m.MaxOutputTokens}
 		for tag, on := range m.Capabilities.Tags {
 			info.Capabilities[tag] = on
 		}

@@ -23,6 +23,10 @@ type ModelInfo struct {
 	Protocols    []string        `json:"protocols"`
 	Capabilities map[string]bool `json:"capabilities"`
 	Candidates   []CandidateInfo `json:"candidates"`
+	// ContextWindow and MaxOutputTokens are the limits the operator declared; zero
+	// (left out) when none.
+	ContextWindow   int64 `json:"context_window,omitempty"`
+	MaxOutputTokens int64 `json:"max_output_tokens,omitempty"`
 }
 
 // CandidateInfo is one candidate of a model, with its live circuit state.
@@ -50,7 +54,8 @@ type API struct {
 const ConsoleHeader = "X-Switchyard-Console"
 
 // Handler routes the API: GET/POST /keys, GET /keys/{id}, POST /keys/{id}/rotate,
-// POST /keys/{id}/revoke (and DELETE /keys/{id}), GET /models.
+// POST /keys/{id}/revoke (and DELETE /keys/{id}), GET /models, GET /usage and
+// GET /connect/{client}.
 func (a *API) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /keys", a.listKeys)
@@ -61,6 +66,7 @@ func (a *API) Handler() http.Handler {
 	mux.HandleFunc("DELETE /keys/{id}", a.changing(a.revokeKey))
 	mux.HandleFunc("GET /models", a.listModels)
 	mux.HandleFunc("GET /usage", a.queryUsage)
+	mux.HandleFunc("GET /connect/{client}", a.connectSetup)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such API route: "+r.Method+" "+r.URL.Path)
 	})
