@@ -2,6 +2,7 @@ package connect
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -12,10 +13,15 @@ const CodexMarker = "# Written by `caddy switchyard connect codex`"
 // codexProvider is the provider entry's name in config.toml.
 const codexProvider = "switchyard"
 
-// codexCompactLimit is where Codex compacts a conversation: at 90% of the window, the
-// share Codex itself uses for the models it knows, which leaves the rest for the answer
-// and the summary.
-func codexCompactLimit(window int64) int64 { return window * 9 / 10 }
+// codexMaxWindow is the largest window Codex 0.169 works with for a model it has no
+// metadata for (every gateway model): a larger model_context_window is cut to it
+// (measured: 400000 and 300000 both give 272000, of which it counts 95% as usable).
+const codexMaxWindow = 272000
+
+// codexCompactLimit is where Codex compacts a conversation: at 90% of the window it
+// works with, the share Codex itself uses for the models it knows, which leaves the
+// rest for the answer and the summary.
+func codexCompactLimit(window int64) int64 { return min(window, codexMaxWindow) * 9 / 10 }
 
 // codex is Codex CLI's set-up: config.toml with a custom provider on the Responses API
 // (the only wire API Codex 0.169 accepts) and the first model as the default, and one
@@ -29,11 +35,30 @@ func codex(r Request) (*Setup, error) {
 	}
 	s := &Setup{Client: Codex, Title: titles[Codex], Models: ids(models)}
 
+	used := map[string]bool{"config": true}
+	profiles := make([]string, len(models))
+	for i, m := range models {
+		profiles[i] = codexProfileName(m.ID, used)
+	}
+	mainProfile := profiles[slices.IndexFunc(models, func(m Model) bool { return m.ID == main.ID })]
+
 	var cfg strings.Builder
 	fmt.Fprintf(&cfg, "%s for the Switchyard gateway at %s.\n", CodexMarker, r.BaseURL)
 	fmt.Fprintf(&cfg, "model = %s\n", tomlString(main.ID))
 	fmt.Fprintf(&cfg, "model_provider = %s\n", tomlString(codexProvider))
-	cfg.WriteString(codexWindow(main))
+	// A profile cannot unset a key of config.toml: a window written there would also
+	// apply to a profile whose model declares none. So the default model's window goes
+	// there only when every model's profile sets its own.
+	everyWindow := true
+	for _, m := range models {
+		everyWindow = everyWindow && m.ContextWindow > 0
+	}
+	if everyWindow || main.ContextWindow <= 0 {
+		cfg.WriteString(codexWindow(main))
+	} else {
+		fmt.Fprintf(&cfg, "# The window of %s is in its profile (codex --profile %s): a window here would\n# also apply to the models that declare none.\n",
+			oneLine(main.ID), mainProfile)
+	}
 	cfg.WriteString("\n[model_providers." + codexProvider + "]\n")
 	cfg.WriteString("name = \"Switchyard\"\n")
 	fmt.Fprintf(&cfg, "base_url = %s\n", tomlString(r.BaseURL+"/v1"))
@@ -41,9 +66,8 @@ func codex(r Request) (*Setup, error) {
 	cfg.WriteString("wire_api = \"responses\"  # the only value Codex still accepts\n")
 	s.Files = append(s.Files, File{Name: "config.toml", Path: "~/.codex/config.toml", Content: cfg.String()})
 
-	used := map[string]bool{"config": true}
-	for _, m := range models {
-		name := codexProfileName(m.ID, used)
+	for i, m := range models {
+		name := profiles[i]
 		var p strings.Builder
 		fmt.Fprintf(&p, "%s: codex --profile %s\n", CodexMarker, name)
 		fmt.Fprintf(&p, "model = %s\n", tomlString(m.ID))
@@ -71,6 +95,10 @@ func codex(r Request) (*Setup, error) {
 func codexWindow(m Model) string {
 	if m.ContextWindow <= 0 {
 		return "# The gateway declares no context window for this model: Codex uses its fallback.\n"
+	}
+	if m.ContextWindow > codexMaxWindow {
+		return fmt.Sprintf("model_context_window = %d  # Codex 0.169 uses at most %d of it for a model it has no metadata for\n"+
+			"model_auto_compact_token_limit = %d  # 90%% of %d\n", m.ContextWindow, codexMaxWindow, codexCompactLimit(m.ContextWindow), codexMaxWindow)
 	}
 	return fmt.Sprintf("model_context_window = %d\nmodel_auto_compact_token_limit = %d  # 90%% of the window\n",
 		m.ContextWindow, codexCompactLimit(m.ContextWindow))

@@ -73,8 +73,9 @@ func TestCodexSetup(t *testing.T) {
 	require.NoError(t, err, "config.toml is TOML")
 	assert.Equal(t, "gpt-big", cfg.Model, "the first Family A model is the default")
 	assert.Equal(t, "switchyard", cfg.ModelProvider)
-	assert.Equal(t, int64(400000), cfg.ModelContextWindow)
-	assert.Equal(t, int64(360000), cfg.ModelAutoCompactTokenLimit, "a little under the window")
+	// bare declares no window, and its profile could not unset one set here.
+	assert.Zero(t, cfg.ModelContextWindow, "no window in config.toml while a model declares none")
+	assert.Contains(t, file(t, s, "config.toml"), "codex --profile gpt-big")
 	p := cfg.ModelProviders["switchyard"]
 	assert.Equal(t, base+"/v1", p["base_url"], "Family A base: {base_url}/v1")
 	assert.Equal(t, "responses", p["wire_api"])
@@ -93,7 +94,7 @@ func TestCodexSetup(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, map[string]any{
 		"model": "omni.v2", "model_provider": "switchyard",
-		"model_context_window": int64(1000000), "model_auto_compact_token_limit": int64(900000),
+		"model_context_window": int64(1000000), "model_auto_compact_token_limit": int64(244800),
 	}, prof)
 	prof = nil
 	_, err = toml.Decode(file(t, s, "bare.config.toml"), &prof)
@@ -105,6 +106,22 @@ func TestCodexSetup(t *testing.T) {
 	for _, f := range s.Files {
 		assert.Contains(t, s.Text, f.Content, "the printed text holds every file")
 	}
+
+	// When every model declares its window, the default's goes in config.toml too, so
+	// that plain `codex` knows it.
+	all := gen(t, connect.Request{Client: connect.Codex, Models: models[:3]})
+	_, err = toml.Decode(file(t, all, "config.toml"), &cfg)
+	require.NoError(t, err)
+	assert.Equal(t, int64(400000), cfg.ModelContextWindow)
+	// Codex 0.169 works with at most 272000 tokens of an unknown model's window, so the
+	// compaction limit is 90% of that.
+	assert.Equal(t, int64(244800), cfg.ModelAutoCompactTokenLimit, "a little under the window Codex uses")
+	assert.Contains(t, file(t, all, "config.toml"), "uses at most 272000")
+	small := gen(t, connect.Request{Client: connect.Codex, Models: []connect.Model{{ID: "s", Protocols: []string{"family_a"}, ContextWindow: 128000}}})
+	_, err = toml.Decode(file(t, small, "config.toml"), &cfg)
+	require.NoError(t, err)
+	assert.Equal(t, int64(128000), cfg.ModelContextWindow)
+	assert.Equal(t, int64(115200), cfg.ModelAutoCompactTokenLimit)
 
 	// A chosen model becomes the default.
 	s = gen(t, connect.Request{Client: connect.Codex, Model: "bare"})
