@@ -5,6 +5,8 @@ package integration
 // README's "Connect your tools" section sets it up.
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -97,5 +99,81 @@ func TestClaudeCode(t *testing.T) {
 			assert.Equal(t, "false", c.header.Get("X-Should-Retry"))
 			assert.Equal(t, "routing_no_available_channel", gjson.GetBytes(c.body, "error.code").String(), "body %s", c.body)
 		}
+	})
+}
+
+// Claude Code with the set-up `caddy switchyard connect claude-code` prints (the
+// environment) and writes (settings.json, the key through apiKeyHelper). Before: with
+// only the base address and a model, Claude Code says it does not recognize the model
+// and assumes a window. After: with either form of the set-up it says nothing of the
+// kind, asks for the declared output cap as max_tokens, and lists the gateway's models
+// through discovery.
+func TestClaudeCodeKnowsTheWindowFromTheGeneratedSetup(t *testing.T) {
+	k := needClients(t)
+	up := newUpstream(t)
+	g := startGatewayWith(t, up, windowModels(up), "")
+	proxy := startRefusingProxy(t)
+	const unknownModel = "doesn't recognize the model"
+
+	t.Run("before: base address and model only", func(t *testing.T) {
+		run := claudePrint(t, k, g, proxy, "Say hello.", "ANTHROPIC_API_KEY="+testKey, "ANTHROPIC_MODEL=win-claude", "CLAUDE_CODE_MAX_RETRIES=1")
+		require.Equal(t, 0, run.exit, "claude -p failed:\n%s", run)
+		out := run.stdout + run.stderr
+		require.Contains(t, out, unknownModel, "what Claude Code says without the set-up:\n%s", run)
+		for _, line := range strings.Split(out, "\n") {
+			if strings.Contains(line, unknownModel) {
+				t.Logf("before: Claude Code printed: %s", line)
+			}
+		}
+	})
+
+	check := func(t *testing.T, run clientRun, tap *wiretap, home string) {
+		t.Helper()
+		require.Equal(t, 0, run.exit, "claude -p failed:\n%s", run)
+		assert.Contains(t, run.stdout, simulator.ReplyText)
+		assert.NotContains(t, run.stdout+run.stderr, unknownModel, "Claude Code still does not know the window:\n%s", run)
+		assert.NotContains(t, run.stdout+run.stderr, "CLAUDE_CODE_MAX_OUTPUT_TOKENS", "Claude Code complained about the output cap:\n%s", run)
+		body := gjson.ParseBytes(up.last(t).Body)
+		assert.Equal(t, upstreamPrefix+"-b", body.Get("model").String())
+		assert.Equal(t, int64(winClaudeCap), body.Get("max_tokens").Int(), "Claude Code asks for the declared output cap")
+		t.Logf("after: no unknown-model notice; max_tokens %d", body.Get("max_tokens").Int())
+
+		var listed bool
+		for _, c := range tap.exchanges() {
+			if c.method == "GET" && strings.HasPrefix(c.uri, "/v1/models") {
+				listed = true
+				assert.Equal(t, 200, c.status, "GET %s", c.uri)
+			}
+		}
+		cache, err := os.ReadFile(filepath.Join(home, ".claude", "cache", "gateway-models.json"))
+		if listed && err == nil {
+			t.Logf("Claude Code's gateway model cache: %s", cache)
+		} else {
+			t.Logf("gateway model discovery: listed=%v, cache: %v", listed, err)
+		}
+		assert.True(t, listed, "CLAUDE_CODE_ENABLE_GATEWAY_MODEL_DISCOVERY=1 lists the gateway's models")
+	}
+
+	t.Run("after: the environment it prints", func(t *testing.T) {
+		tap := startWiretap(t, g.base)
+		text := switchyardCLI(t, g, "connect", "claude-code", "--base-url", tap.url, "--key-env", "SWITCHYARD_API_KEY")
+		assert.NotContains(t, text, testKey)
+		vars := shellExports(t, text, map[string]string{"SWITCHYARD_API_KEY": testKey})
+		box := k.newSandbox(t, proxy, append([]string{"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"}, vars...)...)
+		run := box.run(t, clientRunTimeout, k.bin("claude"), "-p", "Say hello.")
+		check(t, run, tap, box.home)
+	})
+
+	t.Run("after: the settings.json it writes", func(t *testing.T) {
+		tap := startWiretap(t, g.base)
+		box := k.newSandbox(t, proxy, "SWITCHYARD_API_KEY="+testKey, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1")
+		dir := filepath.Join(box.home, ".claude")
+		out := switchyardCLI(t, g, "connect", "claude-code", "--base-url", tap.url, "--key-env", "SWITCHYARD_API_KEY", "--write", "--dir", dir)
+		require.Contains(t, out, "wrote "+filepath.Join(dir, "settings.json"))
+		raw, err := os.ReadFile(filepath.Join(dir, "settings.json"))
+		require.NoError(t, err)
+		assert.NotContains(t, string(raw), testKey, "settings.json names the variable, never the key")
+		run := box.run(t, clientRunTimeout, k.bin("claude"), "-p", "Say hello.")
+		check(t, run, tap, box.home)
 	})
 }
