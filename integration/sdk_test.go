@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -545,5 +546,102 @@ func TestAnthropicGoSDKv2(t *testing.T) {
 		g.assertHidden(t, page.RawJSON())
 		sent := wire.last(t).reqHeader
 		assert.Equal(t, "Bearer "+testKey, sent.Get("Authorization"))
+	})
+}
+
+// ---------------------------------------------------------------------------
+// Model limits in GET /v1/models, as each official Go SDK parses them.
+
+// The models list with declared limits still parses in every SDK, and the Family B SDKs
+// decode the window and the cap into their typed fields (max_input_tokens, max_tokens);
+// the OpenAI SDK keeps them in the raw entry. A model without limits has none.
+func TestModelLimitsInTheSDKs(t *testing.T) {
+	up := newUpstream(t)
+	g := startGatewayWith(t, up, windowModels(up), "")
+	want := map[string][2]int64{"win-gpt": {winGPTWindow, winGPTCap}, "win-claude": {winClaudeWindow, winClaudeCap}, "plain-a": {0, 0}}
+
+	t.Run("OpenAI", func(t *testing.T) {
+		client := openai.NewClient(oaoption.WithBaseURL(g.base+"/v1"), oaoption.WithAPIKey(testKey), oaoption.WithMaxRetries(0))
+		page, err := client.Models.List(sdkCtx(t))
+		require.NoError(t, err)
+		got := map[string][2]int64{}
+		for _, m := range page.Data {
+			raw := gjson.Parse(m.RawJSON())
+			got[m.ID] = [2]int64{raw.Get("context_window").Int(), raw.Get("max_output_tokens").Int()}
+		}
+		assert.Equal(t, want, got)
+		one, err := client.Models.Get(sdkCtx(t), "win-gpt")
+		require.NoError(t, err)
+		assert.Equal(t, int64(winGPTWindow), gjson.Get(one.RawJSON(), "context_window").Int())
+	})
+
+	t.Run("Anthropic v1", func(t *testing.T) {
+		var wire wireLog
+		client := newAnthropicV1(g, &wire)
+		page, err := client.Models.List(sdkCtx(t), anthropic.ModelListParams{})
+		require.NoError(t, err)
+		got := map[string][2]int64{}
+		for _, m := range page.Data {
+			got[m.ID] = [2]int64{m.MaxInputTokens, m.MaxTokens}
+		}
+		assert.Equal(t, want, got, "max_input_tokens and max_tokens decoded into the typed fields")
+		one, err := client.Models.Get(sdkCtx(t), "win-claude", anthropic.ModelGetParams{})
+		require.NoError(t, err)
+		assert.Equal(t, int64(winClaudeWindow), one.MaxInputTokens)
+		assert.Equal(t, int64(winClaudeCap), one.MaxTokens)
+	})
+
+	t.Run("Anthropic v2", func(t *testing.T) {
+		client := anthropic2.NewClient(antoption2.WithoutEnvironmentDefaults(), antoption2.WithBaseURL(g.base),
+			antoption2.WithAPIKey(testKey), antoption2.WithMaxRetries(0))
+		page, err := client.Models.List(sdkCtx(t), anthropic2.ModelListParams{})
+		require.NoError(t, err)
+		got := map[string][2]int64{}
+		for _, m := range page.Data {
+			got[m.ID] = [2]int64{m.MaxInputTokens, m.MaxTokens}
+		}
+		assert.Equal(t, want, got)
+		one, err := client.Models.Get(sdkCtx(t), "win-claude", anthropic2.ModelGetParams{})
+		require.NoError(t, err)
+		assert.Equal(t, int64(winClaudeCap), one.MaxTokens)
+	})
+
+	// An output cap above the model's is refused before any upstream is called, in each
+	// family's envelope, naming the field: what each SDK surfaces as its error.
+	t.Run("a larger output cap is 400", func(t *testing.T) {
+		before := up.count()
+		oa := openai.NewClient(oaoption.WithBaseURL(g.base+"/v1"), oaoption.WithAPIKey(testKey), oaoption.WithMaxRetries(0))
+		_, err := oa.Chat.Completions.New(sdkCtx(t), openai.ChatCompletionNewParams{
+			Model: "win-gpt", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")},
+			MaxCompletionTokens: openai.Int(winGPTCap + 1),
+		})
+		var oaErr *openai.Error
+		require.True(t, errors.As(err, &oaErr), "want *openai.Error, got %T: %v", err, err)
+		assert.Equal(t, http.StatusBadRequest, oaErr.StatusCode)
+		assert.Equal(t, "max_completion_tokens", oaErr.Param)
+		assert.Contains(t, oaErr.Message, "100000")
+
+		_, err = oa.Responses.New(sdkCtx(t), responses.ResponseNewParams{
+			Model: "win-gpt", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")},
+			MaxOutputTokens: openai.Int(winGPTCap + 1),
+		})
+		require.True(t, errors.As(err, &oaErr), "want *openai.Error, got %T: %v", err, err)
+		assert.Equal(t, "max_output_tokens", oaErr.Param)
+
+		// The Family B SDKs refuse a non-streamed request this large themselves (they
+		// expect it to take over ten minutes), so this one goes on the wire as is.
+		body := `{"model":"win-claude","max_tokens":` + strconv.Itoa(winClaudeCap+1) + `,"messages":[{"role":"user","content":"hi"}]}`
+		r := g.call(t, "POST", "/v1/messages", body, "anthropic-version", "2023-06-01")
+		assert.Equal(t, http.StatusBadRequest, r.Status, "%s", r.Body)
+		assert.Equal(t, "error", gjson.GetBytes(r.Body, "type").String(), "Family B envelope: %s", r.Body)
+		assert.Equal(t, "invalid_request_error", gjson.GetBytes(r.Body, "error.type").String())
+		assert.Contains(t, gjson.GetBytes(r.Body, "error.message").String(), "max_tokens")
+		assert.Contains(t, gjson.GetBytes(r.Body, "error.message").String(), strconv.Itoa(winClaudeCap))
+		assert.Equal(t, before, up.count(), "no upstream was called")
+
+		// At the cap, the request goes through.
+		body = `{"model":"win-claude","max_tokens":` + strconv.Itoa(winClaudeCap) + `,"messages":[{"role":"user","content":"hi"}]}`
+		r = g.call(t, "POST", "/v1/messages", body, "anthropic-version", "2023-06-01")
+		assert.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 	})
 }
