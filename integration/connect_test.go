@@ -8,15 +8,23 @@ package integration
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/tidwall/gjson"
 )
 
 // The limits the window tests declare, distinct from any client's built-in defaults.
@@ -94,4 +102,124 @@ func writeTestFile(t *testing.T, path, content string) {
 	t.Helper()
 	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o700))
 	require.NoError(t, os.WriteFile(path, []byte(content), 0o600))
+}
+
+// connectReport is what console/connect.mjs prints.
+type connectReport struct {
+	Failed        string   `json:"failed"`
+	Screenshots   []string `json:"screenshots"`
+	PageErrors    []string `json:"page_errors"`
+	ConsoleErrors []string `json:"console_errors"`
+	PageStatus    int      `json:"page_status"`
+	Limits        []struct {
+		ID              string `json:"id"`
+		Text            string `json:"text"`
+		ContextWindow   int64  `json:"context_window"`
+		MaxOutputTokens int64  `json:"max_output_tokens"`
+	} `json:"limits"`
+	BaseURLField string `json:"base_url_field"`
+	Shown        map[string]struct {
+		State  string `json:"state"`
+		Text   string `json:"text"`
+		Models string `json:"models"`
+		Error  string `json:"error"`
+	} `json:"shown"`
+	CopyStatus   string `json:"copy_status"`
+	Clipboard    string `json:"clipboard"`
+	CopyDisabled bool   `json:"copy_disabled"`
+}
+
+// The console's "Connect a tool" view shows, for each tool and for a chosen key, exactly
+// what `caddy switchyard connect` prints, copies it with one click, and shows the
+// gateway's message for an address it refuses. The models section shows each model's
+// declared limits.
+func TestConnectViewInBrowser(t *testing.T) {
+	node := needBrowser(t)
+	up := newUpstream(t)
+	db := filepath.Join(t.TempDir(), "keys.db")
+	ports, caddyfile := startCaddy(t, 2, func(ports []int) string {
+		return "{\n\tadmin 127.0.0.1:" + strconv.Itoa(ports[1]) + "\n\tdefault_bind 127.0.0.1\n" +
+			"\tswitchyard {\n\t\tstore sqlite " + db + "\n" + windowModels(up) + "\t}\n}\n" +
+			"http://127.0.0.1:" + strconv.Itoa(ports[0]) + " {\n" +
+			"\thandle_path /console/* {\n\t\tbasic_auth {\n\t\t\t" + consoleUser + " " + consolePasswordHash + "\n\t\t}\n\t\tswitchyard_console\n\t}\n" +
+			"\thandle {\n\t\tswitchyard_auth\n\t\tswitchyard_model\n\t\tswitchyard_proxy\n\t}\n" +
+			"\thandle_errors {\n\t\tswitchyard_errors\n\t}\n}\n"
+	})
+	g := &gateway{base: "http://127.0.0.1:" + strconv.Itoa(ports[0]), admin: "http://127.0.0.1:" + strconv.Itoa(ports[1]), up: up, caddyfile: caddyfile}
+	g.waitReady(t)
+
+	// A key limited to one model, made through the admin API.
+	resp, err := http.Post(g.admin+"/switchyard/keys", "application/json", strings.NewReader(`{"name":"connect-test","models":["plain-a"]}`))
+	require.NoError(t, err)
+	created, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	keyID := gjson.GetBytes(created, "key.id").String()
+	require.NotEmpty(t, keyID, "%s", created)
+
+	out := t.TempDir()
+	if dir := os.Getenv("SY_CONSOLE_SCREENSHOTS"); dir != "" {
+		out = dir // keep the screenshot past the test
+		require.NoError(t, os.MkdirAll(out, 0o755))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, filepath.Join("console", "connect.mjs"))
+	cmd.Env = append(os.Environ(),
+		"SY_CONSOLE_URL="+g.base+"/console/", "SY_CONSOLE_USER="+consoleUser, "SY_CONSOLE_PASSWORD="+consolePassword,
+		"SY_KEY_ID="+keyID, "SY_OUT_DIR="+out, "SY_CHROMIUM="+chromiumPath)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	runErr := cmd.Run()
+	var r connectReport
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &r), "connect.mjs printed no report (%v):\n%s\n%s", runErr, stdout.String(), stderr.String())
+	for _, shot := range r.Screenshots {
+		t.Logf("screenshot: %s", shot)
+	}
+	require.Empty(t, r.Failed, "the browser run stopped")
+	require.NoError(t, runErr)
+	assert.Equal(t, 200, r.PageStatus)
+	assert.Empty(t, r.PageErrors)
+	for _, e := range r.ConsoleErrors {
+		assert.Contains(t, e, "status of 400", "the one error expected is the refused address")
+	}
+
+	t.Run("models show their limits", func(t *testing.T) {
+		byID := map[string]string{}
+		for _, m := range r.Limits {
+			byID[m.ID] = m.Text
+			if m.ID == "win-claude" {
+				assert.Equal(t, int64(winClaudeWindow), m.ContextWindow)
+				assert.Equal(t, int64(winClaudeCap), m.MaxOutputTokens)
+			}
+		}
+		assert.Equal(t, "window 180,000, output 32,000 tokens", byID["win-claude"])
+		assert.Equal(t, "not declared", byID["plain-a"])
+	})
+
+	t.Run("each tool's set-up is what the CLI prints", func(t *testing.T) {
+		assert.Equal(t, g.base, r.BaseURLField, "the address defaults to where the console is served")
+		for _, client := range []string{"codex", "claude-code", "openai", "anthropic"} {
+			want := switchyardCLI(t, g, "connect", client, "--base-url", g.base)
+			assert.Equal(t, want, r.Shown[client].Text, "%s in the page", client)
+			assert.Equal(t, "ready", r.Shown[client].State)
+		}
+		assert.Equal(t, "Models: win-gpt, plain-a", r.Shown["codex"].Models)
+		assert.Equal(t, "Copied to the clipboard.", r.CopyStatus)
+		assert.Equal(t, r.Shown["codex"].Text, r.Clipboard, "the Copy button put the set-up on the clipboard")
+		assert.NotContains(t, r.Clipboard, "sk-", "no key in a set-up")
+	})
+
+	t.Run("a key's models only", func(t *testing.T) {
+		want := switchyardCLI(t, g, "connect", "codex", "--base-url", g.base, "--key", keyID)
+		assert.Equal(t, want, r.Shown["codex_key"].Text)
+		assert.Equal(t, "Models: plain-a", r.Shown["codex_key"].Models)
+	})
+
+	t.Run("a refused address is explained", func(t *testing.T) {
+		assert.Equal(t, "error", r.Shown["bad_address"].State)
+		assert.Contains(t, r.Shown["bad_address"].Error, "without /v1")
+		assert.Empty(t, r.Shown["bad_address"].Text)
+		assert.True(t, r.CopyDisabled, "nothing to copy")
+	})
 }

@@ -198,6 +198,7 @@
       state.keys = Array.isArray(data.keys) ? data.keys : [];
       renderKeys();
       renderUsageKeyChoices();
+      renderConnectKeyChoices();
     } catch (err) {
       $('keys-summary').textContent = 'The keys could not be loaded.';
       showError(err.message);
@@ -511,6 +512,7 @@
       if (!state.modelsLoaded || idsBefore !== models.map((m) => m.id).join('\n')) {
         renderModelChoices();
         renderUsageModelChoices();
+        loadConnect();
         renderUsage(); // the models' colours follow their configured order
       }
       state.modelsLoaded = true;
@@ -542,6 +544,9 @@
       el('dl', { className: 'model-facts' },
         el('div', {}, el('dt', { text: 'Protocols' }),
           el('dd', { className: 'chips', testid: 'model-protocols' }, (m.protocols || []).map(protocolChip))),
+        el('div', {}, el('dt', { text: 'Limits' }),
+          el('dd', { testid: 'model-limits', dataset: { contextWindow: String(m.context_window || 0), maxOutputTokens: String(m.max_output_tokens || 0) } },
+            limitsText(m))),
         el('div', {}, el('dt', { text: 'Capabilities' }),
           el('dd', { className: 'chips', testid: 'model-capabilities' },
             caps.length ? caps.map((tag) => el('span', { className: 'chip chip-cap', text: tag })) : el('span', { className: 'muted', text: 'none' })))));
@@ -1074,6 +1079,91 @@
     }).observe($('usage-charts'));
   }
 
+
+  // ---- Connect a tool ------------------------------------------------------------------
+
+  const countFormat = new Intl.NumberFormat(undefined);
+
+  function limitsText(m) {
+    const parts = [];
+    if (m.context_window) parts.push('window ' + countFormat.format(m.context_window));
+    if (m.max_output_tokens) parts.push('output ' + countFormat.format(m.max_output_tokens));
+    return parts.length ? parts.join(', ') + ' tokens' : 'not declared';
+  }
+
+  function renderConnectKeyChoices() {
+    const select = $('connect-key');
+    const current = select.value;
+    const active = state.keys.filter((k) => k.status === 'active');
+    select.replaceChildren(el('option', { value: '', text: 'Any key: every model' }),
+      ...active.map((k) => el('option', { value: k.id, text: k.name + ' (' + k.prefix + '…)' })));
+    select.value = active.some((k) => k.id === current) ? current : '';
+  }
+
+  let connectSeq = 0;
+
+  async function loadConnect() {
+    const seq = ++connectSeq;
+    const params = new URLSearchParams({ base_url: $('connect-base-url').value.trim(), key_env: $('connect-key-env').value.trim() });
+    if ($('connect-key').value) params.set('key', $('connect-key').value);
+    const client = $('connect-client').value;
+    $('connect-copy-status').textContent = '';
+    try {
+      const data = await api('GET', 'api/connect/' + encodeURIComponent(client) + '?' + params.toString());
+      if (seq !== connectSeq) return; // a newer choice is on its way
+      const setup = data.setup || {};
+      $('connect-error').hidden = true;
+      $('connect-text').textContent = setup.text || '';
+      $('connect-models').textContent = (setup.models || []).length
+        ? 'Models: ' + setup.models.join(', ')
+        : '';
+      $('connect-copy').disabled = false;
+      $('connect').dataset.state = 'ready';
+      $('connect').dataset.request = client + '?' + params.toString();
+    } catch (err) {
+      if (seq !== connectSeq) return;
+      $('connect-text').textContent = '';
+      $('connect-models').textContent = '';
+      $('connect-error').textContent = err.message;
+      $('connect-error').hidden = false;
+      $('connect-copy').disabled = true;
+      $('connect').dataset.state = 'error';
+      $('connect').dataset.request = client + '?' + params.toString();
+    }
+  }
+
+  async function copyConnect() {
+    const code = $('connect-text');
+    const note = $('connect-copy-status');
+    if (navigator.clipboard && window.isSecureContext) {
+      try {
+        await navigator.clipboard.writeText(code.textContent);
+        note.textContent = 'Copied to the clipboard.';
+        return;
+      } catch (_) {
+        // Fall through: select the text so it can be copied by hand.
+      }
+    }
+    selectText(code);
+    let copied = false;
+    try {
+      copied = document.execCommand('copy');
+    } catch (_) {
+      copied = false;
+    }
+    note.textContent = copied ? 'Copied to the clipboard.' : 'This browser did not allow copying. The set-up is selected: press Ctrl+C (⌘C on a Mac) to copy it.';
+  }
+
+  function startConnect() {
+    $('connect-base-url').value = window.location.origin;
+    let timer = 0;
+    const later = () => { clearTimeout(timer); timer = setTimeout(loadConnect, 250); };
+    $('connect-form').addEventListener('change', loadConnect);
+    $('connect-form').addEventListener('input', later);
+    $('connect-form').addEventListener('submit', (event) => { event.preventDefault(); loadConnect(); });
+    $('connect-copy').addEventListener('click', copyConnect);
+  }
+
   // ---- Start -------------------------------------------------------------------------
 
   function start() {
@@ -1093,6 +1183,7 @@
       radio.addEventListener('change', () => renderUsageCharts(null));
     }
     watchUsageWidth();
+    startConnect();
 
     $('rotate-dialog').addEventListener('close', onRotateClosed);
     $('rotate-cancel').addEventListener('click', () => $('rotate-dialog').close('cancel'));

@@ -1,0 +1,117 @@
+// Drives the console's "Connect a tool" view in headless Chromium as an operator would:
+// reads the set-up shown for each tool, copies one with the Copy button, picks a key
+// limited to some models, and gives an address the gateway refuses. The Go test
+// (connect_test.go) compares what the page showed with what `caddy switchyard connect`
+// prints.
+//
+// Environment: SY_CONSOLE_URL, SY_CONSOLE_USER, SY_CONSOLE_PASSWORD, SY_KEY_ID (a key
+// limited to some models), SY_OUT_DIR, SY_CHROMIUM. Output: one JSON object on stdout.
+
+import { chromium } from 'playwright-core';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+const env = (name, fallback) => {
+  const v = process.env[name] ?? fallback;
+  if (v === undefined || v === '') {
+    console.error(`connect.mjs: ${name} is not set`);
+    process.exit(2);
+  }
+  return v;
+};
+const consoleURL = env('SY_CONSOLE_URL');
+const user = env('SY_CONSOLE_USER');
+const password = env('SY_CONSOLE_PASSWORD');
+const keyID = env('SY_KEY_ID');
+const outDir = env('SY_OUT_DIR');
+const executablePath = env('SY_CHROMIUM', '/usr/bin/chromium');
+const TIMEOUT = 10000;
+const report = { screenshots: [], page_errors: [], console_errors: [], shown: {} };
+
+// shown waits until the view has answered a request for client whose query includes
+// want (the view records each answered request on the section), and reads it.
+async function shown(page, client, want = '') {
+  await page.waitForFunction(([c, w]) => {
+    const r = document.getElementById('connect').dataset.request || '';
+    return r.startsWith(c + '?') && r.includes(w);
+  }, [client, want], { timeout: TIMEOUT });
+  return page.evaluate(() => ({
+    state: document.getElementById('connect').dataset.state,
+    text: document.getElementById('connect-text').textContent,
+    models: document.getElementById('connect-models').textContent,
+    error: document.getElementById('connect-error').hidden ? '' : document.getElementById('connect-error').textContent,
+  }));
+}
+
+async function run(page) {
+  const response = await page.goto(consoleURL);
+  report.page_status = response.status();
+  await page.waitForFunction(() => document.querySelectorAll('[data-testid="model-card"]').length > 0, null, { timeout: TIMEOUT });
+  report.limits = await page.$$eval('[data-testid="model-card"]', (cards) => cards.map((card) => {
+    const dd = card.querySelector('[data-testid="model-limits"]');
+    return { id: card.dataset.modelId, text: dd.textContent, context_window: Number(dd.dataset.contextWindow), max_output_tokens: Number(dd.dataset.maxOutputTokens) };
+  }));
+  report.base_url_field = await page.getByTestId('connect-base-url').inputValue();
+
+  await page.getByTestId('nav-connect').click();
+  report.shown.codex = await shown(page, 'codex');
+  await page.getByTestId('connect-section').screenshot({ path: join(outDir, 'console-connect.png') });
+  report.screenshots.push(join(outDir, 'console-connect.png'));
+  await page.getByTestId('connect-copy').click();
+  await page.waitForFunction(() => document.getElementById('connect-copy-status').textContent !== '', null, { timeout: TIMEOUT });
+  report.copy_status = await page.getByTestId('connect-copy-status').textContent();
+  report.clipboard = await page.evaluate(() => navigator.clipboard.readText()).catch((e) => 'unreadable: ' + e);
+
+  for (const client of ['claude-code', 'openai', 'anthropic']) {
+    await page.getByTestId('connect-client').selectOption(client);
+    report.shown[client] = await shown(page, client);
+  }
+
+  // A key limited to some models: the set-up lists only those.
+  await page.getByTestId('keys-refresh').click();
+  await page.waitForFunction((id) => Array.from(document.querySelectorAll('#connect-key option')).some((o) => o.value === id), keyID, { timeout: TIMEOUT });
+  await page.getByTestId('connect-client').selectOption('codex');
+  await shown(page, 'codex');
+  await page.getByTestId('connect-key').selectOption(keyID);
+  report.shown.codex_key = await shown(page, 'codex', 'key=' + encodeURIComponent(keyID));
+
+  // An address the gateway refuses: its message, no set-up to copy.
+  await page.getByTestId('connect-key').selectOption('');
+  await page.getByTestId('connect-base-url').fill(report.base_url_field + '/v1');
+  await page.getByTestId('connect-base-url').press('Tab');
+  report.shown.bad_address = await shown(page, 'codex', encodeURIComponent('/v1'));
+  report.copy_disabled = await page.getByTestId('connect-copy').isDisabled();
+}
+
+async function main() {
+  const profile = mkdtempSync(join(tmpdir(), 'sy-connect-chromium-'));
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath, headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    httpCredentials: { username: user, password }, viewport: { width: 1366, height: 900 }, locale: 'en-GB', timezoneId: 'UTC',
+  });
+  let page;
+  try {
+    await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: new URL(consoleURL).origin });
+    page = context.pages()[0] ?? await context.newPage();
+    page.setDefaultTimeout(TIMEOUT);
+    page.on('pageerror', (err) => report.page_errors.push(String(err)));
+    page.on('console', (msg) => { if (msg.type() === 'error') report.console_errors.push(msg.text()); });
+    try {
+      await run(page);
+    } catch (err) {
+      report.failed = String(err && err.stack ? err.stack : err);
+      await page.screenshot({ path: join(outDir, 'connect-failure.png'), fullPage: true }).catch(() => {});
+      report.screenshots.push(join(outDir, 'connect-failure.png'));
+    }
+  } finally {
+    await context.close();
+    rmSync(profile, { recursive: true, force: true });
+  }
+}
+
+await main().catch((err) => { report.failed = String(err && err.stack ? err.stack : err); });
+process.stdout.write(JSON.stringify(report) + '\n');
+process.exit(report.failed ? 1 : 0);
