@@ -46,8 +46,22 @@ func TestClaudeCode(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			before := g.up.count()
-			run := claudePrint(t, k, g, proxy, "Say hello.", c.env+"="+testKey, "ANTHROPIC_MODEL=msg-b")
+			tap := startWiretap(t, g.base)
+			run := claudePrint(t, k, &gateway{base: tap.url, up: g.up}, proxy, "Say hello.", c.env+"="+testKey, "ANTHROPIC_MODEL=msg-b")
 			require.Equal(t, 0, run.exit, "claude -p failed:\n%s", run)
+			// The variable decides the header Claude Code puts the key in, and the gateway
+			// accepted the key from that header alone.
+			other := map[string]string{"X-Api-Key": "Authorization", "Authorization": "X-Api-Key"}[c.header]
+			var messages int
+			for _, x := range tap.exchanges() {
+				if x.method == "POST" && strings.HasPrefix(x.uri, "/v1/messages") {
+					messages++
+					assert.Equal(t, c.value, x.sent.Get(c.header), "the key in %s", c.header)
+					assert.Empty(t, x.sent.Get(other), "no key in %s", other)
+					assert.Equal(t, 200, x.status)
+				}
+			}
+			require.Equal(t, 1, messages, "one messages request for one prompt")
 			assert.Contains(t, run.stdout, simulator.ReplyText, "the answer Claude Code printed")
 			g.assertHidden(t, run.stdout+run.stderr)
 

@@ -254,8 +254,9 @@ type wiretap struct {
 type tapped struct {
 	method, uri string
 	status      int
-	header      http.Header
-	body        []byte // only for error statuses
+	header      http.Header // the gateway's response headers
+	sent        http.Header // the client's request headers
+	body        []byte      // only for error statuses
 }
 
 func startWiretap(t *testing.T, target string) *wiretap {
@@ -267,7 +268,8 @@ func startWiretap(t *testing.T, target string) *wiretap {
 		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(u) },
 		FlushInterval: -1,
 		ModifyResponse: func(resp *http.Response) error {
-			e := tapped{method: resp.Request.Method, uri: resp.Request.URL.RequestURI(), status: resp.StatusCode, header: resp.Header.Clone()}
+			e := tapped{method: resp.Request.Method, uri: resp.Request.URL.RequestURI(), status: resp.StatusCode,
+				header: resp.Header.Clone(), sent: resp.Request.Header.Clone()}
 			if resp.StatusCode >= 400 {
 				b, err := io.ReadAll(resp.Body)
 				if err != nil {
