@@ -2,7 +2,6 @@ package caddymodule
 
 import (
 	"net/http"
-	"sort"
 	"strings"
 	"time"
 
@@ -28,15 +27,8 @@ func (a *App) modelInfo() []console.ModelInfo {
 	now := time.Now()
 	var out []console.ModelInfo
 	for _, m := range a.catalog.Models() {
-		info := console.ModelInfo{ID: m.ID, DisplayName: m.DisplayName, Capabilities: map[string]bool{"reasoning": m.Capabilities.Reasoning},
+		info := console.ModelInfo{ID: m.ID, DisplayName: m.DisplayName, Protocols: m.ProtocolTokens(), Capabilities: m.CapabilityFlags(),
 			ContextWindow: m.ContextWindow, MaxOutputTokens: m.MaxOutputTokens}
-		for tag, on := range m.Capabilities.Tags {
-			info.Capabilities[tag] = on
-		}
-		for _, f := range m.Protocols {
-			info.Protocols = append(info.Protocols, f.Token())
-		}
-		sort.Strings(info.Protocols)
 		for _, c := range m.Candidates {
 			info.Candidates = append(info.Candidates, console.CandidateInfo{
 				Name: c.Name, Protocol: c.Protocol.Token(), Priority: c.Priority,

@@ -2,7 +2,6 @@ package caddymodule
 
 import (
 	"encoding/json"
-	"sort"
 	"time"
 
 	"github.com/switchyard-gw/switchyard/auth"
@@ -48,20 +47,11 @@ type modelList struct {
 func newModelList(c *routing.Catalog) *modelList {
 	l := &modelList{entries: map[string][]byte{}}
 	for _, m := range c.Models() {
-		caps := map[string]bool{"reasoning": m.Capabilities.Reasoning}
-		for tag, on := range m.Capabilities.Tags {
-			caps[tag] = on
-		}
-		protos := make([]string, 0, len(m.Protocols))
-		for _, f := range m.Protocols {
-			protos = append(protos, f.Token())
-		}
-		sort.Strings(protos)
 		b, _ := json.Marshal(modelEntry{
 			ID: m.ID, Object: "model", Type: "model",
 			Created: m.Created.Unix(), CreatedAt: m.Created.Format(time.RFC3339),
 			OwnedBy: m.OwnedBy, DisplayName: m.DisplayName,
-			Protocols: protos, Capabilities: caps,
+			Protocols: m.ProtocolTokens(), Capabilities: m.CapabilityFlags(),
 			ContextWindow: m.ContextWindow, MaxOutputTokens: m.MaxOutputTokens,
 			MaxInputTokens: m.ContextWindow, MaxTokens: m.MaxOutputTokens,
 		})

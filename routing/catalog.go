@@ -5,6 +5,7 @@ package routing
 
 import (
 	"fmt"
+	"maps"
 	"net/url"
 	"slices"
 	"time"
@@ -82,6 +83,24 @@ type Model struct {
 }
 
 // Supports reports whether the model is supplied on the family.
+// ProtocolTokens are the model's protocols as the models list names them, sorted.
+func (m *Model) ProtocolTokens() []string {
+	out := make([]string, 0, len(m.Protocols))
+	for _, f := range m.Protocols {
+		out = append(out, f.Token())
+	}
+	slices.Sort(out)
+	return out
+}
+
+// CapabilityFlags are the model's capabilities as the models list reports them:
+// `reasoning` always, then the operator's tags.
+func (m *Model) CapabilityFlags() map[string]bool {
+	out := map[string]bool{"reasoning": m.Capabilities.Reasoning}
+	maps.Copy(out, m.Capabilities.Tags)
+	return out
+}
+
 func (m *Model) Supports(f protocols.Family) bool { return slices.Contains(m.Protocols, f) }
 
 // CandidatesFor lists the model's candidates on one protocol, in priority order.
