@@ -8,12 +8,9 @@ package integration
 
 import (
 	"bytes"
-	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -106,12 +103,8 @@ func writeTestFile(t *testing.T, path, content string) {
 
 // connectReport is what console/connect.mjs prints.
 type connectReport struct {
-	Failed        string   `json:"failed"`
-	Screenshots   []string `json:"screenshots"`
-	PageErrors    []string `json:"page_errors"`
-	ConsoleErrors []string `json:"console_errors"`
-	PageStatus    int      `json:"page_status"`
-	Limits        []struct {
+	browserReport
+	Limits []struct {
 		ID              string `json:"id"`
 		Text            string `json:"text"`
 		ContextWindow   int64  `json:"context_window"`
@@ -157,27 +150,8 @@ func TestConnectViewInBrowser(t *testing.T) {
 	keyID := gjson.GetBytes(created, "key.id").String()
 	require.NotEmpty(t, keyID, "%s", created)
 
-	out := t.TempDir()
-	if dir := os.Getenv("SY_CONSOLE_SCREENSHOTS"); dir != "" {
-		out = dir // keep the screenshot past the test
-		require.NoError(t, os.MkdirAll(out, 0o755))
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, filepath.Join("console", "connect.mjs"))
-	cmd.Env = append(os.Environ(),
-		"SY_CONSOLE_URL="+g.base+"/console/", "SY_CONSOLE_USER="+consoleUser, "SY_CONSOLE_PASSWORD="+consolePassword,
-		"SY_KEY_ID="+keyID, "SY_OUT_DIR="+out, "SY_CHROMIUM="+chromiumPath)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	runErr := cmd.Run()
 	var r connectReport
-	require.NoError(t, json.Unmarshal(stdout.Bytes(), &r), "connect.mjs printed no report (%v):\n%s\n%s", runErr, stdout.String(), stderr.String())
-	for _, shot := range r.Screenshots {
-		t.Logf("screenshot: %s", shot)
-	}
-	require.Empty(t, r.Failed, "the browser run stopped")
-	require.NoError(t, runErr)
+	runBrowserScript(t, node, "connect.mjs", g, 2*time.Minute, &r, "SY_KEY_ID="+keyID)
 	assert.Equal(t, 200, r.PageStatus)
 	assert.Empty(t, r.PageErrors)
 	for _, e := range r.ConsoleErrors {

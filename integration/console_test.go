@@ -46,13 +46,50 @@ const (
 
 // consoleReport is what console.mjs prints. Each "traces" list names the places in the
 // page where a secret was found (html, text, field:…, selection, storage, url, history).
+// browserReport is what every console script reports besides its own findings.
+type browserReport struct {
+	Failed        string   `json:"failed"`
+	Screenshots   []string `json:"screenshots"`
+	PageErrors    []string `json:"page_errors"`
+	ConsoleErrors []string `json:"console_errors"`
+	PageStatus    int      `json:"page_status"`
+}
+
+// runBrowserScript runs one of the console's Playwright scripts (integration/console/)
+// in Chromium against g's console, with the console's address, credentials, Chromium
+// and an output directory in its environment besides env, decodes the JSON report it
+// prints into report, and checks that the run got to its end.
+func runBrowserScript(t *testing.T, node, script string, g *gateway, timeout time.Duration, report interface{ base() *browserReport }, env ...string) {
+	t.Helper()
+	outDir := t.TempDir()
+	if dir := os.Getenv("SY_CONSOLE_SCREENSHOTS"); dir != "" {
+		outDir = dir // keep the screenshots past the test
+		require.NoError(t, os.MkdirAll(outDir, 0o755))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, filepath.Join("console", script))
+	cmd.Env = append(append(os.Environ(),
+		"SY_CONSOLE_URL="+g.base+"/console/", "SY_CONSOLE_USER="+consoleUser, "SY_CONSOLE_PASSWORD="+consolePassword,
+		"SY_OUT_DIR="+outDir, "SY_CHROMIUM="+chromiumPath), env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	runErr := cmd.Run()
+	t.Logf("%s:\n%s", script, stderr.String())
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), report), "%s printed no report (%v):\n%s", script, runErr, stdout.String())
+	require.NoError(t, os.WriteFile(filepath.Join(outDir, strings.TrimSuffix(script, ".mjs")+"-report.json"), stdout.Bytes(), 0o644))
+	for _, shot := range report.base().Screenshots {
+		t.Logf("screenshot: %s", shot)
+	}
+	require.Empty(t, report.base().Failed, "the browser run stopped")
+	require.NoError(t, runErr, script)
+}
+
+func (r *browserReport) base() *browserReport { return r }
+
 type consoleReport struct {
-	Failed                string   `json:"failed"`
-	Screenshots           []string `json:"screenshots"`
-	PageErrors            []string `json:"page_errors"`
-	ConsoleErrors         []string `json:"console_errors"`
+	browserReport
 	UnauthenticatedStatus int      `json:"unauthenticated_status"`
-	PageStatus            int      `json:"page_status"`
 	CSP                   string   `json:"csp"`
 	Title                 string   `json:"title"`
 	Unlabelled            []string `json:"unlabelled"`
@@ -307,37 +344,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	g, db := startConsoleGateway(t, newUpstream(t))
 	seedUsageHistory(t, db)
 
-	out := t.TempDir()
-	if dir := os.Getenv("SY_CONSOLE_SCREENSHOTS"); dir != "" {
-		out = dir // keep the screenshots past the test
-		require.NoError(t, os.MkdirAll(out, 0o755))
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, filepath.Join("console", "console.mjs"))
-	cmd.Env = append(os.Environ(),
-		"SY_CONSOLE_URL="+g.base+"/console/",
-		"SY_CONSOLE_USER="+consoleUser,
-		"SY_CONSOLE_PASSWORD="+consolePassword,
-		"SY_GATEWAY_URL="+g.base,
-		"SY_MODEL=chat-a",
-		"SY_MESSAGES_MODEL=msg-b",
-		"SY_OUT_DIR="+out,
-		"SY_CHROMIUM="+chromiumPath,
-	)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	runErr := cmd.Run()
-	t.Logf("console.mjs:\n%s", stderr.String())
-
 	var r consoleReport
-	require.NoError(t, json.Unmarshal(stdout.Bytes(), &r), "console.mjs printed no report (%v):\n%s", runErr, stdout.String())
-	require.NoError(t, os.WriteFile(filepath.Join(out, "report.json"), stdout.Bytes(), 0o644))
-	for _, shot := range r.Screenshots {
-		t.Logf("screenshot: %s", shot)
-	}
-	require.Empty(t, r.Failed, "the browser run stopped")
-	require.NoError(t, runErr, "console.mjs")
+	runBrowserScript(t, node, "console.mjs", g, 3*time.Minute, &r,
+		"SY_GATEWAY_URL="+g.base, "SY_MODEL=chat-a", "SY_MESSAGES_MODEL=msg-b")
 
 	t.Run("the page loads behind basic auth, under its CSP, without errors", func(t *testing.T) {
 		assert.Equal(t, 401, r.UnauthenticatedStatus, "the console answered without credentials")
