@@ -119,8 +119,10 @@ func FuzzJSONSplice(f *testing.F) {
 }
 
 func duplicateKeyIn(body []byte) bool {
-	members, f := scanObject(body)
-	return f != nil || duplicateKey(members) != ""
+	var keys keySet
+	dup := false
+	f := scanObject(body, func(key string, _, _ int) { dup = keys.add(key) || dup })
+	return f != nil || dup
 }
 
 // FuzzScrubber: whatever an upstream writes, no secret comes out of Scrub or ScrubSecrets,

@@ -34,25 +34,25 @@ type ParsedRequest struct {
 // valid UTF-8, nesting within MaxNesting, no key twice where the gateway reads keys) and
 // locates the fields the gateway reads. It does not decode anything else.
 func ParseRequest(family Family, body []byte) (*ParsedRequest, *APIError) {
-	members, fault := scanObject(body)
-	if fault != nil {
-		if fault.kind == faultNotObject {
-			return nil, InvalidParam(family, "", "the request body must be a JSON object")
-		}
-		return nil, InvalidParam(family, "", "the request body was refused: %s", fault.Error())
-	}
-	// Parsers disagree on which copy of a duplicated key wins (first, last, or an error),
-	// so the gateway could check one value while the upstream acts on another.
-	if key := duplicateKey(members); key != "" {
-		return nil, duplicateError(family, key)
-	}
 	p := &ParsedRequest{Body: body}
-	for _, m := range members {
-		if name, ok := readFieldFolded(m.key); ok && name != m.key {
-			return nil, InvalidParam(family, m.key, "'%s' differs from the field '%s' only in case; field names are case-sensitive", m.key, name)
+	// The first problem of each kind, reported once the whole body scanned clean.
+	var (
+		keys                   keySet
+		duplicate, caseVariant string
+		readName, innerDup     string
+	)
+	fault := scanObject(body, func(key string, start, end int) {
+		// Parsers disagree on which copy of a duplicated key wins (first, last, or an
+		// error), so the gateway could check one value while the upstream acts on another.
+		if keys.add(key) && duplicate == "" {
+			duplicate = key
 		}
-		field := fieldAt(body, m)
-		switch m.key {
+		if name, ok := readFieldFolded(key); ok && name != key && caseVariant == "" {
+			caseVariant, readName = key, name
+		}
+		field := gjson.Parse(view(body[start:end]))
+		field.Index = start
+		switch key {
 		case "model":
 			p.model = field
 		case "messages":
@@ -78,19 +78,30 @@ func ParseRequest(family Family, body []byte) (*ParsedRequest, *APIError) {
 		case "prompt_cache_key":
 			p.promptCacheKey = field
 		}
-	}
-	// The objects whose inner keys the gateway reads or rewrites get the same rule.
-	for _, m := range members {
-		switch m.key {
+		// The objects whose inner keys the gateway reads or rewrites get the same rule.
+		switch key {
 		case "stream_options", "thinking", "reasoning":
-			if body[m.start] != '{' {
-				continue
-			}
-			inner, _ := scanObject(body[m.start:m.end]) // already scanned whole
-			if key := duplicateKey(inner); key != "" {
-				return nil, duplicateError(family, m.key+"."+key)
+			if body[start] == '{' && innerDup == "" {
+				var inner keySet
+				_ = scanObject(body[start:end], func(k string, _, _ int) {
+					if inner.add(k) && innerDup == "" {
+						innerDup = key + "." + k
+					}
+				})
 			}
 		}
+	})
+	switch {
+	case fault != nil && fault.kind == faultNotObject:
+		return nil, InvalidParam(family, "", "the request body must be a JSON object")
+	case fault != nil:
+		return nil, InvalidParam(family, "", "the request body was refused: %s", fault.Error())
+	case duplicate != "":
+		return nil, duplicateError(family, duplicate)
+	case caseVariant != "":
+		return nil, InvalidParam(family, caseVariant, "'%s' differs from the field '%s' only in case; field names are case-sensitive", caseVariant, readName)
+	case innerDup != "":
+		return nil, duplicateError(family, innerDup)
 	}
 	return p, nil
 }
@@ -113,13 +124,6 @@ func readFieldFolded(key string) (string, bool) {
 		}
 	}
 	return "", false
-}
-
-// fieldAt is the gjson view of one member's value, with Index locating it in body.
-func fieldAt(body []byte, m member) gjson.Result {
-	r := gjson.Parse(view(body[m.start:m.end]))
-	r.Index = m.start
-	return r
 }
 
 func duplicateError(family Family, key string) *APIError {

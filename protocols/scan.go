@@ -15,12 +15,6 @@ import (
 // requests stay far below it; a deeper one can only be an attempt to exhaust a parser.
 const MaxNesting = 1000
 
-// member is one key of a scanned object: its unescaped name and where its value lies.
-type member struct {
-	key        string
-	start, end int // body[start:end] is the raw value
-}
-
 // scanFault says why a body is not one JSON text the gateway accepts.
 type scanFault struct {
 	kind   faultKind
@@ -56,25 +50,28 @@ func (f *scanFault) Error() string {
 }
 
 // scanObject checks that b is exactly one JSON object, strictly as RFC 8259 has it (valid
-// UTF-8, nesting within MaxNesting), and returns the members of that object in order.
-// It never recurses, and besides the members it holds one byte per open level, so any
-// input is read in bounded stack and in memory proportional to its top-level keys.
-func scanObject(b []byte) ([]member, *scanFault) {
+// UTF-8, nesting within MaxNesting), and calls visit, when set, with each top-level
+// member in order: its unescaped key (which may point into b) and where its value lies,
+// b[start:end]. It never recurses and holds one byte per open level, so any input is
+// read in bounded stack and memory; it allocates nothing for a body nested less than 16
+// levels with unescaped keys.
+func scanObject(b []byte, visit func(key string, start, end int)) *scanFault {
 	i := skipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
-		return nil, &scanFault{kind: faultNotObject, offset: i}
+		return &scanFault{kind: faultNotObject, offset: i}
 	}
 	var (
-		members = make([]member, 0, 16) // most request bodies have fewer top-level keys
-		open    = make([]byte, 0, 16)   // '{' or '[' for every level not yet closed
-		valueAt = -1                    // start of the top-level member's value being read
+		openAt  [16]byte
+		open    = openAt[:0] // '{' or '[' for every level not yet closed
+		valueAt = -1         // start of the top-level member's value being read
+		members int
 		key     string
 	)
 	for {
 		// Here a value starts at i.
 		i = skipSpace(b, i)
 		if i >= len(b) {
-			return nil, &scanFault{kind: faultSyntax, offset: i}
+			return &scanFault{kind: faultSyntax, offset: i}
 		}
 		if len(open) == 1 && valueAt < 0 {
 			valueAt = i
@@ -82,7 +79,7 @@ func scanObject(b []byte) ([]member, *scanFault) {
 		switch c := b[i]; {
 		case c == '{' || c == '[':
 			if len(open) == MaxNesting {
-				return nil, &scanFault{kind: faultTooDeep, offset: i}
+				return &scanFault{kind: faultTooDeep, offset: i}
 			}
 			open = append(open, c)
 			i = skipSpace(b, i+1)
@@ -94,20 +91,20 @@ func scanObject(b []byte) ([]member, *scanFault) {
 			if c == '{' {
 				var f *scanFault
 				if i, f = scanKey(b, i, len(open) == 1, &key); f != nil {
-					return nil, f
+					return f
 				}
 			}
 			continue
 		case c == '"':
 			end, _, f := scanString(b, i)
 			if f != nil {
-				return nil, f
+				return f
 			}
 			i = end
 		case c == '-' || c >= '0' && c <= '9':
 			end := scanNumber(b, i)
 			if end < 0 {
-				return nil, &scanFault{kind: faultSyntax, offset: i}
+				return &scanFault{kind: faultSyntax, offset: i}
 			}
 			i = end
 		case c == 't':
@@ -117,29 +114,32 @@ func scanObject(b []byte) ([]member, *scanFault) {
 		case c == 'n':
 			i = scanLiteral(b, i, "null")
 		default:
-			return nil, &scanFault{kind: faultSyntax, offset: i}
+			return &scanFault{kind: faultSyntax, offset: i}
 		}
 		if i < 0 {
-			return nil, &scanFault{kind: faultSyntax, offset: -i - 1}
+			return &scanFault{kind: faultSyntax, offset: -i - 1}
 		}
 		// A value ended at i: close containers, or move to the next element.
 		for {
 			if len(open) == 1 && valueAt >= 0 {
-				if len(members) == maxMembers {
-					return nil, &scanFault{kind: faultTooManyKeys, offset: valueAt}
+				if members == maxMembers {
+					return &scanFault{kind: faultTooManyKeys, offset: valueAt}
 				}
-				members = append(members, member{key: key, start: valueAt, end: i})
+				members++
+				if visit != nil {
+					visit(key, valueAt, i)
+				}
 				valueAt = -1
 			}
 			i = skipSpace(b, i)
 			if len(open) == 0 {
 				if i != len(b) {
-					return nil, &scanFault{kind: faultSyntax, offset: i}
+					return &scanFault{kind: faultSyntax, offset: i}
 				}
-				return members, nil
+				return nil
 			}
 			if i >= len(b) {
-				return nil, &scanFault{kind: faultSyntax, offset: i}
+				return &scanFault{kind: faultSyntax, offset: i}
 			}
 			top := open[len(open)-1]
 			if b[i] == '}' && top == '{' || b[i] == ']' && top == '[' {
@@ -148,13 +148,13 @@ func scanObject(b []byte) ([]member, *scanFault) {
 				continue
 			}
 			if b[i] != ',' {
-				return nil, &scanFault{kind: faultSyntax, offset: i}
+				return &scanFault{kind: faultSyntax, offset: i}
 			}
 			i++
 			if top == '{' {
 				var f *scanFault
 				if i, f = scanKey(b, skipSpace(b, i), len(open) == 1, &key); f != nil {
-					return nil, f
+					return f
 				}
 			}
 			break
@@ -292,29 +292,40 @@ func scanLiteral(b []byte, i int, word string) int {
 	return i + len(word)
 }
 
-// duplicateKey returns a key that appears twice among members, or "". Keys that differ
-// only in case count as the same key: Go's encoding/json matches field names without
-// regard to case, so an upstream written in Go reads "MODEL" as model.
-func duplicateKey(members []member) string {
-	if len(members) <= 16 {
-		for i := 1; i < len(members); i++ {
-			for j := 0; j < i; j++ {
-				if strings.EqualFold(members[i].key, members[j].key) {
-					return members[i].key
-				}
+// keySet finds a key that appears twice among an object's keys. Keys that differ only
+// in case count as the same key: Go's encoding/json matches field names without regard
+// to case, so an upstream written in Go reads "MODEL" as model. The first keys are
+// compared pairwise in place; a set of folded keys takes over past them.
+type keySet struct {
+	few    [16]string
+	n      int
+	folded map[string]struct{}
+}
+
+// add records key and reports whether an equal key was already there.
+func (s *keySet) add(key string) (dup bool) {
+	if s.folded == nil {
+		for _, k := range s.few[:s.n] {
+			if strings.EqualFold(k, key) {
+				return true
 			}
 		}
-		return ""
-	}
-	seen := make(map[string]struct{}, len(members))
-	for _, m := range members {
-		folded := foldKey(m.key)
-		if _, dup := seen[folded]; dup {
-			return m.key
+		if s.n < len(s.few) {
+			s.few[s.n] = key
+			s.n++
+			return false
 		}
-		seen[folded] = struct{}{}
+		s.folded = make(map[string]struct{}, 2*len(s.few))
+		for _, k := range s.few {
+			s.folded[foldKey(k)] = struct{}{}
+		}
 	}
-	return ""
+	f := foldKey(key)
+	if _, ok := s.folded[f]; ok {
+		return true
+	}
+	s.folded[f] = struct{}{}
+	return false
 }
 
 // foldKey maps every key that strings.EqualFold holds equal to one string: each rune
@@ -334,10 +345,7 @@ func foldKey(key string) string {
 
 // ValidJSONObject reports whether b is one JSON object, read with the same bounds as a
 // request body: what an upstream's JSON answer must be before it is passed on.
-func ValidJSONObject(b []byte) bool {
-	_, f := scanObject(b)
-	return f == nil
-}
+func ValidJSONObject(b []byte) bool { return scanObject(b, nil) == nil }
 
 // TextBytes counts the bytes of the JSON strings in a body that scanObject accepted,
 // leaving out long strings without spaces (base64 images and files), whose token cost

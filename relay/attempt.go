@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"mime"
 	"net"
 	"net/http"
 	"net/url"
@@ -61,7 +60,7 @@ func (a *attempt) run() bool {
 	body, injectedUsage := req.Parsed.Upstream(req.Op, cand.UpstreamModel)
 	// The upstream call is not tied to the client's context directly: before commit a
 	// departing client cancels it at once, after commit it is read on briefly for usage.
-	attemptCtx, cancel := context.WithCancel(context.WithoutCancel(a.ctx))
+	attemptCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	a.clock = startClock(firstByteLimit(cand, req.Parsed.Streamed()), idleLimit(cand), cancel)
 	defer a.clock.stop()
@@ -98,7 +97,8 @@ func (a *attempt) run() bool {
 	defer resp.Body.Close()
 	a.resp = resp
 	a.att.Status = resp.StatusCode
-	if a.att.Reason = classifyStatus(req.Op, resp); a.att.Reason != routing.ReasonNone {
+	mt := mediaType(resp.Header)
+	if a.att.Reason = classifyStatus(req.Op, resp.StatusCode, mt); a.att.Reason != routing.ReasonNone {
 		a.att.RetryAfter = routing.RetryAfterSeconds(resp.Header)
 		// Read a little so the connection can be reused; the body is not shown to anyone.
 		_, _ = io.CopyN(io.Discard, resp.Body, 64<<10)
@@ -109,7 +109,7 @@ func (a *attempt) run() bool {
 	switch {
 	case resp.StatusCode >= 400:
 		return a.relayError()
-	case isEventStream(resp.Header):
+	case isEventStream(mt):
 		return a.relayStream(injectedUsage)
 	}
 	// A non-streamed answer: its headers are the first byte; the body is bounded by the
@@ -120,8 +120,7 @@ func (a *attempt) run() bool {
 
 // classifyStatus says why an answer's status and type fail the attempt before anything
 // is read, or ReasonNone when the answer may be relayed.
-func classifyStatus(op protocols.Operation, resp *http.Response) routing.Reason {
-	code := resp.StatusCode
+func classifyStatus(op protocols.Operation, code int, mediaType string) routing.Reason {
 	switch {
 	case op.SubOperation() && (code == http.StatusNotFound || code == http.StatusMethodNotAllowed):
 		return routing.ReasonNotOffered
@@ -133,12 +132,12 @@ func classifyStatus(op protocols.Operation, resp *http.Response) routing.Reason 
 		return routing.ReasonBadResponse
 	case code >= 400:
 		return routing.ReasonNone // the client's own mistake, passed back scrubbed
-	case isEventStream(resp.Header):
+	case isEventStream(mediaType):
 		if !op.Generates() || op.SubOperation() {
 			return routing.ReasonBadResponse
 		}
 		return routing.ReasonNone
-	case !isJSON(resp.Header):
+	case !isJSON(mediaType):
 		return routing.ReasonBadResponse
 	}
 	return routing.ReasonNone
@@ -229,24 +228,19 @@ func commitHeader(w http.ResponseWriter, resp *http.Response, size int) {
 	w.WriteHeader(resp.StatusCode)
 }
 
-func isEventStream(h http.Header) bool { return mediaType(h) == "text/event-stream" }
+func isEventStream(mediaType string) bool { return strings.EqualFold(mediaType, "text/event-stream") }
 
 // isJSON accepts application/json and the +json types some upstreams answer with.
-func isJSON(h http.Header) bool {
-	mt := mediaType(h)
+func isJSON(mediaType string) bool {
+	mt := strings.ToLower(mediaType)
 	return mt == "application/json" || strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")
 }
 
+// mediaType is the type/subtype of a Content-Type, parameters left out; the comparisons
+// ignore case, as media types do. It reads the header without allocating.
 func mediaType(h http.Header) string {
-	ct := h.Get("Content-Type")
-	if ct == "" {
-		return ""
-	}
-	mt, _, err := mime.ParseMediaType(ct)
-	if err != nil {
-		return ""
-	}
-	return mt
+	ct, _, _ := strings.Cut(h.Get("Content-Type"), ";")
+	return strings.TrimSpace(ct)
 }
 
 // classifyTransportError tells a connection failure from a timeout.
