@@ -108,3 +108,8 @@ func (chatCompletions) requestBody(p *ParsedRequest) ([]byte, gjson.Result, bool
 	}
 	return withUsage, getView(withUsage, "model"), true
 }
+
+// outputCaps: max_completion_tokens, and the older max_tokens.
+func (chatCompletions) outputCaps(p *ParsedRequest, _ Kind) []capField {
+	return []capField{{"max_completion_tokens", p.maxCompletionTokens}, {"max_tokens", p.maxTokens}}
+}

@@ -54,3 +54,26 @@ func Validate(op Operation, body []byte, h http.Header) *APIError {
 	}
 	return p.Validate(op, h)
 }
+
+// ValueSpan locates the raw JSON value at path: body[start:end] is the value's bytes
+// (quotes included for a string). ok is false when the path is absent.
+func ValueSpan(body []byte, path string) (start, end int, ok bool) {
+	r := getView(body, path)
+	if !r.Exists() || r.Index <= 0 {
+		return 0, 0, false
+	}
+	return r.Index, r.Index + len(r.Raw), true
+}
+
+// Buffered is how many bytes of an event not complete yet are held.
+func (s *EventStream) Buffered() int { return len(s.buf) - s.off }
+
+// Routed reports whether the operation carries a model in its body and goes to a candidate.
+func (o Operation) Routed() bool {
+	switch o.Kind {
+	case KindChat, KindResponses, KindResponsesInputTokens, KindResponsesCompact,
+		KindMessages, KindMessagesCountTokens:
+		return true
+	}
+	return false
+}

@@ -141,3 +141,11 @@ func (messages) Validate(p *ParsedRequest, op Operation, h http.Header) *APIErro
 func (messages) requestBody(p *ParsedRequest) ([]byte, gjson.Result, bool) {
 	return p.Body, p.model, false
 }
+
+// outputCaps: max_tokens, for messages (count_tokens generates nothing).
+func (messages) outputCaps(p *ParsedRequest, kind Kind) []capField {
+	if kind == KindMessagesCountTokens {
+		return nil
+	}
+	return []capField{{"max_tokens", p.maxTokens}}
+}

@@ -116,16 +116,6 @@ func FamilyOfPath(path string) Family {
 	return FamilyA
 }
 
-// Routed reports whether the operation carries a model in its body and goes to a candidate.
-func (o Operation) Routed() bool {
-	switch o.Kind {
-	case KindChat, KindResponses, KindResponsesInputTokens, KindResponsesCompact,
-		KindMessages, KindMessagesCountTokens:
-		return true
-	}
-	return false
-}
-
 // Generates reports whether the operation produces model output (and so may stream and
 // carries usage worth metering), as opposed to a token count.
 func (o Operation) Generates() bool { return o.Kind.generates() }

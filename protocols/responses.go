@@ -112,3 +112,11 @@ func (responses) Validate(p *ParsedRequest, op Operation, _ http.Header) *APIErr
 func (responses) requestBody(p *ParsedRequest) ([]byte, gjson.Result, bool) {
 	return p.Body, p.model, false
 }
+
+// outputCaps: max_output_tokens, for responses and compaction (input_tokens generates nothing).
+func (responses) outputCaps(p *ParsedRequest, kind Kind) []capField {
+	if kind == KindResponsesInputTokens {
+		return nil
+	}
+	return []capField{{"max_output_tokens", p.maxOutputTokens}}
+}

@@ -8,16 +8,6 @@ import (
 	"unicode/utf8"
 )
 
-// ValueSpan locates the raw JSON value at path: body[start:end] is the value's bytes
-// (quotes included for a string). ok is false when the path is absent.
-func ValueSpan(body []byte, path string) (start, end int, ok bool) {
-	r := getView(body, path)
-	if !r.Exists() || r.Index <= 0 {
-		return 0, 0, false
-	}
-	return r.Index, r.Index + len(r.Raw), true
-}
-
 // AppendJSONString appends s as a JSON string literal.
 func AppendJSONString(dst []byte, s string) []byte {
 	const hex = "0123456789abcdef"

@@ -27,6 +27,9 @@ type Shape interface {
 	event(s *EventStream, ev Event) eventView
 	// eventModelPath is where an event of the shape carries the model, "" for none.
 	eventModelPath(ev Event) string
+	// outputCaps are the request's fields that cap the output of an operation of kind
+	// (none for token counts).
+	outputCaps(p *ParsedRequest, kind Kind) []capField
 	// requestBody is the body to send upstream before the model is spliced in, where
 	// its model is, and whether the gateway added a request for usage.
 	requestBody(p *ParsedRequest) (body []byte, model gjson.Result, injectedUsage bool)
@@ -106,6 +109,7 @@ func (noShape) ErrorEvent(e *APIError, _ int64) []byte                    { retu
 func (noShape) event(*EventStream, Event) eventView                       { return eventView{} }
 func (noShape) eventModelPath(Event) string                               { return "" }
 func (noShape) Validate(*ParsedRequest, Operation, http.Header) *APIError { return nil }
+func (noShape) outputCaps(*ParsedRequest, Kind) []capField                { return nil }
 func (noShape) requestBody(p *ParsedRequest) ([]byte, gjson.Result, bool) {
 	return p.Body, p.model, false
 }

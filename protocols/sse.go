@@ -94,9 +94,6 @@ func (s *EventStream) Next() (Event, bool) {
 // Overflowed reports an event over MaxEventSize: the stream cannot go on.
 func (s *EventStream) Overflowed() bool { return s.overflowed }
 
-// Buffered is how many bytes of an event not complete yet are held.
-func (s *EventStream) Buffered() int { return len(s.buf) - s.off }
-
 // Unterminated returns, once the upstream has ended, the last event if the upstream ended
 // it without a blank line, so that it is observed and passed on exactly as sent.
 func (s *EventStream) Unterminated() (Event, bool) {

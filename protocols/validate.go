@@ -60,19 +60,7 @@ func (p *ParsedRequest) CheckOutputCap(op Operation, modelID string, limit int64
 	if limit <= 0 {
 		return nil
 	}
-	type capField struct {
-		name  string
-		value gjson.Result
-	}
-	var fields []capField
-	switch op.Kind {
-	case KindChat:
-		fields = []capField{{"max_completion_tokens", p.maxCompletionTokens}, {"max_tokens", p.maxTokens}}
-	case KindResponses, KindResponsesCompact:
-		fields = []capField{{"max_output_tokens", p.maxOutputTokens}}
-	case KindMessages:
-		fields = []capField{{"max_tokens", p.maxTokens}}
-	}
+	fields := ShapeOf(op.Kind).outputCaps(p, op.Kind)
 	for _, f := range fields {
 		if f.value.Type != gjson.Number || f.value.Num <= float64(limit) {
 			continue
@@ -85,4 +73,10 @@ func (p *ParsedRequest) CheckOutputCap(op Operation, modelID string, limit int64
 			f.name, f.value.Raw, modelID, limit, limit)
 	}
 	return nil
+}
+
+// capField is a request field that caps the answer's output.
+type capField struct {
+	name  string
+	value gjson.Result
 }
