@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -24,4 +25,12 @@ func TestKeyInQuery(t *testing.T) {
 	} {
 		assert.Equal(t, want, KeyInQuery(q, known), q)
 	}
+}
+
+func TestKeyInQueryLooksUpABoundedNumberOfValues(t *testing.T) {
+	lookups := 0
+	isKey := func(string) bool { lookups++; return false }
+	q := strings.Repeat("v=an-opaque-value-0123456789&", 10_000)
+	assert.False(t, KeyInQuery(q, isKey))
+	assert.Equal(t, maxVerifiedQueryValues, lookups, "a long query costs a bounded number of key hashes")
 }
