@@ -37,6 +37,33 @@ func validate(t *testing.T, src string) error {
 	return caddy.Validate(&c)
 }
 
+// adaptedApp is the switchyard app an adapted Caddyfile configures, not provisioned.
+func adaptedApp(t *testing.T, cfg []byte) *App {
+	t.Helper()
+	var parsed struct {
+		Apps struct {
+			Switchyard App `json:"switchyard"`
+		} `json:"apps"`
+	}
+	require.NoError(t, json.Unmarshal(cfg, &parsed))
+	return &parsed.Apps.Switchyard
+}
+
+// provisionedApp adapts a Caddyfile and provisions its switchyard app, with Caddy's data
+// directory in the test's own, as a start would; the app is cleaned up with the test.
+func provisionedApp(t *testing.T, src string) *App {
+	t.Helper()
+	t.Setenv("XDG_DATA_HOME", t.TempDir())
+	cfg, err := adapt(t, src)
+	require.NoError(t, err)
+	app := adaptedApp(t, cfg)
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: t.Context()})
+	t.Cleanup(cancel)
+	require.NoError(t, app.Provision(ctx))
+	t.Cleanup(func() { _ = app.Cleanup() })
+	return app
+}
+
 func TestExampleCaddyfileValidates(t *testing.T) {
 	t.Setenv("XDG_DATA_HOME", t.TempDir()) // the default SQLite store goes in Caddy's data dir
 	src, err := os.ReadFile("../Caddyfile.example")
@@ -45,14 +72,7 @@ func TestExampleCaddyfileValidates(t *testing.T) {
 	assert.Equal(t, string(caddyfile.Format(src)), string(src), "Caddyfile.example is not formatted (caddy fmt)")
 	cfg, err := adapt(t, string(src))
 	require.NoError(t, err)
-
-	var parsed struct {
-		Apps struct {
-			Switchyard App `json:"switchyard"`
-		} `json:"apps"`
-	}
-	require.NoError(t, json.Unmarshal(cfg, &parsed))
-	app := parsed.Apps.Switchyard
+	app := adaptedApp(t, cfg)
 	require.NotEmpty(t, app.Models)
 	assert.Equal(t, "sim-gpt", app.Models[0].ID)
 	assert.Equal(t, []string{"family_a"}, app.Models[0].Protocols)
@@ -102,16 +122,7 @@ func TestCandidateCredentialPlaceholderIsKeptOutOfTheConfig(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotContains(t, string(cfg), "sk-upstream-from-env-123", "the adapted JSON holds the placeholder, not the secret")
 
-	var parsed struct {
-		Apps struct {
-			Switchyard App `json:"switchyard"`
-		} `json:"apps"`
-	}
-	require.NoError(t, json.Unmarshal(cfg, &parsed))
-	ctx, cancel := caddy.NewContext(caddy.Context{Context: t.Context()})
-	defer cancel()
-	app := parsed.Apps.Switchyard
-	require.NoError(t, app.Provision(ctx))
+	app := provisionedApp(t, src)
 	m, ok := app.catalog.Lookup("m")
 	require.True(t, ok)
 	assert.Equal(t, "sk-upstream-from-env-123", m.Candidates[0].Credential, "the placeholder is replaced when the config loads")
@@ -287,13 +298,7 @@ func TestHealthAndAffinityBlocksIntoApp(t *testing.T) {
 	}
 }`)
 	require.NoError(t, err)
-	var parsed struct {
-		Apps struct {
-			Switchyard App `json:"switchyard"`
-		} `json:"apps"`
-	}
-	require.NoError(t, json.Unmarshal(cfg, &parsed))
-	app := parsed.Apps.Switchyard
+	app := adaptedApp(t, cfg)
 	require.NotNil(t, app.Health)
 	require.NotNil(t, app.Affinity)
 
@@ -389,7 +394,7 @@ func TestBadHealthAffinityAndTimeoutValuesNameTheOption(t *testing.T) {
 }
 
 func TestModelWindowAndOutputCapAdapt(t *testing.T) {
-	app := switchyardJSON(t, `{
+	const src = `{
 	switchyard {
 		model m {
 			context_window 200000
@@ -401,7 +406,8 @@ func TestModelWindowAndOutputCapAdapt(t *testing.T) {
 			}
 		}
 	}
-}`)
+}`
+	app := switchyardJSON(t, src)
 	models, _ := app["models"].([]any)
 	require.Len(t, models, 1)
 	m := models[0].(map[string]any)
@@ -409,33 +415,7 @@ func TestModelWindowAndOutputCapAdapt(t *testing.T) {
 	assert.Equal(t, 64000.0, m["max_output_tokens"])
 
 	// Provisioned, the numbers reach the catalog the handlers read.
-	cfg, err := adapt(t, `{
-	switchyard {
-		model m {
-			context_window 200000
-			max_output_tokens 64000
-			candidate c {
-				protocol family_b
-				url https://api.example.com
-				upstream_model real
-			}
-		}
-	}
-}`)
-	require.NoError(t, err)
-	var parsed struct {
-		Apps struct {
-			Switchyard App `json:"switchyard"`
-		} `json:"apps"`
-	}
-	require.NoError(t, json.Unmarshal(cfg, &parsed))
-	t.Setenv("XDG_DATA_HOME", t.TempDir())
-	ctx, cancel := caddy.NewContext(caddy.Context{Context: t.Context()})
-	defer cancel()
-	a := parsed.Apps.Switchyard
-	require.NoError(t, a.Provision(ctx))
-	defer a.Cleanup()
-	got, ok := a.catalog.Lookup("m")
+	got, ok := provisionedApp(t, src).catalog.Lookup("m")
 	require.True(t, ok)
 	assert.Equal(t, int64(200000), got.ContextWindow)
 	assert.Equal(t, int64(64000), got.MaxOutputTokens)

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/caddyserver/caddy/v2"
 	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -29,23 +28,9 @@ const (
 // exampleApp provisions the switchyard app of Caddyfile.example, as `make run` loads it.
 func exampleApp(t *testing.T) *App {
 	t.Helper()
-	t.Setenv("XDG_DATA_HOME", t.TempDir())
 	src, err := os.ReadFile("../Caddyfile.example")
 	require.NoError(t, err)
-	cfg, err := adapt(t, string(src))
-	require.NoError(t, err)
-	var parsed struct {
-		Apps struct {
-			Switchyard App `json:"switchyard"`
-		} `json:"apps"`
-	}
-	require.NoError(t, json.Unmarshal(cfg, &parsed))
-	ctx, cancel := caddy.NewContext(caddy.Context{Context: t.Context()})
-	t.Cleanup(cancel)
-	app := &parsed.Apps.Switchyard
-	require.NoError(t, app.Provision(ctx))
-	t.Cleanup(func() { _ = app.Cleanup() })
-	return app
+	return provisionedApp(t, string(src))
 }
 
 // readmeBlock matches a generated block: the marker comment naming the command, then the
