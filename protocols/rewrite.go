@@ -108,10 +108,5 @@ func (s Scrubber) Scrub(b []byte) []byte {
 	if s.UpstreamModel != "" && s.UpstreamModel != s.ServiceModel {
 		b = bytes.ReplaceAll(b, []byte(s.UpstreamModel), []byte(s.ServiceModel))
 	}
-	for _, secret := range s.Secrets {
-		if len(secret) >= 3 {
-			b = bytes.ReplaceAll(b, []byte(secret), redacted)
-		}
-	}
-	return accountIDs.ReplaceAll(b, redacted)
+	return accountIDs.ReplaceAll(s.ScrubSecrets(b), redacted)
 }
