@@ -1,0 +1,252 @@
+// Package limits holds what a key or a project may use (requests and tokens per minute,
+// concurrent requests, a spend budget per period) and the counters that enforce it: in
+// memory for one gateway, in Redis for several. Admission reserves a request's worst
+// case; completion settles it to the metered cost. It knows nothing of Caddy, of HTTP
+// or of the protocols.
+package limits
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Period is how often a budget starts again, in UTC.
+type Period string
+
+// The periods a budget may have.
+const (
+	PeriodDay   Period = "day"   // from 00:00 UTC to the next 00:00 UTC
+	PeriodMonth Period = "month" // from the 1st, 00:00 UTC, to the next month's 1st
+	PeriodTotal Period = "total" // never starts again
+)
+
+// Budget is a spend limit: Micros (micro-units of the configured price currency, the
+// unit of metering.Cost) per Period.
+type Budget struct {
+	Micros int64  `json:"micros"`
+	Period Period `json:"period"`
+}
+
+// Start is when the period holding t began (the zero time for PeriodTotal).
+func (b Budget) Start(t time.Time) time.Time {
+	t = t.UTC()
+	switch b.Period {
+	case PeriodDay:
+		return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
+	case PeriodMonth:
+		return time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
+	}
+	return time.Time{}
+}
+
+// Reset is when the period holding t ends and the budget starts again; the zero time for
+// PeriodTotal, which never does.
+func (b Budget) Reset(t time.Time) time.Time {
+	start := b.Start(t)
+	switch b.Period {
+	case PeriodDay:
+		return start.AddDate(0, 0, 1)
+	case PeriodMonth:
+		return start.AddDate(0, 1, 0)
+	}
+	return time.Time{}
+}
+
+// String is the budget as ParseBudget reads it: "50/month", "0.25/day", "1000/total".
+func (b Budget) String() string { return FormatMicros(b.Micros) + "/" + string(b.Period) }
+
+// ParseBudget reads "<amount>/<day|month|total>", the amount a decimal in the price unit
+// with at most six decimals ("50/month", "2.5/day").
+func ParseBudget(s string) (Budget, error) {
+	amount, period, ok := strings.Cut(strings.TrimSpace(s), "/")
+	if !ok {
+		return Budget{}, fmt.Errorf("budget %q: want <amount>/<day|month|total>, e.g. 50/month", s)
+	}
+	micros, err := ParseMicros(amount)
+	if err != nil {
+		return Budget{}, fmt.Errorf("budget %q: %v", s, err)
+	}
+	b := Budget{Micros: micros, Period: Period(strings.ToLower(strings.TrimSpace(period)))}
+	return b, b.Validate()
+}
+
+// Validate checks the period and that the amount is not negative.
+func (b Budget) Validate() error {
+	switch b.Period {
+	case PeriodDay, PeriodMonth, PeriodTotal:
+	default:
+		return fmt.Errorf("budget period %q: want day, month or total", b.Period)
+	}
+	if b.Micros < 0 {
+		return errors.New("budget amount must not be negative")
+	}
+	return nil
+}
+
+// ParseMicros reads a non-negative decimal amount with at most six decimals into
+// micro-units, exactly (no floating point).
+func ParseMicros(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	whole, frac, _ := strings.Cut(s, ".")
+	if whole == "" && frac == "" || len(frac) > 6 || strings.Trim(whole+frac, "0123456789") != "" {
+		return 0, fmt.Errorf("amount %q: want a non-negative decimal with at most six decimals", s)
+	}
+	var w int64
+	if whole != "" {
+		v, err := strconv.ParseInt(whole, 10, 64)
+		if err != nil || v > math.MaxInt64/1_000_000-1 {
+			return 0, fmt.Errorf("amount %q is too large", s)
+		}
+		w = v
+	}
+	f := int64(0)
+	if frac != "" {
+		v, _ := strconv.ParseInt(frac+strings.Repeat("0", 6-len(frac)), 10, 64)
+		f = v
+	}
+	return w*1_000_000 + f, nil
+}
+
+// FormatMicros writes micro-units as a decimal without trailing zeros: 50000000 → "50",
+// 2500000 → "2.5".
+func FormatMicros(m int64) string {
+	sign := ""
+	if m < 0 {
+		sign, m = "-", -m
+	}
+	s := strconv.FormatInt(m/1_000_000, 10)
+	if frac := m % 1_000_000; frac != 0 {
+		s += "." + strings.TrimRight(fmt.Sprintf("%06d", frac), "0")
+	}
+	return sign + s
+}
+
+// Policy is the limits set on one key or project, each zero when not limited.
+type Policy struct {
+	// RPM is requests per minute.
+	RPM int64 `json:"rpm,omitempty"`
+	// TPM is tokens (input and output together) per minute.
+	TPM int64 `json:"tpm,omitempty"`
+	// Concurrency is how many requests may be in flight at once.
+	Concurrency int64 `json:"concurrency,omitempty"`
+	// Budget is the spend limit per period; nil when spend is not limited.
+	Budget *Budget `json:"budget,omitempty"`
+	// Models holds per-model variants, which apply to requests for that service model
+	// on top of the policy itself. A variant has no Models of its own.
+	Models map[string]*Policy `json:"models,omitempty"`
+}
+
+// IsZero reports a policy that limits nothing.
+func (p *Policy) IsZero() bool {
+	if p == nil {
+		return true
+	}
+	if p.RPM != 0 || p.TPM != 0 || p.Concurrency != 0 || p.Budget != nil {
+		return false
+	}
+	for _, v := range p.Models {
+		if !v.IsZero() {
+			return false
+		}
+	}
+	return true
+}
+
+// Validate checks that every figure is non-negative, budgets are well formed, and
+// per-model variants do not nest.
+func (p *Policy) Validate() error {
+	if p == nil {
+		return nil
+	}
+	return p.validate(true)
+}
+
+func (p *Policy) validate(top bool) error {
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{{"rpm", p.RPM}, {"tpm", p.TPM}, {"concurrency", p.Concurrency}} {
+		if f.v < 0 {
+			return fmt.Errorf("%s must not be negative", f.name)
+		}
+	}
+	if p.Budget != nil {
+		if err := p.Budget.Validate(); err != nil {
+			return err
+		}
+	}
+	if len(p.Models) > 0 && !top {
+		return errors.New("a per-model limit cannot have per-model limits of its own")
+	}
+	for model, v := range p.Models {
+		if strings.TrimSpace(model) == "" {
+			return errors.New("per-model limit: empty model id")
+		}
+		if v == nil {
+			return fmt.Errorf("model %q: empty limit", model)
+		}
+		if err := v.validate(false); err != nil {
+			return fmt.Errorf("model %q: %v", model, err)
+		}
+	}
+	return nil
+}
+
+// Scope names what a counter counts for: a key or a project, for all its models or for
+// one (a per-model variant).
+type Scope struct {
+	Kind  ScopeKind
+	ID    string
+	Model string // empty: every model
+}
+
+// ScopeKind is "key" or "project".
+type ScopeKind string
+
+// The kinds of scope.
+const (
+	ScopeKey     ScopeKind = "key"
+	ScopeProject ScopeKind = "project"
+)
+
+// String is a stable name for the scope, used in counter names: "key:<id>" or
+// "project:<id>", with "/model:<id>" for a per-model variant.
+func (s Scope) String() string {
+	out := string(s.Kind) + ":" + s.ID
+	if s.Model != "" {
+		out += "/model:" + s.Model
+	}
+	return out
+}
+
+// Allowance is what is left of a rate limit: Limit per minute, Remaining now, and Reset,
+// how long until the allowance is whole again.
+type Allowance struct {
+	Limit     int64         `json:"limit"`
+	Remaining int64         `json:"remaining"`
+	Reset     time.Duration `json:"reset_ns"`
+}
+
+// Status is one scope's standing, for the admin API and the console: spend this budget
+// period against the budget, and what is left of each rate limit.
+type Status struct {
+	Scope  string `json:"scope"`
+	Policy Policy `json:"policy"`
+	// SpentMicros is the settled spend of the budget's current period (for a scope
+	// without a budget: of the current month); ReservedMicros is held by requests in
+	// flight.
+	SpentMicros    int64 `json:"spent_micros"`
+	ReservedMicros int64 `json:"reserved_micros"`
+	// RemainingMicros is the budget left (never negative); absent without a budget.
+	RemainingMicros *int64    `json:"remaining_micros,omitempty"`
+	PeriodStart     time.Time `json:"period_start,omitzero"`
+	ResetAt         time.Time `json:"reset_at,omitzero"`
+	// Requests and Tokens are the per-minute allowances; nil when not limited.
+	Requests *Allowance `json:"requests,omitempty"`
+	Tokens   *Allowance `json:"tokens,omitempty"`
+	InFlight int64      `json:"in_flight"`
+}
