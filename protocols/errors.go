@@ -21,6 +21,9 @@ type APIError struct {
 	Message string
 	// RetryAfter, when positive, is sent as the Retry-After header (whole seconds).
 	RetryAfter int
+	// RetryAfterMillis, when positive, is also sent as Retry-After-Ms, which the SDKs
+	// read before Retry-After.
+	RetryAfterMillis int64
 	// NoRetry tells SDKs (through x-should-retry: false) that repeating the request
 	// cannot help, so a misconfigured client fails at once instead of backing off.
 	NoRetry bool
@@ -61,6 +64,9 @@ func (e *APIError) Write(w http.ResponseWriter, requestID string) {
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	if e.RetryAfter > 0 {
 		h.Set("Retry-After", strconv.Itoa(e.RetryAfter))
+	}
+	if e.RetryAfterMillis > 0 {
+		h.Set("Retry-After-Ms", strconv.FormatInt(e.RetryAfterMillis, 10))
 	}
 	if e.NoRetry {
 		h.Set("X-Should-Retry", "false")
