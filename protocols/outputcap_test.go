@@ -88,3 +88,31 @@ func TestOutputCapFieldsRefuseCaseVariants(t *testing.T) {
 		checkInvalid(t, err, c.family, c.key)
 	}
 }
+
+func TestOutputCapIsTheSmallestCapTheRequestSets(t *testing.T) {
+	chat := protocols.Operation{Family: protocols.FamilyA, Kind: protocols.KindChat}
+	for _, c := range []struct {
+		body string
+		want int64
+		ok   bool
+	}{
+		{`{"model":"m","messages":[]}`, 0, false},
+		{`{"model":"m","max_tokens":500,"messages":[]}`, 500, true},
+		{`{"model":"m","max_tokens":500,"max_completion_tokens":300,"messages":[]}`, 300, true},
+		{`{"model":"m","max_completion_tokens":"lots","messages":[]}`, 0, false},
+		{`{"model":"m","max_completion_tokens":0.5,"messages":[]}`, 0, false},
+	} {
+		p, apiErr := protocols.ParseRequest(protocols.FamilyA, []byte(c.body))
+		require.Nil(t, apiErr)
+		got, ok := p.OutputCap(chat)
+		assert.Equal(t, c.ok, ok, c.body)
+		assert.Equal(t, c.want, got, c.body)
+	}
+	p, _ := protocols.ParseRequest(protocols.FamilyB, []byte(`{"model":"m","max_tokens":64,"messages":[]}`))
+	got, ok := p.OutputCap(protocols.Operation{Family: protocols.FamilyB, Kind: protocols.KindMessages})
+	assert.True(t, ok)
+	assert.Equal(t, int64(64), got)
+	p, _ = protocols.ParseRequest(protocols.FamilyA, []byte(`{"model":"m","max_output_tokens":77,"input":"x"}`))
+	got, _ = p.OutputCap(protocols.Operation{Family: protocols.FamilyA, Kind: protocols.KindResponses})
+	assert.Equal(t, int64(77), got)
+}

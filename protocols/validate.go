@@ -80,3 +80,18 @@ type capField struct {
 	name  string
 	value gjson.Result
 }
+
+// OutputCap is the most output the request allows itself: the smallest of its cap fields
+// that holds a positive whole number (a request may carry both of chat completions' caps).
+// ok is false when it sets none.
+func (p *ParsedRequest) OutputCap(op Operation) (limit int64, ok bool) {
+	for _, f := range ShapeOf(op.Kind).outputCaps(p, op.Kind) {
+		if f.value.Type != gjson.Number || f.value.Num < 1 || f.value.Num != float64(int64(f.value.Num)) {
+			continue
+		}
+		if v := int64(f.value.Num); !ok || v < limit {
+			limit, ok = v, true
+		}
+	}
+	return limit, ok
+}

@@ -1,0 +1,34 @@
+package metering
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/switchyard-gw/switchyard/routing"
+)
+
+// The reservation for a request is never below what the same token counts are metered
+// at, whatever mix of cached, cache-write, visible and reasoning tokens they turn out to be.
+func TestWorstCaseCostBoundsEveryMeteredMix(t *testing.T) {
+	prices := []routing.Prices{
+		{Input: 1_250_000, CachedInput: 125_000, Output: 10_000_000, Reasoning: 10_000_000},
+		{Input: 3_000_000, CacheWrite: 3_750_000, CachedInput: 300_000, Output: 15_000_000},
+		{Input: 1_000_000, Output: 2_000_000, Reasoning: 8_000_000},
+		{},
+	}
+	for _, p := range prices {
+		const in, out = 12_345, 6_789
+		worst := WorstCaseCost(p, in, out)
+		for _, u := range []Usage{
+			{Input: in, Output: out},
+			{Input: in, CacheWrite: in, Output: out, Reasoning: out},
+			{Input: in, CachedInput: in / 2, CacheWrite: in / 2, Output: out, Reasoning: out / 3},
+		} {
+			assert.LessOrEqual(t, Cost(p, u), worst, "prices %+v usage %+v", p, u)
+		}
+	}
+	// Reasoning dearer than output: the reservation prices all output at it.
+	assert.Equal(t, Cost(prices[2], Usage{Input: 1000, Output: 1000, Reasoning: 1000}), WorstCaseCost(prices[2], 1000, 1000))
+	assert.Equal(t, int64(2), EstimateInputTokens(5))
+}
