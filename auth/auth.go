@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+
+	"github.com/switchyard-gw/switchyard/limits"
 )
 
 // Identity is what a valid key resolves to.
@@ -19,6 +21,11 @@ type Identity struct {
 	// Models, when non-nil, is the set of service models the key may call; a key may not
 	// see or call any other.
 	Models map[string]bool
+	// ProjectID is the key's project (empty: none); its limits come from
+	// Cache.Project. Keys from the configuration have none.
+	ProjectID string
+	// Limits are the key's own limits (nil: none of its own). Shared: never modify.
+	Limits *limits.Policy
 }
 
 // MayCall reports whether the identity may use the service model.

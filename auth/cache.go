@@ -45,6 +45,13 @@ type Cache struct {
 	// or a snapshot), so the next refresh reads every key rather than the changes.
 	stale bool
 
+	// projects maps a project id to the project, replaced whole on each change (never
+	// modified), so that Project reads it without a lock. projSeq and projStale are to
+	// projects what seq and stale are to keys; they are guarded by mu.
+	projects  atomic.Pointer[map[string]*Project]
+	projSeq   int64
+	projStale bool
+
 	refreshMu sync.Mutex // one refresh at a time
 
 	touchMu sync.Mutex
@@ -74,7 +81,17 @@ func newCache(store KeyStore, opts CacheOptions) *Cache {
 	if opts.Log == nil {
 		opts.Log = func(string, error) {}
 	}
-	return &Cache{store: store, opts: opts, now: time.Now, byHash: map[Hash]*cachedKey{}, hashOf: map[string]Hash{}, stale: true}
+	c := &Cache{store: store, opts: opts, now: time.Now, byHash: map[Hash]*cachedKey{}, hashOf: map[string]Hash{}, stale: true, projStale: true}
+	c.projects.Store(&map[string]*Project{})
+	return c
+}
+
+// Project returns a project the cache holds (the store's projects, or the snapshot's
+// while the store is unreachable). It takes no lock; the project is shared: never
+// modify it.
+func (c *Cache) Project(id string) (*Project, bool) {
+	p, ok := (*c.projects.Load())[id]
+	return p, ok
 }
 
 // OpenCache loads every key of the store, as NewCache does, and keeps opts.Snapshot up
@@ -140,17 +157,36 @@ func (c *Cache) VerifyHash(h Hash) (*Identity, bool) {
 func (c *Cache) Refresh(ctx context.Context) error {
 	c.refreshMu.Lock()
 	defer c.refreshMu.Unlock()
+	ps, hasProjects := c.store.(ProjectStore)
 	c.mu.RLock()
 	since, full := c.seq, c.stale
+	projSince, projFull := c.projSeq, c.projStale && hasProjects
 	c.mu.RUnlock()
 	if full {
 		since = 0
 	}
+	if projFull {
+		projSince = 0
+	}
 	rctx, cancel := context.WithTimeout(ctx, refreshTimeout)
+	defer cancel()
 	changed, err := c.store.ChangedSince(rctx, since)
-	cancel()
-	if err != nil || (len(changed) == 0 && !full) {
+	if err != nil {
 		return err
+	}
+	// Projects are read after the keys: a project a key refers to was stored before the
+	// key was put in it, so it is in this read (or was in an earlier one).
+	var (
+		projects []*Project
+		perr     error
+	)
+	if hasProjects {
+		if projects, perr = ps.ProjectsChangedSince(rctx, projSince); perr != nil {
+			projects, projFull = nil, false // the keys are applied; projects next time
+		}
+	}
+	if len(changed) == 0 && !full && len(projects) == 0 && !projFull {
+		return perr
 	}
 	now := c.now()
 	c.mu.Lock()
@@ -168,6 +204,21 @@ func (c *Cache) Refresh(ctx context.Context) error {
 		}
 		c.seq = max(c.seq, k.Seq)
 	}
+	if projFull || len(projects) > 0 {
+		next := make(map[string]*Project, len(*c.projects.Load())+len(projects))
+		if projFull {
+			c.projSeq, c.projStale = 0, false
+		} else {
+			for id, p := range *c.projects.Load() {
+				next[id] = p
+			}
+		}
+		for _, p := range projects {
+			next[p.ID] = p
+			c.projSeq = max(c.projSeq, p.Seq)
+		}
+		c.projects.Store(&next)
+	}
 	var snap *snapshotFile
 	if c.opts.Snapshot != "" {
 		snap = c.snapshotOf()
@@ -178,11 +229,11 @@ func (c *Cache) Refresh(ctx context.Context) error {
 			c.opts.Log("writing the key snapshot (a start while the key store is unreachable would serve an older one)", err)
 		}
 	}
-	return nil
+	return perr
 }
 
 func identityOf(k *Key) *Identity {
-	id := &Identity{KeyID: k.ID, Name: k.Name}
+	id := &Identity{KeyID: k.ID, Name: k.Name, ProjectID: k.ProjectID, Limits: k.Limits}
 	if len(k.Models) > 0 {
 		id.Models = make(map[string]bool, len(k.Models))
 		for _, m := range k.Models {

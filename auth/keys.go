@@ -6,6 +6,8 @@ import (
 	"encoding/base32"
 	"errors"
 	"time"
+
+	"github.com/switchyard-gw/switchyard/limits"
 )
 
 // KeyPrefix starts every generated key, so that a leaked key is recognisable (and secret
@@ -59,6 +61,10 @@ type Key struct {
 	RevokedAt  time.Time `json:"revoked_at,omitzero"`
 	// ReplacedBy is the id of the key that replaced this one in a rotation.
 	ReplacedBy string `json:"replaced_by,omitempty"`
+	// ProjectID is the project the key belongs to; empty: none.
+	ProjectID string `json:"project_id,omitempty"`
+	// Limits are the key's own limits; nil: none of its own.
+	Limits *limits.Policy `json:"limits,omitempty"`
 	// Seq orders changes: every write to a key gives it the store's next sequence
 	// number, so that gateways sharing a store pick up exactly what changed.
 	Seq int64 `json:"-"`
@@ -80,7 +86,8 @@ func (k *Key) Status(now time.Time) string {
 	return "active"
 }
 
-// ErrNotFound is returned for a key id the store does not have.
+// ErrNotFound is returned for a key id the store does not have; a *NotFoundError (a
+// project, a key named as such) errors.Is it too.
 var ErrNotFound = errors.New("no such key")
 
 // ErrConflict is returned for a write that clashes with what is stored: a key already
@@ -90,7 +97,8 @@ var ErrConflict = errors.New("conflict with the stored key")
 // KeyStore keeps keys. Implementations (SQLite, PostgreSQL) live in package store.
 // Every method that changes a key gives it a new Seq.
 type KeyStore interface {
-	// CreateKey stores a new key (ID, Hash, Prefix, Name, Models, CreatedAt, ExpiresAt set).
+	// CreateKey stores a new key (ID, Hash, Prefix, Name, Models, CreatedAt, ExpiresAt,
+	// ProjectID and Limits set).
 	CreateKey(ctx context.Context, k *Key) error
 	// GetKey returns one key by id, or ErrNotFound.
 	GetKey(ctx context.Context, id string) (*Key, error)

@@ -5,16 +5,25 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/switchyard-gw/switchyard/limits"
 )
 
-// Manager is what operators do with keys: create, rotate, revoke, list. Every change
-// reaches this gateway's cache before the call returns, so a revoked key stops working
-// here at once (other gateways sharing the store follow within their refresh interval).
+// Manager is what operators do with keys and projects: create, rotate, revoke, list,
+// set limits. Every change reaches this gateway's cache before the call returns, so a
+// revoked key stops working here at once (other gateways sharing the store follow
+// within their refresh interval), and is recorded in the audit trail with the actor of
+// the call's context (ActorOf).
 type Manager struct {
 	Store KeyStore
-	Cache *Cache
+	// Projects keeps projects, limits and the audit trail; nil: this store keeps no
+	// projects (the calls about projects and limits are refused as invalid, and
+	// nothing is audited).
+	Projects ProjectStore
+	Cache    *Cache
 	// ModelExists checks a model named in an allowlist; nil accepts any.
 	ModelExists func(id string) bool
 	// Now is the clock; nil means time.Now.
@@ -66,6 +75,10 @@ type CreateRequest struct {
 	Models []string
 	// ExpiresAt, when set, must be in the future.
 	ExpiresAt time.Time
+	// ProjectID, when set, names an existing project the key belongs to.
+	ProjectID string
+	// Limits are the key's own limits; nil: none.
+	Limits *limits.Policy
 }
 
 // Created is a new key and its secret, which is shown this once and never stored.
@@ -87,6 +100,9 @@ func (m *Manager) newKey(req CreateRequest, now time.Time) (*Key, string, error)
 	if !req.ExpiresAt.IsZero() && !req.ExpiresAt.After(now) {
 		return nil, "", invalid("expires_at: must be in the future")
 	}
+	if err := m.checkLimits(req.Limits); err != nil {
+		return nil, "", err
+	}
 	secret, err := GenerateSecret()
 	if err != nil {
 		return nil, "", err
@@ -99,19 +115,51 @@ func (m *Manager) newKey(req CreateRequest, now time.Time) (*Key, string, error)
 		Models:    models,
 		CreatedAt: now,
 		ExpiresAt: req.ExpiresAt.UTC(),
+		ProjectID: req.ProjectID,
+		Limits:    NormalizeLimits(req.Limits),
 	}, secret, nil
 }
 
-// Create makes a new key.
+// Create makes a new key, in req.ProjectID's project when set (the project must
+// exist), with req.Limits as its own limits.
 func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Created, error) {
+	if req.ProjectID != "" {
+		if err := m.checkProjectExists(ctx, "create key", req.ProjectID); err != nil {
+			return nil, err
+		}
+	}
 	k, secret, err := m.newKey(req, m.now())
 	if err != nil {
 		return nil, err
 	}
-	if err := m.Store.CreateKey(ctx, k); err != nil {
+	e := m.entry(ctx, ActionKeyCreate, k.ID, keyCreateDetail(k))
+	if as, ok := m.Store.(AuditedKeyStore); ok && m.Projects != nil {
+		err = as.CreateKeyAudited(ctx, k, e)
+	} else if err = m.Store.CreateKey(ctx, k); err == nil {
+		err = m.appendAudit(ctx, e)
+	}
+	if err != nil {
+		if IsProjectNotFound(err) { // the project went away meanwhile
+			return nil, invalid("%v; create it first", err)
+		}
 		return nil, m.report("create key", err)
 	}
 	return &Created{Key: k, Secret: secret}, m.report("create key "+k.ID+": reading it back", m.Cache.Refresh(ctx))
+}
+
+// keyCreateDetail says what a new key is: its name, and its project and limits when set.
+func keyCreateDetail(k *Key) string {
+	parts := []string{"name " + strconv.QuoteToGraphic(k.Name)}
+	if k.ProjectID != "" {
+		parts = append(parts, "project "+k.ProjectID)
+	}
+	if len(k.Models) > 0 {
+		parts = append(parts, "models "+strings.Join(k.Models, ", "))
+	}
+	if k.Limits != nil {
+		parts = append(parts, DescribeLimits(k.Limits))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // Rotated is the result of a rotation: the replacement with its secret, and the old key
@@ -121,8 +169,8 @@ type Rotated struct {
 	Replaced *Key `json:"replaced"`
 }
 
-// Rotate replaces a key with a new one of the same name and models. The old key stops
-// working at once, or after grace.
+// Rotate replaces a key with a new one of the same name, models, project and limits.
+// The old key stops working at once, or after grace.
 func (m *Manager) Rotate(ctx context.Context, id string, grace time.Duration) (*Rotated, error) {
 	if grace < 0 {
 		return nil, invalid("grace: must not be negative")
@@ -142,7 +190,22 @@ func (m *Manager) Rotate(ctx context.Context, id string, grace time.Duration) (*
 	if err != nil {
 		return nil, err
 	}
-	replaced, err := m.Store.RotateKey(ctx, id, k, now, grace)
+	// The replacement carries the project and limits as stored, not re-checked: a
+	// rotation must not fail because a model named in a limit was removed since.
+	k.ProjectID, k.Limits = old.ProjectID, old.Limits
+	detail := "replaced by " + k.ID + "; the old key "
+	if grace == 0 {
+		detail += "is revoked now"
+	} else {
+		detail += "keeps working for " + grace.String()
+	}
+	e := m.entry(ctx, ActionKeyRotate, id, detail)
+	var replaced *Key
+	if as, ok := m.Store.(AuditedKeyStore); ok && m.Projects != nil {
+		replaced, err = as.RotateKeyAudited(ctx, id, k, now, grace, e)
+	} else if replaced, err = m.Store.RotateKey(ctx, id, k, now, grace); err == nil {
+		err = m.appendAudit(ctx, e)
+	}
 	if err != nil {
 		return nil, m.report("rotate key "+loggableID(id), err)
 	}
@@ -150,9 +213,21 @@ func (m *Manager) Rotate(ctx context.Context, id string, grace time.Duration) (*
 		m.report("rotate key "+loggableID(id)+": reading it back", m.Cache.Refresh(ctx))
 }
 
-// Revoke ends a key now.
+// Revoke ends a key now. Revoking a revoked key changes (and records) nothing.
 func (m *Manager) Revoke(ctx context.Context, id string) (*Key, error) {
-	if err := m.Store.RevokeKey(ctx, id, m.now()); err != nil {
+	var err error
+	if as, ok := m.Store.(AuditedKeyStore); ok && m.Projects != nil {
+		_, err = as.RevokeKeyAudited(ctx, id, m.now(), m.entry(ctx, ActionKeyRevoke, id, "revoked"))
+	} else {
+		var before *Key
+		if m.Projects != nil {
+			before, _ = m.Store.GetKey(ctx, id)
+		}
+		if err = m.Store.RevokeKey(ctx, id, m.now()); err == nil && before != nil && before.RevokedAt.IsZero() {
+			err = m.appendAudit(ctx, m.entry(ctx, ActionKeyRevoke, id, "revoked"))
+		}
+	}
+	if err != nil {
 		return nil, m.report("revoke key "+loggableID(id), err)
 	}
 	if err := m.Cache.Refresh(ctx); err != nil {

@@ -23,6 +23,9 @@ import (
 type Record struct {
 	RequestID string `json:"request_id"`
 	KeyID     string `json:"key_id"`
+	// ProjectID is the key's project when the request was made; empty: none. Journal
+	// lines written before it existed have none.
+	ProjectID string `json:"project_id,omitempty"`
 	Model     string `json:"model"`
 	Candidate string `json:"candidate"`
 	Protocol  string `json:"protocol"`

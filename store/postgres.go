@@ -132,7 +132,7 @@ func (b *pgBackend) write(ctx context.Context, fn func(writer) error) error {
 	})
 }
 
-const pgKeyColumns = `id, name, prefix, hash, models, created_at, last_used_at, expires_at, revoked_at, replaced_by, seq`
+const pgKeyColumns = `id, name, prefix, hash, models, created_at, last_used_at, expires_at, revoked_at, replaced_by, seq, project_id, limits`
 
 func (b *pgBackend) getKey(ctx context.Context, id string) (*auth.Key, error) {
 	return scanPGKey(b.pool.QueryRow(ctx, `SELECT `+pgKeyColumns+` FROM api_keys WHERE id = $1`, id))
@@ -196,10 +196,15 @@ func (w pgWriter) insert(ctx context.Context, k *auth.Key) error {
 	if len(k.Models) > 0 {
 		models = k.Models
 	}
-	_, err := w.tx.Exec(ctx, `INSERT INTO api_keys (`+pgKeyColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+	lim, err := encodeLimits(k.Limits)
+	if err != nil {
+		return err
+	}
+	_, err = w.tx.Exec(ctx, `INSERT INTO api_keys (`+pgKeyColumns+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::jsonb)`,
 		k.ID, k.Name, k.Prefix, k.Hash[:], models, k.CreatedAt,
-		pgTime(k.LastUsedAt), pgTime(k.ExpiresAt), pgTime(k.RevokedAt), nullString(k.ReplacedBy), k.Seq)
+		pgTime(k.LastUsedAt), pgTime(k.ExpiresAt), pgTime(k.RevokedAt), nullString(k.ReplacedBy), k.Seq,
+		nullString(k.ProjectID), lim)
 	if pe, ok := errors.AsType[*pgconn.PgError](err); ok && pe.Code == "23505" { // unique_violation
 		return fmt.Errorf("%w: key %q: id or hash already stored", ErrConflict, k.ID)
 	}
@@ -207,9 +212,13 @@ func (w pgWriter) insert(ctx context.Context, k *auth.Key) error {
 }
 
 func (w pgWriter) update(ctx context.Context, k *auth.Key) error {
-	_, err := w.tx.Exec(ctx,
-		`UPDATE api_keys SET expires_at = $1, revoked_at = $2, replaced_by = $3, seq = $4 WHERE id = $5`,
-		pgTime(k.ExpiresAt), pgTime(k.RevokedAt), nullString(k.ReplacedBy), k.Seq, k.ID)
+	lim, err := encodeLimits(k.Limits)
+	if err != nil {
+		return err
+	}
+	_, err = w.tx.Exec(ctx,
+		`UPDATE api_keys SET expires_at = $1, revoked_at = $2, replaced_by = $3, project_id = $4, limits = $5::jsonb, seq = $6 WHERE id = $7`,
+		pgTime(k.ExpiresAt), pgTime(k.RevokedAt), nullString(k.ReplacedBy), nullString(k.ProjectID), lim, k.Seq, k.ID)
 	return err
 }
 
@@ -232,10 +241,12 @@ func scanPGKey(row pgx.Row) (*auth.Key, error) {
 	var (
 		k                                   auth.Key
 		hash                                []byte
-		replacedBy                          pgtype.Text
+		replacedBy, projectID               pgtype.Text
+		lim                                 []byte
 		created, lastUsed, expires, revoked pgtype.Timestamptz
 	)
-	err := row.Scan(&k.ID, &k.Name, &k.Prefix, &hash, &k.Models, &created, &lastUsed, &expires, &revoked, &replacedBy, &k.Seq)
+	err := row.Scan(&k.ID, &k.Name, &k.Prefix, &hash, &k.Models, &created, &lastUsed, &expires, &revoked, &replacedBy, &k.Seq,
+		&projectID, &lim)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, auth.ErrNotFound
 	}
@@ -254,5 +265,9 @@ func scanPGKey(row pgx.Row) (*auth.Key, error) {
 	k.ExpiresAt = fromPGTime(expires)
 	k.RevokedAt = fromPGTime(revoked)
 	k.ReplacedBy = replacedBy.String
+	k.ProjectID = projectID.String
+	if k.Limits, err = decodeLimits("key "+k.ID, lim); err != nil {
+		return nil, err
+	}
 	return &k, nil
 }

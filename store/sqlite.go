@@ -175,7 +175,7 @@ func (b *sqliteBackend) write(ctx context.Context, fn func(writer) error) error 
 	return tx.Commit()
 }
 
-const sqliteKeyColumns = `id, name, prefix, hash, models, created_at, last_used_at, expires_at, revoked_at, replaced_by, seq`
+const sqliteKeyColumns = `id, name, prefix, hash, models, created_at, last_used_at, expires_at, revoked_at, replaced_by, seq, project_id, limits`
 
 func (b *sqliteBackend) getKey(ctx context.Context, id string) (*auth.Key, error) {
 	return scanSQLiteKey(b.r.QueryRowContext(ctx, `SELECT `+sqliteKeyColumns+` FROM api_keys WHERE id = ?`, id))
@@ -242,10 +242,15 @@ func (w sqliteWriter) insert(ctx context.Context, k *auth.Key) error {
 		}
 		models = string(b)
 	}
-	_, err := w.tx.ExecContext(ctx, `INSERT INTO api_keys (`+sqliteKeyColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	lim, err := encodeLimits(k.Limits)
+	if err != nil {
+		return err
+	}
+	_, err = w.tx.ExecContext(ctx, `INSERT INTO api_keys (`+sqliteKeyColumns+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		k.ID, k.Name, k.Prefix, k.Hash[:], models, k.CreatedAt.UnixMicro(),
-		sqliteTime(k.LastUsedAt), sqliteTime(k.ExpiresAt), sqliteTime(k.RevokedAt), nullString(k.ReplacedBy), k.Seq)
+		sqliteTime(k.LastUsedAt), sqliteTime(k.ExpiresAt), sqliteTime(k.RevokedAt), nullString(k.ReplacedBy), k.Seq,
+		nullString(k.ProjectID), lim)
 	var se *sqlite.Error
 	if errors.As(err, &se) && (se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE || se.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY) {
 		return fmt.Errorf("%w: key %q: id or hash already stored", ErrConflict, k.ID)
@@ -254,9 +259,13 @@ func (w sqliteWriter) insert(ctx context.Context, k *auth.Key) error {
 }
 
 func (w sqliteWriter) update(ctx context.Context, k *auth.Key) error {
-	_, err := w.tx.ExecContext(ctx,
-		`UPDATE api_keys SET expires_at = ?, revoked_at = ?, replaced_by = ?, seq = ? WHERE id = ?`,
-		sqliteTime(k.ExpiresAt), sqliteTime(k.RevokedAt), nullString(k.ReplacedBy), k.Seq, k.ID)
+	lim, err := encodeLimits(k.Limits)
+	if err != nil {
+		return err
+	}
+	_, err = w.tx.ExecContext(ctx,
+		`UPDATE api_keys SET expires_at = ?, revoked_at = ?, replaced_by = ?, project_id = ?, limits = ?, seq = ? WHERE id = ?`,
+		sqliteTime(k.ExpiresAt), sqliteTime(k.RevokedAt), nullString(k.ReplacedBy), nullString(k.ProjectID), lim, k.Seq, k.ID)
 	return err
 }
 
@@ -287,10 +296,12 @@ func scanSQLiteKey(row interface{ Scan(...any) error }) (*auth.Key, error) {
 		k                          auth.Key
 		hash                       []byte
 		models, replacedBy         sql.NullString
+		projectID, lim             sql.NullString
 		created                    int64
 		lastUsed, expires, revoked sql.NullInt64
 	)
-	err := row.Scan(&k.ID, &k.Name, &k.Prefix, &hash, &models, &created, &lastUsed, &expires, &revoked, &replacedBy, &k.Seq)
+	err := row.Scan(&k.ID, &k.Name, &k.Prefix, &hash, &models, &created, &lastUsed, &expires, &revoked, &replacedBy, &k.Seq,
+		&projectID, &lim)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, auth.ErrNotFound
 	}
@@ -314,5 +325,9 @@ func scanSQLiteKey(row interface{ Scan(...any) error }) (*auth.Key, error) {
 	k.ExpiresAt = fromSQLiteTime(expires)
 	k.RevokedAt = fromSQLiteTime(revoked)
 	k.ReplacedBy = replacedBy.String
+	k.ProjectID = projectID.String
+	if k.Limits, err = decodeLimits("key "+k.ID, []byte(lim.String)); err != nil {
+		return nil, err
+	}
 	return &k, nil
 }

@@ -1,12 +1,13 @@
-// Package store keeps Switchyard's shared state in a database: API keys and the usage
-// ledger. Two drivers give the same tables and the same behaviour:
+// Package store keeps Switchyard's shared state in a database: API keys, projects and
+// their limits, the audit trail and the usage ledger. Two drivers give the same tables and the same behaviour:
 //
 //   - "sqlite": an embedded SQLite file (pure Go, no cgo). The default: one gateway, or
 //     several processes on one host sharing the file.
 //   - "postgres": a PostgreSQL database, for several gateways on different hosts.
 //
-// A *Store implements auth.KeyStore, and metering.Sink and metering.Reader for usage
-// (see usage.go). The schema is created and upgraded by migrations embedded in the
+// A *Store implements auth.KeyStore, auth.AuditedKeyStore and auth.ProjectStore (see
+// projects.go), metering.Sink and metering.Reader for usage (see usage.go), and the
+// limits' seeding by Spend. The schema is created and upgraded by migrations embedded in the
 // binary and applied by Open.
 package store
 
@@ -258,23 +259,40 @@ func call0(ctx context.Context, s *Store, kind int, fn func(backend) error) erro
 }
 
 // CreateKey implements auth.KeyStore. It stores k's ID, Name, Prefix, Hash, Models,
-// CreatedAt (now when zero) and ExpiresAt; a new key has not been used, revoked or
-// replaced, so the other fields are not read. On success k.Seq is the key's sequence
-// number, and k.CreatedAt is set if it was zero. A key id or hash already stored gives
-// ErrConflict.
+// CreatedAt (now when zero), ExpiresAt, ProjectID and Limits; a new key has not been
+// used, revoked or replaced, so the other fields are not read. On success k.Seq is the
+// key's sequence number, and k.CreatedAt is set if it was zero. A key id or hash already
+// stored gives ErrConflict; a ProjectID not stored, an error naming the project that
+// errors.Is auth.ErrNotFound.
 func (s *Store) CreateKey(ctx context.Context, k *auth.Key) error {
+	return s.CreateKeyAudited(ctx, k, nil)
+}
+
+// CreateKeyAudited implements auth.AuditedKeyStore: CreateKey, and e (when not nil)
+// in the same transaction.
+func (s *Store) CreateKeyAudited(ctx context.Context, k *auth.Key, e *auth.AuditEntry) error {
 	row, err := newRow(k, time.Now())
+	if err != nil {
+		return err
+	}
+	entry, err := newAuditRow(e)
 	if err != nil {
 		return err
 	}
 	err = call0(ctx, s, kindWrite, func(b backend) error {
 		return b.write(ctx, func(w writer) error {
+			if err := checkProject(ctx, w, row.ProjectID); err != nil {
+				return err
+			}
 			seq, err := w.nextSeq(ctx)
 			if err != nil {
 				return err
 			}
 			row.Seq = seq
-			return w.insert(ctx, row)
+			if err := w.insert(ctx, row); err != nil {
+				return err
+			}
+			return appendAuditIn(ctx, w, entry)
 		})
 	})
 	if err != nil {
@@ -284,6 +302,7 @@ func (s *Store) CreateKey(ctx context.Context, k *auth.Key) error {
 	if k.CreatedAt.IsZero() {
 		k.CreatedAt = row.CreatedAt
 	}
+	auditDone(e, entry)
 	return nil
 }
 
@@ -301,8 +320,21 @@ func (s *Store) ListKeys(ctx context.Context) ([]*auth.Key, error) {
 // already revoked changes nothing (it keeps its first revocation time and its Seq, so
 // no gateway is woken for it). An unknown id gives auth.ErrNotFound.
 func (s *Store) RevokeKey(ctx context.Context, id string, at time.Time) error {
+	_, err := s.RevokeKeyAudited(ctx, id, at, nil)
+	return err
+}
+
+// RevokeKeyAudited implements auth.AuditedKeyStore: RevokeKey, and e (when not nil) in
+// the same transaction when the key was not revoked yet (changed). A key already
+// revoked records nothing.
+func (s *Store) RevokeKeyAudited(ctx context.Context, id string, at time.Time, e *auth.AuditEntry) (changed bool, err error) {
 	at = storedTime(orNow(at))
-	return call0(ctx, s, kindWrite, func(b backend) error {
+	entry, err := newAuditRow(e)
+	if err != nil {
+		return false, err
+	}
+	err = call0(ctx, s, kindWrite, func(b backend) error {
+		changed = false
 		return b.write(ctx, func(w writer) error {
 			k, err := w.get(ctx, id)
 			if err != nil || !k.RevokedAt.IsZero() {
@@ -312,9 +344,17 @@ func (s *Store) RevokeKey(ctx context.Context, id string, at time.Time) error {
 				return err
 			}
 			k.RevokedAt = at
-			return w.update(ctx, k)
+			if err := w.update(ctx, k); err != nil {
+				return err
+			}
+			changed = true
+			return appendAuditIn(ctx, w, entry)
 		})
 	})
+	if err == nil && changed {
+		auditDone(e, entry)
+	}
+	return changed && err == nil, err
 }
 
 // RotateKey implements auth.KeyStore. In one transaction it stores replacement (its
@@ -325,12 +365,24 @@ func (s *Store) RevokeKey(ctx context.Context, id string, at time.Time) error {
 // and the old key the one after, so a cache applying changes in order adds the new key
 // before it ends the old one. An unknown oldID gives auth.ErrNotFound and stores nothing; a
 // key that was already replaced gives ErrConflict. On success replacement.Seq is set.
+// The replacement's ProjectID and Limits are stored as given (auth.Manager carries the
+// old key's).
 func (s *Store) RotateKey(ctx context.Context, oldID string, replacement *auth.Key, at time.Time, grace time.Duration) (*auth.Key, error) {
+	return s.RotateKeyAudited(ctx, oldID, replacement, at, grace, nil)
+}
+
+// RotateKeyAudited implements auth.AuditedKeyStore: RotateKey, and e (when not nil) in
+// the same transaction.
+func (s *Store) RotateKeyAudited(ctx context.Context, oldID string, replacement *auth.Key, at time.Time, grace time.Duration, e *auth.AuditEntry) (*auth.Key, error) {
 	if grace < 0 {
 		return nil, fmt.Errorf("store: rotate %q: negative grace %v", oldID, grace)
 	}
 	at = storedTime(orNow(at))
 	row, err := newRow(replacement, at)
+	if err != nil {
+		return nil, err
+	}
+	entry, err := newAuditRow(e)
 	if err != nil {
 		return nil, err
 	}
@@ -343,6 +395,9 @@ func (s *Store) RotateKey(ctx context.Context, oldID string, replacement *auth.K
 			}
 			if k.ReplacedBy != "" {
 				return fmt.Errorf("%w: key %q was already replaced by %q", ErrConflict, oldID, k.ReplacedBy)
+			}
+			if err := checkProject(ctx, w, row.ProjectID); err != nil {
+				return err
 			}
 			if row.Seq, err = w.nextSeq(ctx); err != nil {
 				return err
@@ -362,12 +417,16 @@ func (s *Store) RotateKey(ctx context.Context, oldID string, replacement *auth.K
 			}
 			k.ReplacedBy = row.ID
 			old = k
-			return w.update(ctx, k)
+			if err := w.update(ctx, k); err != nil {
+				return err
+			}
+			return appendAuditIn(ctx, w, entry)
 		})
 	})
 	if err != nil {
 		return nil, err
 	}
+	auditDone(e, entry)
 	replacement.Seq = row.Seq
 	if replacement.CreatedAt.IsZero() {
 		replacement.CreatedAt = row.CreatedAt
@@ -420,6 +479,14 @@ func newRow(k *auth.Key, created time.Time) (*auth.Key, error) {
 	if err := auth.ValidateName(k.Name); err != nil {
 		return nil, fmt.Errorf("store: key %q: %w", k.ID, err)
 	}
+	if k.ProjectID != "" {
+		if err := auth.ValidateProjectID(k.ProjectID); err != nil {
+			return nil, fmt.Errorf("store: key %q: %w", k.ID, err)
+		}
+	}
+	if err := k.Limits.Validate(); err != nil {
+		return nil, fmt.Errorf("store: key %q: limits: %w", k.ID, err)
+	}
 	var models []string
 	for _, m := range k.Models {
 		if strings.TrimSpace(m) == "" {
@@ -439,6 +506,8 @@ func newRow(k *auth.Key, created time.Time) (*auth.Key, error) {
 		Models:    models,
 		CreatedAt: storedTime(createdAt),
 		ExpiresAt: storedTime(k.ExpiresAt),
+		ProjectID: k.ProjectID,
+		Limits:    auth.NormalizeLimits(k.Limits),
 	}, nil
 }
 
@@ -479,6 +548,12 @@ type backend interface {
 	usageDialect() *usageDialect
 	// queryUsage runs a query built by buildUsageQuery.
 	queryUsage(ctx context.Context, uq usageQuery) ([]metering.Row, error)
+	// queryInt runs a query that answers one integer.
+	queryInt(ctx context.Context, query string, args ...any) (int64, error)
+	getProject(ctx context.Context, id string) (*auth.Project, error)
+	listProjects(ctx context.Context) ([]*auth.Project, error)
+	projectsChangedSince(ctx context.Context, seq int64) ([]*auth.Project, error)
+	listAudit(ctx context.Context, limit int, beforeID int64) ([]*auth.AuditEntry, error)
 	close() error
 }
 
@@ -489,9 +564,17 @@ type writer interface {
 	get(ctx context.Context, id string) (*auth.Key, error)
 	// insert stores a new key (every column; ErrConflict on a duplicate id or hash).
 	insert(ctx context.Context, k *auth.Key) error
-	// update writes the columns a key's end changes: expires_at, revoked_at,
-	// replaced_by and seq.
+	// update writes the columns a key's change may touch: expires_at, revoked_at,
+	// replaced_by, project_id, limits and seq.
 	update(ctx context.Context, k *auth.Key) error
+	// getProject reads one project, or returns a *auth.NotFoundError.
+	getProject(ctx context.Context, id string) (*auth.Project, error)
+	// insertProject stores a new project (ErrConflict on a duplicate id).
+	insertProject(ctx context.Context, p *auth.Project) error
+	// updateProject writes a project's name, limits and seq.
+	updateProject(ctx context.Context, p *auth.Project) error
+	// appendAudit stores an entry and returns its id.
+	appendAudit(ctx context.Context, e *auth.AuditEntry) (int64, error)
 }
 
 // resultRows is what both drivers' query results offer: pgx.Rows and *sql.Rows.

@@ -33,7 +33,8 @@ var (
 // journal to be tried again. A record with no RequestID or no Time is refused (it could
 // not be deduplicated, or would fall on no day): a NULL in a NOT NULL column.
 //
-// Times are stored in UTC to the microsecond; an empty KeyID is stored as NULL.
+// Times are stored in UTC to the microsecond; an empty KeyID or ProjectID is stored as
+// NULL.
 func (s *Store) WriteUsage(ctx context.Context, journalID string, upTo int64, records []metering.Record) error {
 	if journalID == "" {
 		return errors.New("store: write usage: empty journal id")
@@ -92,9 +93,9 @@ func (s *Store) QueryUsage(ctx context.Context, q metering.Query) ([]metering.Ro
 // usageColumns are usage_records' columns in the order the backends bind them.
 const usageColumns = `request_id, key_id, model, candidate, protocol, operation, status, ` +
 	`input, cached_input, cache_write, output, reasoning, estimated, ` +
-	`cost_micros, latency_ms, ttfb_ms, attempts, ts`
+	`cost_micros, latency_ms, ttfb_ms, attempts, ts, project_id`
 
-const usageColumnCount = 18
+const usageColumnCount = 19
 
 // The dimensions a usage query can group by.
 const (

@@ -22,10 +22,10 @@ const pgWriteUsage = `WITH stored AS (
 	INSERT INTO usage_records (` + usageColumns + `)
 	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
 		$7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], $12::bigint[],
-		$13::boolean[], $14::bigint[], $15::bigint[], $16::bigint[], $17::bigint[], $18::timestamptz[])
+		$13::boolean[], $14::bigint[], $15::bigint[], $16::bigint[], $17::bigint[], $18::timestamptz[], $19::text[])
 	ON CONFLICT (request_id) DO NOTHING
 )
-INSERT INTO ledger_journals (journal_id, position, updated_at) VALUES ($19, $20, $21)
+INSERT INTO ledger_journals (journal_id, position, updated_at) VALUES ($20, $21, $22)
 ON CONFLICT (journal_id) DO UPDATE
 	SET position = GREATEST(ledger_journals.position, EXCLUDED.position), updated_at = EXCLUDED.updated_at`
 
@@ -42,7 +42,7 @@ func (b *pgBackend) writeUsage(ctx context.Context, journalID string, upTo int64
 
 	n := len(records)
 	var (
-		requestIDs, keyIDs                     = make([]pgtype.Text, n), make([]pgtype.Text, n)
+		requestIDs, keyIDs, projectIDs         = make([]pgtype.Text, n), make([]pgtype.Text, n), make([]pgtype.Text, n)
 		models, candidates, protocols, ops     = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		status, input, cached, cacheWrite      = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
 		output, reasoning, cost, latency, ttfb = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
@@ -56,6 +56,7 @@ func (b *pgBackend) writeUsage(ctx context.Context, journalID string, upTo int64
 		// columns refuse (see Store.WriteUsage).
 		requestIDs[i] = pgtype.Text{String: r.RequestID, Valid: r.RequestID != ""}
 		keyIDs[i] = pgtype.Text{String: r.KeyID, Valid: r.KeyID != ""}
+		projectIDs[i] = pgtype.Text{String: r.ProjectID, Valid: r.ProjectID != ""}
 		models[i], candidates[i], protocols[i], ops[i] = r.Model, r.Candidate, r.Protocol, r.Operation
 		status[i], attempts[i] = int64(r.Status), int64(r.Attempts)
 		input[i], cached[i], cacheWrite[i] = r.Input, r.CachedInput, r.CacheWrite
@@ -66,7 +67,7 @@ func (b *pgBackend) writeUsage(ctx context.Context, journalID string, upTo int64
 	_, err := b.pool.Exec(ctx, pgWriteUsage,
 		requestIDs, keyIDs, models, candidates, protocols, ops,
 		status, input, cached, cacheWrite, output, reasoning,
-		estimated, cost, latency, ttfb, attempts, times,
+		estimated, cost, latency, ttfb, attempts, times, projectIDs,
 		journalID, upTo, now)
 	return err
 }

@@ -11,8 +11,8 @@ import (
 	"github.com/switchyard-gw/switchyard/metering"
 )
 
-// sqliteUsageChunk is how many records one INSERT carries: 256 rows of 18 columns bind
-// 4,608 values, well under SQLite's limit of 32,766, and a batch of 1,000 records
+// sqliteUsageChunk is how many records one INSERT carries: 256 rows of 19 columns bind
+// 4,864 values, well under SQLite's limit of 32,766, and a batch of 1,000 records
 // (the ledger's default) takes four statements instead of a thousand.
 const sqliteUsageChunk = 256
 
@@ -79,7 +79,7 @@ func appendSQLiteUsage(args []any, r *metering.Record) []any {
 	return append(args,
 		nullString(r.RequestID), nullString(r.KeyID), r.Model, r.Candidate, r.Protocol, r.Operation, r.Status,
 		r.Input, r.CachedInput, r.CacheWrite, r.Output, r.Reasoning, estimated,
-		r.CostMicros, r.LatencyMs, r.TTFBMs, r.Attempts, sqliteTime(r.Time))
+		r.CostMicros, r.LatencyMs, r.TTFBMs, r.Attempts, sqliteTime(r.Time), nullString(r.ProjectID))
 }
 
 func (b *sqliteBackend) journalPosition(ctx context.Context, journalID string) (int64, error) {

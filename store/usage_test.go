@@ -27,9 +27,11 @@ func utc(year int, month time.Month, day, hour, minute, sec, nsec int) time.Time
 func usageFixture() []metering.Record {
 	newYork := time.FixedZone("EDT", -4*3600)
 	tokyo := time.FixedZone("JST", 9*3600)
+	// key_a is in project "platform", key_b in "ci"; the others are in none.
+	projectOf := map[string]string{"key_a": "platform", "key_b": "ci"}
 	rec := func(id, key, model string, at time.Time, in, cached, write, out, reasoning, cost int64, est bool) metering.Record {
 		return metering.Record{
-			RequestID: id, KeyID: key, Model: model, Candidate: model + "@upstream", Protocol: "openai", Operation: "chat",
+			RequestID: id, KeyID: key, ProjectID: projectOf[key], Model: model, Candidate: model + "@upstream", Protocol: "openai", Operation: "chat",
 			Status: 200, Usage: metering.Usage{Input: in, CachedInput: cached, CacheWrite: write, Output: out, Reasoning: reasoning, Estimated: est},
 			CostMicros: cost, LatencyMs: 1200, TTFBMs: 300, Attempts: 1, Time: at,
 		}
@@ -173,13 +175,17 @@ var usageSuite = []struct {
 			if r.KeyID == "" {
 				key = nil // a request without a key
 			}
+			var project any = r.ProjectID
+			if r.ProjectID == "" {
+				project = nil // a key in no project
+			}
 			est := int64(0)
 			if r.Estimated {
 				est = 1
 			}
 			want := []any{r.RequestID, key, r.Model, r.Candidate, r.Protocol, r.Operation, int64(r.Status),
 				r.Input, r.CachedInput, r.CacheWrite, r.Output, r.Reasoning, est,
-				r.CostMicros, r.LatencyMs, r.TTFBMs, int64(r.Attempts), storedTime(r.Time).UnixMicro()}
+				r.CostMicros, r.LatencyMs, r.TTFBMs, int64(r.Attempts), storedTime(r.Time).UnixMicro(), project}
 			assert.Equal(t, want, got[i], "record %s", r.RequestID)
 		}
 		pos, err := s.JournalPosition(ctx, "gw-1")
