@@ -105,7 +105,7 @@ func OpenCache(ctx context.Context, store KeyStore, opts CacheOptions) *Cache {
 	if err == nil || opts.Snapshot == "" {
 		return c
 	}
-	byHash, hashOf, f, serr := readSnapshot(opts.Snapshot, opts.StoreID)
+	snap, serr := readSnapshot(opts.Snapshot, opts.StoreID)
 	switch {
 	case errors.Is(serr, errNoSnapshot):
 		c.opts.Log("key store unreachable and no key snapshot yet: only the configuration's keys work until it answers", err)
@@ -113,10 +113,11 @@ func OpenCache(ctx context.Context, store KeyStore, opts CacheOptions) *Cache {
 		c.opts.Log("key store unreachable and the key snapshot is unusable: only the configuration's keys work until it answers", serr)
 	default:
 		c.mu.Lock()
-		c.byHash, c.hashOf = byHash, hashOf
+		c.byHash, c.hashOf = snap.byHash, snap.hashOf
+		c.projects.Store(&snap.projects)
 		c.mu.Unlock()
-		c.opts.Log("key store unreachable: serving the key snapshot written "+f.WrittenAt.Format(time.RFC3339)+
-			" ("+strconv.Itoa(len(byHash))+" stored keys) until it answers", nil)
+		c.opts.Log("key store unreachable: serving the key snapshot written "+snap.file.WrittenAt.Format(time.RFC3339)+
+			" ("+strconv.Itoa(len(snap.byHash))+" stored keys, "+strconv.Itoa(len(snap.projects))+" projects) until it answers", nil)
 	}
 	return c
 }

@@ -8,17 +8,27 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
+
+	"github.com/switchyard-gw/switchyard/limits"
 )
 
 // The key snapshot is what lets a gateway start while its store is unreachable: a local
 // copy of what the cache holds, rewritten (atomically, owner-only) whenever the cache
 // changes. It holds exactly what the cache holds: for each usable key its id, name,
-// SHA-256 hash, model allowlist and expiry. No secret, no display prefix, and no
-// revoked key: a key revoked before the snapshot was written is simply not in it, so it
-// cannot come back from it.
+// SHA-256 hash, model allowlist, expiry, project and own limits, and every project with
+// its limits, so that limits keep holding when a gateway starts during a store outage.
+// No secret, no display prefix, and no revoked key: a key revoked before the snapshot
+// was written is simply not in it, so it cannot come back from it.
+//
+// Version 2 added the keys' projects and limits and the projects; a version-1 snapshot
+// (written before them) still reads, as keys in no project without limits.
 
-const snapshotVersion = 1
+const (
+	snapshotVersion       = 2
+	oldestSnapshotVersion = 1
+)
 
 type snapshotFile struct {
 	Version int `json:"version"`
@@ -28,6 +38,8 @@ type snapshotFile struct {
 	Seq       int64         `json:"seq"`
 	WrittenAt time.Time     `json:"written_at"`
 	Keys      []snapshotKey `json:"keys"`
+	// Projects are every project the cache holds, by id (version 2).
+	Projects []*Project `json:"projects,omitempty"`
 }
 
 type snapshotKey struct {
@@ -36,6 +48,9 @@ type snapshotKey struct {
 	Hash      string    `json:"sha256"`
 	Models    []string  `json:"models,omitempty"`
 	ExpiresAt time.Time `json:"expires_at,omitzero"`
+	// ProjectID and Limits are the key's (version 2).
+	ProjectID string         `json:"project_id,omitempty"`
+	Limits    *limits.Policy `json:"limits,omitempty"`
 }
 
 // snapshotOf copies what the cache holds; the caller holds c.mu for reading.
@@ -43,7 +58,8 @@ func (c *Cache) snapshotOf() *snapshotFile {
 	f := &snapshotFile{Version: snapshotVersion, Store: c.opts.StoreID, Seq: c.seq, WrittenAt: time.Now().UTC(),
 		Keys: make([]snapshotKey, 0, len(c.byHash))}
 	for h, k := range c.byHash {
-		sk := snapshotKey{ID: k.identity.KeyID, Name: k.identity.Name, Hash: hex.EncodeToString(h[:]), ExpiresAt: k.expiresAt}
+		sk := snapshotKey{ID: k.identity.KeyID, Name: k.identity.Name, Hash: hex.EncodeToString(h[:]), ExpiresAt: k.expiresAt,
+			ProjectID: k.identity.ProjectID, Limits: k.identity.Limits}
 		if k.identity.Models != nil {
 			sk.Models = make([]string, 0, len(k.identity.Models))
 			for m := range k.identity.Models {
@@ -62,6 +78,12 @@ func (c *Cache) snapshotOf() *snapshotFile {
 		}
 		return 0
 	})
+	projects := *c.projects.Load()
+	f.Projects = make([]*Project, 0, len(projects))
+	for _, p := range projects {
+		f.Projects = append(f.Projects, p)
+	}
+	slices.SortFunc(f.Projects, func(a, b *Project) int { return strings.Compare(a.ID, b.ID) })
 	return f
 }
 
@@ -115,38 +137,60 @@ func writeSnapshot(path string, f *snapshotFile) error {
 // errNoSnapshot is a snapshot file that does not exist.
 var errNoSnapshot = errors.New("no key snapshot")
 
-// readSnapshot loads the keys of a snapshot of the store storeID.
-func readSnapshot(path, storeID string) (map[Hash]*cachedKey, map[string]Hash, *snapshotFile, error) {
+// snapshotState is what a snapshot gives the cache.
+type snapshotState struct {
+	byHash   map[Hash]*cachedKey
+	hashOf   map[string]Hash
+	projects map[string]*Project
+	file     *snapshotFile
+}
+
+// readSnapshot loads the keys and projects of a snapshot of the store storeID.
+func readSnapshot(path, storeID string) (*snapshotState, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil, nil, errNoSnapshot
+		return nil, errNoSnapshot
 	}
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
 	var f snapshotFile
 	if err := json.Unmarshal(b, &f); err != nil {
-		return nil, nil, nil, fmt.Errorf("%s: not a key snapshot: %v", path, err)
+		return nil, fmt.Errorf("%s: not a key snapshot: %v", path, err)
 	}
 	switch {
-	case f.Version != snapshotVersion:
-		return nil, nil, nil, fmt.Errorf("%s: snapshot version %d, want %d", path, f.Version, snapshotVersion)
+	case f.Version < oldestSnapshotVersion || f.Version > snapshotVersion:
+		return nil, fmt.Errorf("%s: snapshot version %d, want %d to %d", path, f.Version, oldestSnapshotVersion, snapshotVersion)
 	case f.Store != storeID:
-		return nil, nil, nil, fmt.Errorf("%s: a snapshot of another store", path)
+		return nil, fmt.Errorf("%s: a snapshot of another store", path)
 	}
 	byHash := make(map[Hash]*cachedKey, len(f.Keys))
 	hashOf := make(map[string]Hash, len(f.Keys))
 	for _, sk := range f.Keys {
 		var h Hash
 		if n, err := hex.Decode(h[:], []byte(sk.Hash)); err != nil || n != len(h) || len(sk.Hash) != 2*len(h) {
-			return nil, nil, nil, fmt.Errorf("%s: key %q: not a SHA-256 hash", path, sk.ID)
+			return nil, fmt.Errorf("%s: key %q: not a SHA-256 hash", path, sk.ID)
 		}
 		if sk.ID == "" {
-			return nil, nil, nil, fmt.Errorf("%s: a key without an id", path)
+			return nil, fmt.Errorf("%s: a key without an id", path)
 		}
-		k := &Key{ID: sk.ID, Name: sk.Name, Models: sk.Models}
+		if err := sk.Limits.Validate(); err != nil {
+			return nil, fmt.Errorf("%s: key %q: limits: %v", path, sk.ID, err)
+		}
+		k := &Key{ID: sk.ID, Name: sk.Name, Models: sk.Models, ProjectID: sk.ProjectID, Limits: NormalizeLimits(sk.Limits)}
 		byHash[h] = &cachedKey{identity: identityOf(k), expiresAt: sk.ExpiresAt}
 		hashOf[sk.ID] = h
 	}
-	return byHash, hashOf, &f, nil
+	projects := make(map[string]*Project, len(f.Projects))
+	for _, p := range f.Projects {
+		if p == nil || ValidateProjectID(p.ID) != nil {
+			return nil, fmt.Errorf("%s: a project without a valid id", path)
+		}
+		if err := p.Limits.Validate(); err != nil {
+			return nil, fmt.Errorf("%s: project %q: limits: %v", path, p.ID, err)
+		}
+		p.Limits = NormalizeLimits(p.Limits)
+		projects[p.ID] = p
+	}
+	return &snapshotState{byHash: byHash, hashOf: hashOf, projects: projects, file: &f}, nil
 }

@@ -178,7 +178,7 @@ func TestSnapshotIsWrittenAndReloaded(t *testing.T) {
 	var logs logLines
 	opts.Log = logs.log
 	second := OpenCache(ctx, store, opts)
-	assert.Contains(t, logs.all(), "(2 stored keys)")
+	assert.Contains(t, logs.all(), "(2 stored keys, 0 projects)")
 	id, ok := second.Verify(limitedSecret)
 	require.True(t, ok)
 	assert.Equal(t, limited.ID, id.KeyID)

@@ -3,15 +3,19 @@ package store
 import (
 	"cmp"
 	"context"
+	"database/sql"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard-gw/switchyard/auth"
+	"github.com/switchyard-gw/switchyard/limits"
 	"github.com/switchyard-gw/switchyard/metering"
 )
 
@@ -64,41 +68,98 @@ func versionsOf(ms []migration) []int64 {
 	return out
 }
 
-// v1Keys fills a database at version 1 with keys in each state a key can be in: in
-// use (with an allowlist, an expiry and a last-used time), revoked, and rotated with
-// a grace period (its replacement too). It returns the secrets by name and the keys as
-// the version-1 store reads them back.
-func v1Keys(t *testing.T, s *Store) (map[string]string, []*auth.Key) {
+// exec runs a statement on a connection of its own (not the store's), as a gateway of
+// an older version would write: with the columns of the schema it knew.
+func (f *fixture) exec(t testing.TB, query string, args ...any) {
 	t.Helper()
 	ctx := context.Background()
+	switch f.driver {
+	case DriverSQLite:
+		db, err := sql.Open("sqlite", f.dsn+"?_busy_timeout=10000&_foreign_keys=on")
+		require.NoError(t, err)
+		defer db.Close()
+		_, err = db.ExecContext(ctx, query, args...)
+		require.NoError(t, err)
+	case DriverPostgres:
+		conn, err := pgx.Connect(ctx, f.dsn)
+		require.NoError(t, err)
+		defer conn.Close(ctx)
+		_, err = conn.Exec(ctx, query, args...)
+		require.NoError(t, err)
+	}
+}
+
+// legacyKey stores k as a gateway with migration 1 only would have (its columns only),
+// taking the next number of the keys' sequence, and sets k.Seq.
+func (f *fixture) legacyKey(t *testing.T, k *auth.Key) {
+	t.Helper()
+	k.CreatedAt, k.LastUsedAt, k.ExpiresAt, k.RevokedAt = storedTime(k.CreatedAt), storedTime(k.LastUsedAt), storedTime(k.ExpiresAt), storedTime(k.RevokedAt)
+	const cols = `id, name, prefix, hash, models, created_at, last_used_at, expires_at, revoked_at, replaced_by, seq`
+	switch f.driver {
+	case DriverSQLite:
+		f.exec(t, `UPDATE sequences SET value = value + 1 WHERE name = 'api_keys'`)
+		var models any
+		if len(k.Models) > 0 {
+			b, err := json.Marshal(k.Models)
+			require.NoError(t, err)
+			models = string(b)
+		}
+		f.exec(t, `INSERT INTO api_keys (`+cols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, (SELECT value FROM sequences WHERE name = 'api_keys'))`,
+			k.ID, k.Name, k.Prefix, k.Hash[:], models, k.CreatedAt.UnixMicro(),
+			sqliteTime(k.LastUsedAt), sqliteTime(k.ExpiresAt), sqliteTime(k.RevokedAt), nullString(k.ReplacedBy))
+	case DriverPostgres:
+		var models []string
+		if len(k.Models) > 0 {
+			models = k.Models
+		}
+		f.exec(t, `INSERT INTO api_keys (`+cols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, nextval('api_keys_seq'))`,
+			k.ID, k.Name, k.Prefix, k.Hash[:], models, k.CreatedAt,
+			pgTime(k.LastUsedAt), pgTime(k.ExpiresAt), pgTime(k.RevokedAt), nullString(k.ReplacedBy))
+	}
+	seq := f.rows(t, `SELECT seq FROM api_keys WHERE id = `+map[string]string{DriverSQLite: "?", DriverPostgres: "$1"}[f.driver], k.ID)
+	require.Len(t, seq, 1)
+	k.Seq = seq[0][0].(int64)
+}
+
+// legacyKeys fills a database of an older version with keys in each state a key can be
+// in: in use (with an allowlist, an expiry and a last-used time), revoked, and rotated
+// with a grace period (its replacement too). It returns the secrets by name and the
+// keys as a store reads them back, by id.
+func legacyKeys(t *testing.T, f *fixture) (map[string]string, []*auth.Key) {
+	t.Helper()
 	secrets := map[string]string{}
+	var keys []*auth.Key
 	add := func(name string, edit func(*auth.Key)) *auth.Key {
 		secret, k := newKey(t, name, t0)
 		edit(k)
-		require.NoError(t, s.CreateKey(ctx, k))
+		f.legacyKey(t, k)
 		secrets[name] = secret
+		keys = append(keys, k)
 		return k
 	}
 	// Expiries are relative to now: the cache checks them against the clock.
 	now := time.Now()
-	inUse := add("in use", func(k *auth.Key) { k.Models = []string{"model-a"}; k.ExpiresAt = now.Add(1000 * time.Hour) })
-	require.NoError(t, s.TouchKeys(ctx, map[string]time.Time{inUse.ID: t0.Add(time.Hour)}))
-	revoked := add("revoked", func(*auth.Key) {})
-	require.NoError(t, s.RevokeKey(ctx, revoked.ID, t0.Add(2*time.Hour)))
-	rotated := add("rotated", func(*auth.Key) {})
-	secret, replacement := newKey(t, "replacement", t0)
-	_, err := s.RotateKey(ctx, rotated.ID, replacement, now, 1000*time.Hour)
-	require.NoError(t, err)
-	secrets["replacement"] = secret
-	keys, err := s.ListKeys(ctx)
-	require.NoError(t, err)
-	require.Len(t, keys, 4)
+	add("in use", func(k *auth.Key) {
+		k.Models, k.ExpiresAt, k.LastUsedAt = []string{"model-a"}, now.Add(1000*time.Hour), t0.Add(time.Hour)
+	})
+	add("revoked", func(k *auth.Key) { k.RevokedAt = t0.Add(2 * time.Hour) })
+	replacement := add("replacement", func(*auth.Key) {})
+	add("rotated", func(k *auth.Key) { k.ExpiresAt, k.ReplacedBy = now.Add(1000*time.Hour), replacement.ID })
+	slices.SortFunc(keys, func(a, b *auth.Key) int { return cmp.Compare(a.ID, b.ID) })
 	return secrets, keys
 }
 
+// byID sorts keys by id.
+func byID(keys []*auth.Key) []*auth.Key {
+	keys = slices.Clone(keys)
+	slices.SortFunc(keys, func(a, b *auth.Key) int { return cmp.Compare(a.ID, b.ID) })
+	return keys
+}
+
 // A database created by a gateway that had only migration 1, holding keys, upgraded by
-// Open: every key reads back as it was, the ones in use still verify (the revoked one
-// does not), new keys follow the old ones in the change order, and usage can be written.
+// Open: every key reads back as it was (in no project, without limits of its own), the
+// ones in use still verify (the revoked one does not), new keys follow the old ones in
+// the change order, and usage can be written.
 func TestUpgradingAVersion1DatabaseKeepsItsKeys(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, f *fixture) {
 		ctx := context.Background()
@@ -108,7 +169,7 @@ func TestUpgradingAVersion1DatabaseKeepsItsKeys(t *testing.T) {
 		old := f.backend(t)
 		require.NoError(t, old.migrate(ctx, ms[:1]))
 		require.Equal(t, []int64{1}, f.appliedMigrations(t))
-		secrets, before := v1Keys(t, storeOn(f.driver, old))
+		secrets, before := legacyKeys(t, f)
 		require.NotContains(t, f.tables(t), "usage_records")
 		require.NoError(t, old.close())
 
@@ -116,7 +177,7 @@ func TestUpgradingAVersion1DatabaseKeepsItsKeys(t *testing.T) {
 		assert.Equal(t, versionsOf(ms), f.appliedMigrations(t), "every migration applied")
 		after, err := s.ListKeys(ctx)
 		require.NoError(t, err)
-		assert.Equal(t, before, after, "every key and every field as it was")
+		assert.Equal(t, before, byID(after), "every key and every field as it was")
 
 		cache, err := auth.NewCache(ctx, s)
 		require.NoError(t, err)
@@ -125,6 +186,8 @@ func TestUpgradingAVersion1DatabaseKeepsItsKeys(t *testing.T) {
 			assert.Equal(t, want, ok, "key %q verifies", name)
 			if ok {
 				assert.Equal(t, name, id.Name)
+				assert.Empty(t, id.ProjectID)
+				assert.Nil(t, id.Limits)
 			}
 		}
 		id, _ := cache.Verify(secrets["in use"])
@@ -145,6 +208,67 @@ func TestUpgradingAVersion1DatabaseKeepsItsKeys(t *testing.T) {
 		pos, err := s.JournalPosition(ctx, "journal-1")
 		require.NoError(t, err)
 		assert.Equal(t, int64(42), pos)
+	})
+}
+
+// A database of a gateway that had migrations 1 and 2 (keys and a usage ledger, no
+// projects), upgraded by Open: the keys read back as they were, in no project and
+// without limits; the usage records stay, count for their keys' spend and for no
+// project's; a key then moved into a project, with limits, works, and so does the
+// audit trail.
+func TestUpgradingAVersion2DatabaseKeepsKeysAndUsage(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		ms, err := loadMigrations(f.driver)
+		require.NoError(t, err)
+		require.Greater(t, len(ms), 2, "there is something to upgrade to")
+		old := f.backend(t)
+		require.NoError(t, old.migrate(ctx, ms[:2]))
+		secrets, before := legacyKeys(t, f)
+		inUse := before[slices.IndexFunc(before, func(k *auth.Key) bool { return k.Name == "in use" })]
+		// Usage as a version-2 gateway wrote it: no project_id column.
+		const cols = `request_id, key_id, model, candidate, protocol, operation, status, input, cached_input, cache_write, ` +
+			`output, reasoning, estimated, cost_micros, latency_ms, ttfb_ms, attempts, ts`
+		for i, cost := range []int64{1_000, 2_500, 40} {
+			at := t0.Add(time.Duration(i) * time.Minute)
+			if f.driver == DriverSQLite {
+				f.exec(t, `INSERT INTO usage_records (`+cols+`) VALUES (?, ?, 'm', 'c', 'openai', 'chat', 200, 10, 0, 0, 5, 0, 0, ?, 100, 10, 1, ?)`,
+					fmt.Sprintf("sy_old_%d", i), inUse.ID, cost, at.UnixMicro())
+			} else {
+				f.exec(t, `INSERT INTO usage_records (`+cols+`) VALUES ($1, $2, 'm', 'c', 'openai', 'chat', 200, 10, 0, 0, 5, 0, false, $3, 100, 10, 1, $4)`,
+					fmt.Sprintf("sy_old_%d", i), inUse.ID, cost, at)
+			}
+		}
+		require.NoError(t, old.close())
+
+		s := f.open(t)
+		assert.Equal(t, versionsOf(ms), f.appliedMigrations(t))
+		after, err := s.ListKeys(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, before, byID(after), "every key and every field as it was")
+		rows, err := s.QueryUsage(ctx, metering.Query{KeyID: inUse.ID})
+		require.NoError(t, err)
+		require.Len(t, rows, 1)
+		assert.Equal(t, int64(3), rows[0].Requests, "the old usage records stay")
+		spent, err := s.Spend(ctx, limits.Scope{Kind: limits.ScopeKey, ID: inUse.ID}, time.Time{})
+		require.NoError(t, err)
+		assert.Equal(t, int64(3_540), spent, "old records count for their key")
+
+		require.NoError(t, s.CreateProject(ctx, &auth.Project{ID: "platform", Name: "Platform"}, nil))
+		e := &auth.AuditEntry{Actor: "admin API", Action: auth.ActionKeyProject, Target: inUse.ID, Detail: "project none → platform"}
+		require.NoError(t, s.SetKeyProject(ctx, inUse.ID, "platform", e))
+		spent, err = s.Spend(ctx, limits.Scope{Kind: limits.ScopeProject, ID: "platform"}, time.Time{})
+		require.NoError(t, err)
+		assert.Zero(t, spent, "records from before the key joined the project are not the project's")
+		cache, err := auth.NewCache(ctx, s)
+		require.NoError(t, err)
+		id, ok := cache.Verify(secrets["in use"])
+		require.True(t, ok)
+		assert.Equal(t, "platform", id.ProjectID)
+		audit, err := s.ListAudit(ctx, 10, 0)
+		require.NoError(t, err)
+		require.Len(t, audit, 1)
+		assert.Equal(t, e.ID, audit[0].ID)
 	})
 }
 
@@ -226,7 +350,7 @@ func TestAFailedMigrationRollsBack(t *testing.T) {
 		require.NoError(t, err)
 		b := f.backend(t)
 		require.NoError(t, b.migrate(ctx, ms[:1]))
-		secrets, before := v1Keys(t, storeOn(f.driver, b))
+		secrets, before := legacyKeys(t, f)
 		tablesBefore := f.tables(t)
 
 		broken := migration{version: len(ms) + 1, name: fmt.Sprintf("%04d_broken", len(ms)+1),
@@ -237,9 +361,8 @@ func TestAFailedMigrationRollsBack(t *testing.T) {
 
 		assert.Equal(t, []int64{1}, f.appliedMigrations(t), "nothing recorded")
 		assert.Equal(t, tablesBefore, f.tables(t), "no table of the failed run is left")
-		got, err := storeOn(f.driver, b).ListKeys(ctx)
-		require.NoError(t, err, "the connection still works")
-		assert.Equal(t, before, got)
+		require.NoError(t, b.write(ctx, func(w writer) error { _, err := w.nextSeq(ctx); return err }), "the connection still works")
+		assert.Len(t, f.rows(t, `SELECT id FROM api_keys`), len(before), "the keys stay")
 
 		openCtx, cancel := context.WithTimeout(ctx, 5*time.Second) // a transaction left open would hold SQLite's lock for 10 s
 		defer cancel()
@@ -248,6 +371,9 @@ func TestAFailedMigrationRollsBack(t *testing.T) {
 		t.Cleanup(func() { _ = s.Close() })
 		assert.Equal(t, versionsOf(ms), f.appliedMigrations(t))
 		assert.NotContains(t, f.tables(t), "half_done")
+		got, err := s.ListKeys(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, before, byID(got), "every key as it was")
 		cache, err := auth.NewCache(ctx, s)
 		require.NoError(t, err)
 		_, ok := cache.Verify(secrets["in use"])
