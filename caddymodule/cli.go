@@ -3,11 +3,14 @@ package caddymodule
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"os"
+	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -16,23 +19,43 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/switchyard-gw/switchyard/auth"
+	"github.com/switchyard-gw/switchyard/console"
+	"github.com/switchyard-gw/switchyard/limits"
 	"github.com/switchyard-gw/switchyard/metering"
 )
 
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "switchyard",
-		Usage: "keys <create|list|show|rotate|revoke> [flags] | usage [flags] | connect <client> [flags]",
-		Short: "Manages Switchyard API keys, reads usage and prints client set-ups through the admin API",
+		Usage: "keys <create|list|show|limits|project|rotate|revoke> [flags] | projects <create|list|show|limits> [flags] | audit [flags] | usage [flags] | connect <client> [flags]",
+		Short: "Manages Switchyard API keys, projects and limits, reads usage and the audit trail, and prints client set-ups through the admin API",
 		Long: `
 Manages the API keys of a running Switchyard gateway by calling its admin API
 (the Caddy admin endpoint), so keys are never edited in the database by hand.
 
   caddy switchyard keys create --name ci-bot [--models a,b] [--expires-in 30d]
+                               [--project <id>] [limit flags]
   caddy switchyard keys list
   caddy switchyard keys show <id>
+  caddy switchyard keys limits <id> [limit flags] [--clear]
+  caddy switchyard keys project <id> <project id | ->
   caddy switchyard keys rotate <id> [--grace 1h]
   caddy switchyard keys revoke <id>
+
+  caddy switchyard projects create <id> [--name <name>] [limit flags]
+  caddy switchyard projects list
+  caddy switchyard projects show <id>
+  caddy switchyard projects limits <id> [limit flags] [--clear]
+
+  caddy switchyard audit [--limit 50] [--before <entry id>]
+
+Limit flags (each left out: not limited; on "limits", left out: unchanged):
+  --budget 50/month          spend per day, month or total, in the price unit
+                             of the configured model prices ("none" removes it)
+  --rpm 60                   requests per minute (0 removes it)
+  --tpm 100000               tokens per minute, input and output (0 removes it)
+  --concurrency 4            requests in flight at once (0 removes it)
+  --model-budget m=5/day     a budget for one model, repeatable ("m=none" removes it)
 
   caddy switchyard usage [--from 2026-11-01] [--to 2026-11-30] [--key <id>]
                          [--model <id>] [--group day,key,model]
@@ -54,18 +77,22 @@ type cli struct {
 	client  *http.Client
 }
 
-func buildCLI(cmd *cobra.Command) {
-	c := &cli{out: os.Stdout, client: &http.Client{Timeout: 30 * time.Second}}
+func buildCLI(cmd *cobra.Command) { buildCLIWith(cmd, os.Stdout) }
+
+// buildCLIWith builds the commands, printing to out.
+func buildCLIWith(cmd *cobra.Command, out io.Writer) {
+	c := &cli{out: out, client: &http.Client{Timeout: 30 * time.Second}}
 	cmd.PersistentFlags().StringVar(&c.address, "address", "", "admin endpoint of the gateway (default: $CADDY_ADMIN or localhost:2019)")
 	cmd.PersistentFlags().BoolVar(&c.asJSON, "json", false, "print the API's JSON answer")
 
-	keys := &cobra.Command{Use: "keys", Short: "Create, list, rotate and revoke API keys"}
-	var name, models, expiresIn, grace string
+	keys := &cobra.Command{Use: "keys", Short: "Create, list, limit, rotate and revoke API keys"}
+	var name, models, expiresIn, grace, project string
+	var createLimits limitFlags
 	create := &cobra.Command{
 		Use:   "create --name <name>",
 		Short: "Creates a key and prints its secret once",
 		Args:  cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			// The gateway refuses such a name too; saying so here needs no round trip.
 			checked, err := auth.CheckKeyName(name)
 			if err != nil {
@@ -78,13 +105,51 @@ func buildCLI(cmd *cobra.Command) {
 			if expiresIn != "" {
 				body["expires_in"] = expiresIn
 			}
+			if project != "" {
+				body["project_id"] = project
+			}
+			l, err := createLimits.apply(cmd, nil)
+			if err != nil {
+				return err
+			}
+			if l != nil {
+				body["limits"] = l
+			}
 			return c.call("POST", "/switchyard/keys", body, c.printSecret)
 		},
 	}
 	create.Flags().StringVar(&name, "name", "", "a name people will recognise (required)")
 	create.Flags().StringVar(&models, "models", "", "comma-separated models the key may call (default: all)")
 	create.Flags().StringVar(&expiresIn, "expires-in", "", "lifetime, for example 12h or 30d (default: none)")
+	create.Flags().StringVar(&project, "project", "", "the project the key belongs to (default: none)")
+	createLimits.register(create, false)
 	_ = create.MarkFlagRequired("name")
+
+	var keyLimits limitFlags
+	keyLimitsCmd := &cobra.Command{
+		Use:   "limits <id> [limit flags] [--clear]",
+		Short: "Shows or changes a key's limits (flags left out keep their value)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return c.changeLimits(cmd, &keyLimits, "/switchyard/keys/"+url.PathEscape(args[0]), "key", c.printKey)
+		},
+	}
+	keyLimits.register(keyLimitsCmd, true)
+	keyProject := &cobra.Command{
+		Use:   "project <id> <project id | ->",
+		Short: "Moves a key into a project, or out of any (\"-\" or \"--\")",
+		Args:  cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			to := ""
+			switch {
+			case len(args) == 2 && args[1] != "-":
+				to = args[1]
+			case len(args) == 1 && cmd.ArgsLenAtDash() != 1:
+				return errors.New("give the project id, or - to take the key out of its project")
+			}
+			return c.call("PUT", "/switchyard/keys/"+url.PathEscape(args[0])+"/project", map[string]any{"project_id": to}, c.printKey)
+		},
+	}
 
 	list := &cobra.Command{
 		Use: "list", Short: "Lists every key", Args: cobra.NoArgs,
@@ -109,7 +174,7 @@ func buildCLI(cmd *cobra.Command) {
 			return c.call("POST", "/switchyard/keys/"+args[0]+"/revoke", nil, c.printKey)
 		},
 	}
-	keys.AddCommand(create, list, show, rotate, revoke)
+	keys.AddCommand(create, list, show, keyLimitsCmd, keyProject, rotate, revoke)
 
 	var from, to, key, model, group string
 	usageCmd := &cobra.Command{
@@ -131,7 +196,7 @@ func buildCLI(cmd *cobra.Command) {
 	usageCmd.Flags().StringVar(&key, "key", "", "only this key id")
 	usageCmd.Flags().StringVar(&model, "model", "", "only this model")
 	usageCmd.Flags().StringVar(&group, "group", "day", "sum by any of day,key,model (empty: totals only)")
-	cmd.AddCommand(keys, usageCmd, c.connectCommand())
+	cmd.AddCommand(keys, c.projectsCommand(), c.auditCommand(), usageCmd, c.connectCommand())
 }
 
 func (c *cli) printUsage(answer map[string]json.RawMessage) error {
@@ -250,13 +315,17 @@ type cliKey struct {
 	LastUsedAt time.Time `json:"last_used_at"`
 	ExpiresAt  time.Time `json:"expires_at"`
 	ReplacedBy string    `json:"replaced_by"`
+	ProjectID  string    `json:"project_id"`
+	// Limits and Standing are the key's own limits and its use of them.
+	Limits   *console.Limits   `json:"limits"`
+	Standing *console.Standing `json:"standing"`
 }
 
 // printable escapes what the gateway sent that a terminal would act on rather than show
 // (control characters, escape sequences, bidirectional overrides), whatever the field:
 // names stored before they were checked may hold them.
 func (k *cliKey) printable() {
-	for _, s := range []*string{&k.ID, &k.Name, &k.Prefix, &k.Status, &k.ReplacedBy} {
+	for _, s := range []*string{&k.ID, &k.Name, &k.Prefix, &k.Status, &k.ReplacedBy, &k.ProjectID} {
 		*s = auth.PrintableName(*s)
 	}
 	for i := range k.Models {
@@ -270,11 +339,11 @@ func (c *cli) printKeys(answer map[string]json.RawMessage) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(c.out, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tPREFIX\tSTATUS\tMODELS\tCREATED\tLAST USED\tEXPIRES")
+	fmt.Fprintln(tw, "ID\tNAME\tPREFIX\tSTATUS\tPROJECT\tSPEND\tMODELS\tCREATED\tLAST USED\tEXPIRES")
 	for _, k := range keys {
 		k.printable()
-		fmt.Fprintf(tw, "%s\t%s\t%s…\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, k.Prefix, k.Status, modelsText(k.Models),
-			when(k.CreatedAt), when(k.LastUsedAt), when(k.ExpiresAt))
+		fmt.Fprintf(tw, "%s\t%s\t%s…\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, k.Prefix, k.Status, orDash(k.ProjectID),
+			spendText(k.Standing), modelsText(k.Models), when(k.CreatedAt), when(k.LastUsedAt), when(k.ExpiresAt))
 	}
 	return tw.Flush()
 }
@@ -290,7 +359,16 @@ func (c *cli) printKey(answer map[string]json.RawMessage) error {
 	if k.ReplacedBy != "" {
 		fmt.Fprintf(c.out, "replaced by: %s\n", k.ReplacedBy)
 	}
+	fmt.Fprintf(c.out, "project:    %s\nlimits:     %s\n", orDash(k.ProjectID), limitsText(k.Limits))
+	c.printStanding(k.Standing)
 	return nil
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 func (c *cli) printSecret(answer map[string]json.RawMessage) error {
@@ -328,4 +406,367 @@ func when(t time.Time) string {
 		return "-"
 	}
 	return t.Local().Format("2006-01-02 15:04")
+}
+
+// limitFlags are the flags that set a key's or a project's limits.
+type limitFlags struct {
+	budget                string
+	rpm, tpm, concurrency int64
+	modelBudgets          []string
+	clear                 bool
+}
+
+func (f *limitFlags) register(cmd *cobra.Command, changing bool) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.budget, "budget", "", `spend budget: <amount>/<day|month|total>, e.g. 50/month, in the price unit of the model prices`)
+	fl.Int64Var(&f.rpm, "rpm", 0, "requests per minute")
+	fl.Int64Var(&f.tpm, "tpm", 0, "tokens (input and output) per minute")
+	fl.Int64Var(&f.concurrency, "concurrency", 0, "requests in flight at once")
+	fl.StringArrayVar(&f.modelBudgets, "model-budget", nil, "a budget for one model: <model>=<amount>/<period>, e.g. sim-gpt=5/day (repeatable)")
+	if changing {
+		fl.BoolVar(&f.clear, "clear", false, "remove every limit first (with other flags: set exactly those)")
+	}
+}
+
+// apply sets the flags that were given on cur (nil: no limits yet) and returns the
+// result: nil when it limits nothing. On a change, a flag left out keeps its value,
+// --budget none and --model-budget m=none remove a budget, and 0 removes a rate.
+func (f *limitFlags) apply(cmd *cobra.Command, cur *console.Limits) (*console.Limits, error) {
+	l := &console.Limits{}
+	if cur != nil && !f.clear {
+		*l = *cur
+		l.Models = map[string]*console.Limits{}
+		for m, v := range cur.Models {
+			copied := *v
+			l.Models[m] = &copied
+		}
+	}
+	changed := cmd.Flags().Changed
+	if changed("budget") {
+		l.Budget = ""
+		if b := strings.TrimSpace(f.budget); b != "" && b != "none" {
+			if _, err := limits.ParseBudget(b); err != nil {
+				return nil, fmt.Errorf("--budget: want <amount>/<day|month|total>, e.g. 50/month; got %q", f.budget)
+			}
+			l.Budget = b
+		}
+	}
+	for name, dst := range map[string]*int64{"rpm": &l.RPM, "tpm": &l.TPM, "concurrency": &l.Concurrency} {
+		if changed(name) {
+			v := map[string]int64{"rpm": f.rpm, "tpm": f.tpm, "concurrency": f.concurrency}[name]
+			if v < 0 {
+				return nil, fmt.Errorf("--%s: must be 0 (not limited) or more", name)
+			}
+			*dst = v
+		}
+	}
+	for _, mb := range f.modelBudgets {
+		model, budget, ok := strings.Cut(mb, "=")
+		model, budget = strings.TrimSpace(model), strings.TrimSpace(budget)
+		if !ok || model == "" {
+			return nil, fmt.Errorf("--model-budget: want <model>=<amount>/<day|month|total>, e.g. sim-gpt=5/day; got %q", mb)
+		}
+		if l.Models == nil {
+			l.Models = map[string]*console.Limits{}
+		}
+		v := l.Models[model]
+		if v == nil {
+			v = &console.Limits{}
+			l.Models[model] = v
+		}
+		v.Budget = ""
+		if budget != "none" {
+			if _, err := limits.ParseBudget(budget); err != nil {
+				return nil, fmt.Errorf("--model-budget %s: want <amount>/<day|month|total>, e.g. 5/day; got %q", model, budget)
+			}
+			v.Budget = budget
+		}
+		if v.RPM == 0 && v.TPM == 0 && v.Concurrency == 0 && v.Budget == "" && len(v.Models) == 0 {
+			delete(l.Models, model)
+		}
+	}
+	if len(l.Models) == 0 {
+		l.Models = nil
+	}
+	if l.RPM == 0 && l.TPM == 0 && l.Concurrency == 0 && l.Budget == "" && l.Models == nil {
+		return nil, nil
+	}
+	return l, nil
+}
+
+// given reports whether any limit flag was given.
+func (f *limitFlags) given(cmd *cobra.Command) bool {
+	for _, name := range []string{"budget", "rpm", "tpm", "concurrency", "model-budget", "clear"} {
+		if cmd.Flags().Changed(name) {
+			return true
+		}
+	}
+	return false
+}
+
+// changeLimits is `keys limits` and `projects limits`: without flags it shows the
+// limits; with flags it reads the current ones, changes what the flags say and puts the
+// result back.
+func (c *cli) changeLimits(cmd *cobra.Command, f *limitFlags, path, what string, show func(map[string]json.RawMessage) error) error {
+	if !f.given(cmd) {
+		return c.call("GET", path, nil, show)
+	}
+	var cur *console.Limits
+	if !f.clear {
+		// The answer is decoded here, not printed: --json applies to the change's answer.
+		asJSON := c.asJSON
+		c.asJSON = false
+		err := c.call("GET", path, nil, func(answer map[string]json.RawMessage) error {
+			var v struct {
+				Limits *console.Limits `json:"limits"`
+			}
+			if err := json.Unmarshal(answer[what], &v); err != nil {
+				return err
+			}
+			cur = v.Limits
+			return nil
+		})
+		c.asJSON = asJSON
+		if err != nil {
+			return err
+		}
+	}
+	l, err := f.apply(cmd, cur)
+	if err != nil {
+		return err
+	}
+	body := any(l)
+	if l == nil {
+		body = map[string]any{}
+	}
+	return c.call("PUT", path+"/limits", body, show)
+}
+
+func (c *cli) projectsCommand() *cobra.Command {
+	projects := &cobra.Command{Use: "projects", Short: "Create, list and limit projects (groups of keys)"}
+	var name string
+	var createLimits, changeLimits limitFlags
+	create := &cobra.Command{
+		Use:   "create <id> [--name <name>] [limit flags]",
+		Short: "Creates a project",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			body := map[string]any{"id": args[0], "name": name}
+			l, err := createLimits.apply(cmd, nil)
+			if err != nil {
+				return err
+			}
+			if l != nil {
+				body["limits"] = l
+			}
+			return c.call("POST", "/switchyard/projects", body, c.printProject)
+		},
+	}
+	create.Flags().StringVar(&name, "name", "", "a name people will recognise (default: the id)")
+	createLimits.register(create, false)
+	list := &cobra.Command{
+		Use: "list", Short: "Lists every project with its spend", Args: cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			return c.call("GET", "/switchyard/projects", nil, c.printProjects)
+		},
+	}
+	show := &cobra.Command{
+		Use: "show <id>", Short: "Shows a project, its limits, spend and keys", Args: cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			return c.call("GET", "/switchyard/projects/"+url.PathEscape(args[0]), nil, c.printProject)
+		},
+	}
+	limitsCmd := &cobra.Command{
+		Use:   "limits <id> [limit flags] [--clear]",
+		Short: "Shows or changes a project's limits (flags left out keep their value)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return c.changeLimits(cmd, &changeLimits, "/switchyard/projects/"+url.PathEscape(args[0]), "project", c.printProject)
+		},
+	}
+	changeLimits.register(limitsCmd, true)
+	projects.AddCommand(create, list, show, limitsCmd)
+	return projects
+}
+
+func (c *cli) auditCommand() *cobra.Command {
+	var limit int
+	var before int64
+	cmd := &cobra.Command{
+		Use:   "audit [--limit 50] [--before <entry id>]",
+		Short: "Lists changes to keys, projects and limits, newest first: who, what, when",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			q := url.Values{"limit": {strconv.Itoa(limit)}}
+			if before > 0 {
+				q.Set("before", strconv.FormatInt(before, 10))
+			}
+			return c.call("GET", "/switchyard/audit?"+q.Encode(), nil, c.printAudit)
+		},
+	}
+	cmd.Flags().IntVar(&limit, "limit", 50, "how many entries (at most 500)")
+	cmd.Flags().Int64Var(&before, "before", 0, "only entries older than this entry id (to page back)")
+	return cmd
+}
+
+// cliProject is a project as the API shows it.
+type cliProject struct {
+	ID        string            `json:"id"`
+	Name      string            `json:"name"`
+	Limits    *console.Limits   `json:"limits"`
+	Standing  *console.Standing `json:"standing"`
+	KeyCount  int               `json:"key_count"`
+	CreatedAt time.Time         `json:"created_at"`
+	Keys      []cliKey          `json:"keys"`
+}
+
+func (c *cli) printProjects(answer map[string]json.RawMessage) error {
+	var projects []cliProject
+	if err := json.Unmarshal(answer["projects"], &projects); err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(c.out, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tNAME\tKEYS\tSPEND\tLIMITS")
+	for _, p := range projects {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", auth.PrintableName(p.ID), auth.PrintableName(p.Name), p.KeyCount,
+			spendText(p.Standing), limitsText(p.Limits))
+	}
+	return tw.Flush()
+}
+
+func (c *cli) printProject(answer map[string]json.RawMessage) error {
+	var p cliProject
+	if err := json.Unmarshal(answer["project"], &p); err != nil {
+		return err
+	}
+	fmt.Fprintf(c.out, "id:         %s\nname:       %s\nlimits:     %s\n", auth.PrintableName(p.ID), auth.PrintableName(p.Name), limitsText(p.Limits))
+	c.printStanding(p.Standing)
+	if p.Keys != nil {
+		fmt.Fprintf(c.out, "\nkeys (%d):\n", len(p.Keys))
+		tw := tabwriter.NewWriter(c.out, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  ID\tNAME\tSTATUS\tSPEND\tLIMITS")
+		for _, k := range p.Keys {
+			k.printable()
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, k.Status, spendText(k.Standing), limitsText(k.Limits))
+		}
+		return tw.Flush()
+	}
+	return nil
+}
+
+// printStanding prints spend against the budget and what is left of each rate.
+func (c *cli) printStanding(s *console.Standing) {
+	if s == nil {
+		return
+	}
+	fmt.Fprintf(c.out, "spend:      %s\n", spendText(s))
+	if !s.ResetAt.IsZero() {
+		fmt.Fprintf(c.out, "resets:     %s UTC\n", s.ResetAt.UTC().Format("2006-01-02 15:04"))
+	}
+	for _, r := range []struct {
+		what string
+		a    *console.Allowance
+	}{{"requests", s.Requests}, {"tokens", s.Tokens}} {
+		if r.a != nil {
+			fmt.Fprintf(c.out, "%-11s %d of %d left this minute\n", r.what+":", r.a.Remaining, r.a.Limit)
+		}
+	}
+	if s.Concurrency > 0 {
+		fmt.Fprintf(c.out, "in flight:  %d of %d\n", s.InFlight, s.Concurrency)
+	}
+	for _, m := range sortedKeys(s.Models) {
+		fmt.Fprintf(c.out, "  %s: %s\n", auth.PrintableName(m), spendText(s.Models[m]))
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// spendText is "12.5 of 50/month (0.3 reserved)", or the month's spend without a budget.
+func spendText(s *console.Standing) string {
+	if s == nil {
+		return "-"
+	}
+	out := s.Spent
+	if s.Budget != "" {
+		out += " of " + s.Budget
+	} else {
+		out += " this month"
+	}
+	if s.ReservedMicros > 0 {
+		out += " (" + s.Reserved + " reserved)"
+	}
+	return out
+}
+
+// limitsText is "budget 50/month, 60 rpm, 100000 tpm, 4 concurrent; sim-gpt: budget 5/day".
+func limitsText(l *console.Limits) string {
+	if l == nil {
+		return "none"
+	}
+	var parts []string
+	if l.Budget != "" {
+		parts = append(parts, "budget "+auth.PrintableName(l.Budget))
+	}
+	for _, f := range []struct {
+		v    int64
+		unit string
+	}{{l.RPM, "rpm"}, {l.TPM, "tpm"}, {l.Concurrency, "concurrent"}} {
+		if f.v != 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", f.v, f.unit))
+		}
+	}
+	out := strings.Join(parts, ", ")
+	for _, m := range sortedKeys(l.Models) {
+		if sub := limitsText(l.Models[m]); sub != "none" {
+			if out != "" {
+				out += "; "
+			}
+			out += auth.PrintableName(m) + ": " + sub
+		}
+	}
+	if out == "" {
+		return "none"
+	}
+	return out
+}
+
+// cliAuditEntry is one change in the audit trail.
+type cliAuditEntry struct {
+	ID     int64     `json:"id"`
+	At     time.Time `json:"at"`
+	Actor  string    `json:"actor"`
+	Action string    `json:"action"`
+	Target string    `json:"target"`
+	Detail string    `json:"detail"`
+}
+
+func (c *cli) printAudit(answer map[string]json.RawMessage) error {
+	var entries []cliAuditEntry
+	if err := json.Unmarshal(answer["entries"], &entries); err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(c.out, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tWHEN\tWHO\tWHAT\tON\tDETAIL")
+	for _, e := range entries {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", e.ID, e.At.UTC().Format("2006-01-02 15:04:05Z"), auth.PrintableName(e.Actor),
+			auth.PrintableName(e.Action), auth.PrintableName(e.Target), auth.PrintableName(e.Detail))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(entries) > 0 {
+		var more bool
+		_ = json.Unmarshal(answer["more"], &more)
+		if more {
+			fmt.Fprintf(c.out, "\nolder entries: --before %d\n", entries[len(entries)-1].ID)
+		}
+	}
+	return nil
 }

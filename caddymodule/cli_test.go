@@ -3,9 +3,11 @@ package caddymodule
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -88,4 +90,200 @@ func TestKeysCreateRefusesUnprintableNames(t *testing.T) {
 	assert.Zero(t, calls.Load(), "a refused name never reaches the gateway")
 	require.NoError(t, run("ci-bot"))
 	assert.Equal(t, int32(1), calls.Load())
+}
+
+// fakeAdmin records what the CLI sends and answers each "METHOD path" from answers.
+type fakeAdmin struct {
+	srv     *httptest.Server
+	mu      sync.Mutex
+	calls   []string // "METHOD path body"
+	answers map[string]string
+}
+
+func newFakeAdmin(t *testing.T, answers map[string]string) *fakeAdmin {
+	f := &fakeAdmin{answers: answers}
+	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		f.mu.Lock()
+		f.calls = append(f.calls, strings.TrimSpace(r.Method+" "+r.URL.RequestURI()+" "+string(body)))
+		f.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		answer, ok := answers[r.Method+" "+r.URL.Path]
+		if !ok {
+			w.WriteHeader(http.StatusNotFound)
+			answer = `{"error":"no such route"}`
+		}
+		_, _ = w.Write([]byte(answer))
+	}))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+// run runs `caddy switchyard args...` against the fake and returns what it printed.
+func (f *fakeAdmin) run(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	root := &cobra.Command{Use: "switchyard", SilenceUsage: true, SilenceErrors: true}
+	buildCLIWith(root, &out)
+	// --address goes before a "--", after which nothing is a flag.
+	at := len(args)
+	for i, a := range args {
+		if a == "--" {
+			at = i
+			break
+		}
+	}
+	root.SetArgs(append(append(append([]string{}, args[:at]...), "--address", f.srv.URL), args[at:]...))
+	err := root.Execute()
+	return out.String(), err
+}
+
+func (f *fakeAdmin) sent() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.calls...)
+}
+
+const limitedKey = `{"id":"key_1","name":"ci","prefix":"sk-sy-ab","status":"active","project_id":"platform",` +
+	`"limits":{"rpm":60,"budget":"50/month","models":{"sim-gpt":{"budget":"5/day"}}},` +
+	`"standing":{"budget":"50/month","spent":"12.5","spent_micros":12500000,"reserved":"0.25","reserved_micros":250000,` +
+	`"remaining":"37.25","remaining_micros":37250000,"reset_at":"2026-12-01T00:00:00Z",` +
+	`"requests":{"limit":60,"remaining":42,"reset_seconds":12},"in_flight":1,` +
+	`"models":{"sim-gpt":{"budget":"5/day","spent":"1","spent_micros":1000000,"reserved":"0","reserved_micros":0,"in_flight":0}}}}`
+
+// `keys create` sends the project and the limits as operators write them.
+func TestCLIKeysCreateWithProjectAndLimits(t *testing.T) {
+	f := newFakeAdmin(t, map[string]string{"POST /switchyard/keys": `{"key":` + limitedKey + `,"secret":"sk-sy-new"}`})
+	out, err := f.run(t, "keys", "create", "--name", "ci", "--project", "platform", "--budget", "50/month", "--rpm", "60",
+		"--tpm", "100000", "--concurrency", "4", "--model-budget", "sim-gpt=5/day", "--model-budget", "m2=1/total")
+	require.NoError(t, err)
+	require.Len(t, f.sent(), 1)
+	body := strings.TrimPrefix(f.sent()[0], "POST /switchyard/keys ")
+	assert.JSONEq(t, `{"name":"ci","project_id":"platform","limits":{"budget":"50/month","rpm":60,"tpm":100000,"concurrency":4,
+		"models":{"sim-gpt":{"budget":"5/day"},"m2":{"budget":"1/total"}}}}`, body)
+	assert.Contains(t, out, "project:    platform\n")
+	assert.Contains(t, out, "limits:     budget 50/month, 60 rpm; sim-gpt: budget 5/day\n")
+	assert.Contains(t, out, "spend:      12.5 of 50/month (0.25 reserved)\n")
+	assert.Contains(t, out, "requests:   42 of 60 left this minute\n")
+	assert.Contains(t, out, "resets:     2026-12-01 00:00 UTC\n")
+	assert.Contains(t, out, "sim-gpt: 1 of 5/day\n")
+	assert.Contains(t, out, "secret (shown this once, store it now): sk-sy-new")
+
+	// Malformed limits are refused before any call, saying how to write them.
+	for args, want := range map[string]string{
+		"--budget 50/week":            "--budget: want <amount>/<day|month|total>, e.g. 50/month",
+		"--budget fifty":              "--budget: want",
+		"--rpm -5":                    "--rpm: must be 0 (not limited) or more",
+		"--model-budget sim-gpt":      "--model-budget: want <model>=<amount>/<day|month|total>",
+		"--model-budget sim-gpt=5/yr": "--model-budget sim-gpt: want <amount>/<day|month|total>",
+	} {
+		_, err := f.run(t, append([]string{"keys", "create", "--name", "x"}, strings.Fields(args)...)...)
+		require.Error(t, err, args)
+		assert.Contains(t, err.Error(), want, args)
+	}
+	assert.Len(t, f.sent(), 1, "no refused create reached the gateway")
+}
+
+// `keys limits` changes only the limits named on the command line: it reads the key's
+// limits and puts them back changed; "none" and 0 remove one limit, --clear all of them.
+func TestCLIKeysLimitsChangesOnlyWhatIsGiven(t *testing.T) {
+	f := newFakeAdmin(t, map[string]string{
+		"GET /switchyard/keys/key_1":        `{"key":` + limitedKey + `}`,
+		"PUT /switchyard/keys/key_1/limits": `{"key":` + limitedKey + `}`,
+	})
+	put := func(args ...string) string {
+		t.Helper()
+		before := len(f.sent())
+		_, err := f.run(t, append([]string{"keys", "limits", "key_1"}, args...)...)
+		require.NoError(t, err)
+		calls := f.sent()[before:]
+		last := calls[len(calls)-1]
+		require.True(t, strings.HasPrefix(last, "PUT /switchyard/keys/key_1/limits "), "%v", calls)
+		return strings.TrimPrefix(last, "PUT /switchyard/keys/key_1/limits ")
+	}
+	assert.JSONEq(t, `{"rpm":30,"budget":"50/month","models":{"sim-gpt":{"budget":"5/day"}}}`, put("--rpm", "30"))
+	assert.JSONEq(t, `{"rpm":60,"models":{"sim-gpt":{"budget":"5/day"}}}`, put("--budget", "none"))
+	assert.JSONEq(t, `{"rpm":60,"budget":"50/month"}`, put("--model-budget", "sim-gpt=none"))
+	assert.JSONEq(t, `{"budget":"50/month","models":{"sim-gpt":{"budget":"5/day"}}}`, put("--rpm", "0"))
+	before := len(f.sent())
+	assert.JSONEq(t, `{}`, put("--clear"))
+	assert.Len(t, f.sent()[before:], 1, "--clear reads nothing first")
+	assert.JSONEq(t, `{"tpm":500}`, put("--clear", "--tpm", "500"))
+
+	// Without flags it only shows the limits.
+	before = len(f.sent())
+	out, err := f.run(t, "keys", "limits", "key_1")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"GET /switchyard/keys/key_1"}, f.sent()[before:])
+	assert.Contains(t, out, "limits:     budget 50/month, 60 rpm; sim-gpt: budget 5/day")
+}
+
+func TestCLIKeysProject(t *testing.T) {
+	f := newFakeAdmin(t, map[string]string{"PUT /switchyard/keys/key_1/project": `{"key":` + limitedKey + `}`})
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"platform"}, `{"project_id":"platform"}`},
+		{[]string{"-"}, `{"project_id":""}`},
+		{[]string{"--"}, `{"project_id":""}`},
+	} {
+		before := len(f.sent())
+		_, err := f.run(t, append([]string{"keys", "project", "key_1"}, c.args...)...)
+		require.NoError(t, err, c.args)
+		require.Len(t, f.sent()[before:], 1)
+		assert.JSONEq(t, c.want, strings.TrimPrefix(f.sent()[before], "PUT /switchyard/keys/key_1/project "), "%v", c.args)
+	}
+	_, err := f.run(t, "keys", "project", "key_1")
+	require.Error(t, err, "a project, or - to remove it, must be given")
+}
+
+func TestCLIProjectsAndAudit(t *testing.T) {
+	project := `{"id":"platform","name":"Platform team","limits":{"budget":"50/month","tpm":100000},"key_count":1,` +
+		`"standing":{"budget":"50/month","spent":"12.5","spent_micros":12500000,"reserved":"0","reserved_micros":0,` +
+		`"tokens":{"limit":100000,"remaining":99000,"reset_seconds":30},"in_flight":0}`
+	f := newFakeAdmin(t, map[string]string{
+		"GET /switchyard/projects":                 `{"projects":[` + project + `}]}`,
+		"POST /switchyard/projects":                `{"project":` + project + `,"keys":[]}}`,
+		"GET /switchyard/projects/platform":        `{"project":` + project + `,"keys":[` + limitedKey + `]}}`,
+		"PUT /switchyard/projects/platform/limits": `{"project":` + project + `,"keys":[]}}`,
+		"GET /switchyard/audit": `{"more":true,"entries":[` +
+			`{"id":7,"at":"2026-11-02T10:00:00Z","actor":"console:ana\u001b[31m","action":"key.limits","target":"key_1","detail":"budget 5/day"},` +
+			`{"id":6,"at":"2026-11-02T09:00:00Z","actor":"admin API","action":"project.create","target":"platform","detail":"name \"Platform team\""}]}`,
+	})
+	out, err := f.run(t, "projects", "create", "platform", "--name", "Platform team", "--budget", "50/month", "--tpm", "100000")
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"id":"platform","name":"Platform team","limits":{"budget":"50/month","tpm":100000}}`,
+		strings.TrimPrefix(f.sent()[0], "POST /switchyard/projects "))
+	assert.Contains(t, out, "limits:     budget 50/month, 100000 tpm\n")
+	assert.Contains(t, out, "tokens:     99000 of 100000 left this minute\n")
+
+	out, err = f.run(t, "projects", "list")
+	require.NoError(t, err)
+	assert.Regexp(t, `platform\s+Platform team\s+1\s+12.5 of 50/month\s+budget 50/month, 100000 tpm`, out)
+
+	out, err = f.run(t, "projects", "show", "platform")
+	require.NoError(t, err)
+	assert.Contains(t, out, "keys (1):")
+	assert.Regexp(t, `key_1\s+ci\s+active\s+12.5 of 50/month \(0.25 reserved\)\s+budget 50/month, 60 rpm`, out)
+
+	_, err = f.run(t, "projects", "limits", "platform", "--rpm", "10")
+	require.NoError(t, err)
+	calls := f.sent()
+	assert.Equal(t, "GET /switchyard/projects/platform", calls[len(calls)-2])
+	assert.JSONEq(t, `{"budget":"50/month","tpm":100000,"rpm":10}`, strings.TrimPrefix(calls[len(calls)-1], "PUT /switchyard/projects/platform/limits "))
+
+	out, err = f.run(t, "audit", "--limit", "2")
+	require.NoError(t, err)
+	assert.Equal(t, "GET /switchyard/audit?limit=2", f.sent()[len(f.sent())-1])
+	assert.Regexp(t, `7\s+2026-11-02 10:00:00Z\s+"console:ana\\x1b\[31m"\s+key.limits\s+key_1\s+budget 5/day`, out)
+	assert.NotContains(t, out, "\x1b", "an actor's escape sequence is shown, not obeyed")
+	assert.Contains(t, out, "older entries: --before 6")
+
+	// The key list shows project and spend.
+	f2 := newFakeAdmin(t, map[string]string{"GET /switchyard/keys": `{"keys":[` + limitedKey + `]}`})
+	out, err = f2.run(t, "keys", "list")
+	require.NoError(t, err)
+	assert.Regexp(t, `PROJECT\s+SPEND`, out)
+	assert.Regexp(t, `key_1\s+ci\s+sk-sy-ab…\s+active\s+platform\s+12.5 of 50/month \(0.25 reserved\)`, out)
 }

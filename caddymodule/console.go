@@ -14,12 +14,28 @@ import (
 
 func init() {
 	caddy.RegisterModule(Console{})
+	caddy.RegisterModule(ProjectsAPI{})
 }
 
 // consoleAPI is the keys and models API over this app, for the admin endpoint and the
-// console page alike.
+// console page alike. Changes made through it are recorded as the "admin API"'s unless
+// the caller sets the API's Actor (the console handler does: its basic-auth user).
 func (a *App) consoleAPI(requireHeader string) *console.API {
-	return &console.API{Keys: a.manager, Models: a.modelInfo, Usage: a.usageReader, RequireHeader: requireHeader}
+	return &console.API{Keys: a.manager, Models: a.modelInfo, Usage: a.usageReader, RequireHeader: requireHeader,
+		Standing: a.limitStanding}
+}
+
+// consoleActor names the console's operator in the audit trail: "console:" and the user
+// Caddy's authentication handler (basic_auth) let in; "console" when the console is
+// served without one.
+func consoleActor(r *http.Request) string {
+	repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	if repl != nil {
+		if user, _ := repl.GetString("http.auth.user.id"); user != "" {
+			return "console:" + user
+		}
+	}
+	return "console"
 }
 
 // modelInfo lists the models with their candidates' names and live circuit states.
@@ -69,7 +85,9 @@ func (c *Console) Provision(ctx caddy.Context) (err error) {
 	if c.app, err = loadApp(ctx); err != nil {
 		return err
 	}
-	c.handler = console.New(c.app.consoleAPI(console.ConsoleHeader))
+	api := c.app.consoleAPI(console.ConsoleHeader)
+	api.Actor = consoleActor
+	c.handler = console.New(api)
 	return nil
 }
 
@@ -85,8 +103,49 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 // UnmarshalCaddyfile reads `switchyard_console` (no options).
 func (c *Console) UnmarshalCaddyfile(d *caddyfile.Dispenser) error { return takesNoOptions(d) }
 
+// ProjectsAPI serves projects and the audit trail on Caddy's admin endpoint, beside the
+// keys routes: GET/POST /switchyard/projects, GET /switchyard/projects/{id},
+// PUT /switchyard/projects/{id}/limits and GET /switchyard/audit; what
+// `caddy switchyard projects …` and `caddy switchyard audit` talk to.
+type ProjectsAPI struct {
+	api http.Handler
+}
+
+// CaddyModule returns the Caddy module information.
+func (ProjectsAPI) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "admin.api.switchyard_projects", New: func() caddy.Module { return new(ProjectsAPI) }}
+}
+
+// Provision implements caddy.Provisioner: the API is built once per configuration.
+func (p *ProjectsAPI) Provision(ctx caddy.Context) error {
+	app, err := adminApp(ctx)
+	if err != nil {
+		return err
+	}
+	p.api = noStore
+	if app != nil && app.manager != nil {
+		p.api = app.consoleAPI("").Handler()
+	}
+	return nil
+}
+
+// Routes implements caddy.AdminRouter.
+func (p *ProjectsAPI) Routes() []caddy.AdminRoute {
+	h := caddy.AdminHandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		http.StripPrefix("/switchyard", p.api).ServeHTTP(w, r)
+		return nil
+	})
+	return []caddy.AdminRoute{
+		{Pattern: "/switchyard/projects", Handler: h},
+		{Pattern: "/switchyard/projects/", Handler: h},
+		{Pattern: "/switchyard/audit", Handler: h},
+	}
+}
+
 // Interface guards
 var (
+	_ caddy.AdminRouter           = (*ProjectsAPI)(nil)
+	_ caddy.Provisioner           = (*ProjectsAPI)(nil)
 	_ caddyhttp.MiddlewareHandler = (*Console)(nil)
 	_ caddy.Provisioner           = (*Console)(nil)
 	_ caddyfile.Unmarshaler       = (*Console)(nil)

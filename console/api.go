@@ -4,6 +4,7 @@
 package console
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/switchyard-gw/switchyard/auth"
+	"github.com/switchyard-gw/switchyard/limits"
 	"github.com/switchyard-gw/switchyard/metering"
 )
 
@@ -48,14 +50,23 @@ type API struct {
 	// so a page elsewhere cannot make a logged-in operator's browser create or revoke keys.
 	RequireHeader string
 	Now           func() time.Time
+	// Standing is a scope's spend and remaining allowance under policy p; nil (or an
+	// error) shows none.
+	Standing func(ctx context.Context, scope limits.Scope, p *limits.Policy) (*limits.Status, error)
+	// Actor names who makes the request's changes in the audit trail (the console's
+	// basic-auth user); nil or "" is auth.DefaultActor, "admin API".
+	Actor func(r *http.Request) string
 }
 
 // ConsoleHeader is the header the web console sends with every change.
 const ConsoleHeader = "X-Switchyard-Console"
 
 // Handler routes the API: GET/POST /keys, GET /keys/{id}, POST /keys/{id}/rotate,
-// POST /keys/{id}/revoke (and DELETE /keys/{id}), GET /models, GET /usage and
-// GET /connect/{client}.
+// POST /keys/{id}/revoke (and DELETE /keys/{id}), PUT /keys/{id}/limits,
+// PUT /keys/{id}/project, GET/POST /projects, GET /projects/{id},
+// PUT /projects/{id}/limits, GET /audit, GET /models, GET /usage and
+// GET /connect/{client}. Every change is recorded in the audit trail with the actor
+// Actor names.
 func (a *API) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /keys", a.listKeys)
@@ -64,13 +75,29 @@ func (a *API) Handler() http.Handler {
 	mux.HandleFunc("POST /keys/{id}/rotate", a.changing(a.rotateKey))
 	mux.HandleFunc("POST /keys/{id}/revoke", a.changing(a.revokeKey))
 	mux.HandleFunc("DELETE /keys/{id}", a.changing(a.revokeKey))
+	mux.HandleFunc("PUT /keys/{id}/limits", a.changing(a.setKeyLimits))
+	mux.HandleFunc("PUT /keys/{id}/project", a.changing(a.setKeyProject))
+	mux.HandleFunc("GET /projects", a.listProjects)
+	mux.HandleFunc("POST /projects", a.changing(a.createProject))
+	mux.HandleFunc("GET /projects/{id}", a.getProject)
+	mux.HandleFunc("PUT /projects/{id}/limits", a.changing(a.setProjectLimits))
+	mux.HandleFunc("GET /audit", a.listAudit)
 	mux.HandleFunc("GET /models", a.listModels)
 	mux.HandleFunc("GET /usage", a.queryUsage)
 	mux.HandleFunc("GET /connect/{client}", a.connectSetup)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such API route: "+r.Method+" "+r.URL.Path)
 	})
-	return mux
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		actor := ""
+		if a.Actor != nil {
+			actor = a.Actor(r)
+		}
+		if actor == "" {
+			actor = auth.DefaultActor
+		}
+		mux.ServeHTTP(w, r.WithContext(auth.WithActor(r.Context(), actor)))
+	})
 }
 
 func (a *API) now() time.Time {
@@ -90,13 +117,55 @@ func (a *API) changing(next http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// keyView is a key with its status at the time of the answer.
+// keyView is a key with its status at the time of the answer, its limits as operators
+// write them, and, for an active key, its standing against them.
 type keyView struct {
 	*auth.Key
-	Status string `json:"status"`
+	Status   string    `json:"status"`
+	Limits   *Limits   `json:"limits,omitempty"`
+	Standing *Standing `json:"standing,omitempty"`
 }
 
-func (a *API) view(k *auth.Key) keyView { return keyView{Key: k, Status: k.Status(a.now())} }
+// view is k without its standing, for answers about a change.
+func (a *API) view(k *auth.Key) keyView {
+	if k == nil {
+		return keyView{}
+	}
+	return keyView{Key: k, Status: k.Status(a.now()), Limits: LimitsOf(k.Limits)}
+}
+
+// viewStanding is k with its standing when it is active.
+func (a *API) viewStanding(ctx context.Context, k *auth.Key) keyView {
+	v := a.view(k)
+	if v.Status == "active" {
+		v.Standing = a.standing(ctx, limits.ScopeKey, k.ID, k.Limits)
+	}
+	return v
+}
+
+// standing is a scope's standing and that of each of its per-model variants; nil when
+// the API has no Standing or it failed (limits not enforced here, counters away).
+func (a *API) standing(ctx context.Context, kind limits.ScopeKind, id string, p *limits.Policy) *Standing {
+	if a.Standing == nil {
+		return nil
+	}
+	st, err := a.Standing(ctx, limits.Scope{Kind: kind, ID: id}, p)
+	if err != nil || st == nil {
+		return nil
+	}
+	out := StandingOf(st)
+	if p != nil {
+		for model, v := range p.Models {
+			if ms, err := a.Standing(ctx, limits.Scope{Kind: kind, ID: id, Model: model}, v); err == nil && ms != nil {
+				if out.Models == nil {
+					out.Models = map[string]*Standing{}
+				}
+				out.Models[model] = StandingOf(ms)
+			}
+		}
+	}
+	return out
+}
 
 func (a *API) listKeys(w http.ResponseWriter, r *http.Request) {
 	keys, err := a.Keys.List(r.Context())
@@ -106,7 +175,7 @@ func (a *API) listKeys(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]keyView, len(keys))
 	for i, k := range keys {
-		out[i] = a.view(k)
+		out[i] = a.viewStanding(r.Context(), k)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"keys": out})
 }
@@ -117,7 +186,7 @@ func (a *API) getKey(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"key": a.view(k)})
+	writeJSON(w, http.StatusOK, map[string]any{"key": a.viewStanding(r.Context(), k)})
 }
 
 type createBody struct {
@@ -125,6 +194,13 @@ type createBody struct {
 	Models    []string `json:"models"`
 	ExpiresAt string   `json:"expires_at"` // RFC 3339
 	ExpiresIn string   `json:"expires_in"` // a duration: 90m, 12h, 30d
+	ProjectID string   `json:"project_id"`
+	Limits    *Limits  `json:"limits"`
+}
+
+// modelExists checks the models named in per-model limits.
+func (a *API) modelExists(id string) bool {
+	return a.Keys.ModelExists == nil || a.Keys.ModelExists(id)
 }
 
 func (a *API) createKey(w http.ResponseWriter, r *http.Request) {
@@ -137,7 +213,18 @@ func (a *API) createKey(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	req := auth.CreateRequest{Name: name, Models: body.Models}
+	policy, err := body.Limits.Policy(a.modelExists)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "limits."+err.Error())
+		return
+	}
+	req := auth.CreateRequest{Name: name, Models: body.Models, ProjectID: strings.TrimSpace(body.ProjectID), Limits: policy}
+	if req.ProjectID != "" {
+		if err := auth.ValidateProjectID(req.ProjectID); err != nil {
+			writeError(w, http.StatusBadRequest, "project_id: "+err.Error())
+			return
+		}
+	}
 	switch {
 	case body.ExpiresAt != "" && body.ExpiresIn != "":
 		writeError(w, http.StatusBadRequest, "give expires_at or expires_in, not both")
@@ -159,10 +246,10 @@ func (a *API) createKey(w http.ResponseWriter, r *http.Request) {
 	}
 	created, err := a.Keys.Create(r.Context(), req)
 	if err != nil {
-		a.fail(w, err)
+		a.failAbout(w, err, "a project")
 		return
 	}
-	writeJSON(w, http.StatusCreated, map[string]any{"key": a.view(created.Key), "secret": created.Secret})
+	writeJSON(w, http.StatusCreated, map[string]any{"key": a.viewStanding(r.Context(), created.Key), "secret": created.Secret})
 }
 
 func (a *API) rotateKey(w http.ResponseWriter, r *http.Request) {
@@ -268,8 +355,18 @@ func (a *API) usageQuery(r *http.Request) (metering.Query, error) {
 
 // fail maps an error to its status; a store failure is reported without its details,
 // which may name hosts or paths.
-func (a *API) fail(w http.ResponseWriter, err error) {
+func (a *API) fail(w http.ResponseWriter, err error) { a.failAbout(w, err, "") }
+
+// failAbout is fail for a request that names something besides the key or project in
+// its path (e.g. "a project" in a body): that thing not existing is the request's
+// mistake, 400, not 404.
+func (a *API) failAbout(w http.ResponseWriter, err error, named string) {
+	var nf *auth.NotFoundError
 	switch {
+	case named != "" && auth.IsProjectNotFound(err):
+		writeError(w, http.StatusBadRequest, "project_id: "+err.Error()+"; create the project first")
+	case errors.As(err, &nf):
+		writeError(w, http.StatusNotFound, err.Error())
 	case errors.Is(err, auth.ErrNotFound):
 		writeError(w, http.StatusNotFound, "no key with that id")
 	case auth.IsInvalid(err):
