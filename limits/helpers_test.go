@@ -1,0 +1,156 @@
+package limits
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard-gw/switchyard/internal/redistest"
+)
+
+// clock is a clock the test moves by hand.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock(t time.Time) *clock { return &clock{t: t} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func (c *clock) Set(t time.Time) {
+	c.mu.Lock()
+	c.t = t
+	c.mu.Unlock()
+}
+
+// ledger stands for the store's ledger: what requests cost, when they ended.
+type ledger struct {
+	mu      sync.Mutex
+	entries []ledgerEntry
+	queries atomic.Int64
+	fail    atomic.Bool
+}
+
+type ledgerEntry struct {
+	scope Scope
+	at    time.Time
+	cost  int64
+}
+
+func (lg *ledger) add(s Scope, at time.Time, cost int64) {
+	lg.mu.Lock()
+	lg.entries = append(lg.entries, ledgerEntry{s, at, cost})
+	lg.mu.Unlock()
+}
+
+func (lg *ledger) Seeder(_ context.Context, s Scope, since time.Time) (int64, error) {
+	lg.queries.Add(1)
+	if lg.fail.Load() {
+		return 0, fmt.Errorf("ledger down")
+	}
+	lg.mu.Lock()
+	defer lg.mu.Unlock()
+	var sum int64
+	for _, e := range lg.entries {
+		if e.scope == s && !e.at.Before(since) {
+			sum += e.cost
+		}
+	}
+	return sum, nil
+}
+
+// backend makes Limiters over one kind of counters; Redis ones share one server and,
+// within a test, one prefix (two Limiters are two gateways).
+type backend struct {
+	name   string
+	srv    *redistest.Server
+	prefix string
+}
+
+func (b *backend) limiter(t testing.TB, opts Options) *Limiter {
+	t.Helper()
+	var c Counters
+	if b.srv == nil {
+		c = NewMemory()
+	} else {
+		c = NewRedis(newClient(t, b.srv), b.prefix)
+	}
+	l := New(c, opts)
+	t.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+func newClient(t testing.TB, srv *redistest.Server) *redis.Client {
+	t.Helper()
+	o, err := ParseRedisURL(srv.URL())
+	require.NoError(t, err)
+	c := redis.NewClient(o)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+var prefixes atomic.Int64
+
+// eachBackend runs f against memory counters and against Redis counters.
+func eachBackend(t *testing.T, f func(t *testing.T, b *backend)) {
+	t.Run("memory", func(t *testing.T) { f(t, &backend{name: "memory"}) })
+	t.Run("redis", func(t *testing.T) {
+		srv := redistest.Start(t)
+		f(t, &backend{name: "redis", srv: srv, prefix: fmt.Sprintf("sy%d:", prefixes.Add(1))})
+	})
+}
+
+func keyScope(id string) Scope     { return Scope{Kind: ScopeKey, ID: id} }
+func projectScope(id string) Scope { return Scope{Kind: ScopeProject, ID: id} }
+
+var askIDs atomic.Int64
+
+func ask(tokens, cost int64, checks ...Check) Ask {
+	return Ask{ID: fmt.Sprintf("req-%d", askIDs.Add(1)), Checks: checks, Tokens: tokens, CostMicros: cost}
+}
+
+// admit reserves and fails the test unless admitted.
+func admit(t testing.TB, l *Limiter, a Ask) *Reservation {
+	t.Helper()
+	d, err := l.Reserve(context.Background(), a)
+	require.NoError(t, err)
+	require.Nil(t, d.Refused, "refused: %+v", d.Refused)
+	require.NotNil(t, d.Reservation)
+	return d.Reservation
+}
+
+// refuse reserves and fails the test unless refused.
+func refuse(t testing.TB, l *Limiter, a Ask) *Refusal {
+	t.Helper()
+	d, err := l.Reserve(context.Background(), a)
+	require.NoError(t, err)
+	require.NotNil(t, d.Refused, "admitted")
+	require.Nil(t, d.Reservation)
+	return d.Refused
+}
+
+func status(t testing.TB, l *Limiter, c Check) *Status {
+	t.Helper()
+	st, err := l.Status(context.Background(), c)
+	require.NoError(t, err)
+	return st
+}
+
+func budget(micros int64, p Period) *Budget { return &Budget{Micros: micros, Period: p} }

@@ -1,0 +1,515 @@
+package limits
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Key layout in Redis, under the prefix given to NewRedis (scope is Scope.String(),
+// e.g. "key:k_123" or "project:platform/model:big"):
+//
+//	<prefix>rpm:<scope>                       hash {l: level, t: µs of l}: requests bucket
+//	<prefix>tpm:<scope>                       hash {l, t}: tokens bucket
+//	<prefix>inflight:<scope>                  zset request id → lease deadline (µs): concurrency slots
+//	<prefix>budget:<scope>:<period>:<start>   hash {spent, held, r:<request id>: reserved micros}
+//	<prefix>budget:<scope>:<period>:<start>:leases   zset request id → lease deadline (µs)
+//
+// <start> is the period's start in unix seconds (0 for a total budget). A bucket expires
+// once it would be full again (an absent bucket is a full one); a slot set a minute after
+// its last lease; a budget period's keys an hour after the period's end plus the lease (a
+// total budget's never). A budget hash without "spent" is seeded from the ledger.
+//
+// One Ask touches keys of several scopes in one script. That is fine on one Redis server
+// (or a primary with replicas); Redis Cluster would need every key of an Ask in one hash
+// slot (a hash tag such as {switchyard}), which this does not do.
+
+// NewRedis returns counters shared through Redis by every gateway using the same client
+// address and prefix (e.g. "switchyard:"). Every reserve and every settle is one Lua
+// script run atomically by the server: one round trip. The client connects lazily, so a
+// gateway can start while Redis is down; ParseRedisURL gives options that fail fast. The
+// Limiter does not close the client.
+func NewRedis(client redis.UniversalClient, prefix string) Counters {
+	return &redisCounters{c: client, prefix: prefix}
+}
+
+// ParseRedisURL reads a redis:// or rediss:// URL into client options fit for admission
+// control: a dropped server costs a request at most about half a second (dial, read and
+// write timeouts of 500ms, the context's deadline honoured, one retry).
+func ParseRedisURL(url string) (*redis.Options, error) {
+	o, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, err
+	}
+	o.DialTimeout, o.ReadTimeout, o.WriteTimeout = 500*time.Millisecond, 500*time.Millisecond, 500*time.Millisecond
+	o.ContextTimeoutEnabled = true
+	o.MaxRetries = 1
+	o.DialerRetries = 1
+	o.PoolTimeout = time.Second
+	return o, nil
+}
+
+type redisCounters struct {
+	c      redis.UniversalClient
+	prefix string
+
+	mu      sync.Mutex
+	stale   map[string]struct{} // budget hashes whose spend was counted elsewhere during an outage
+	release []*Reservation      // reservations that could not be released during an outage
+}
+
+// The scripts keep to the arithmetic of refill, waitFor and fullIn.
+const luaCommon = `
+local minute = 60000000
+local function level_of(key, limit, now)
+  local b = redis.call('HMGET', key, 'l', 't')
+  if not b[1] then return limit end
+  local l = tonumber(b[1])
+  local dt = now - tonumber(b[2])
+  if dt > 0 then l = l + dt * limit / minute end
+  if l > limit then l = limit end
+  return l
+end
+-- Numbers reach Redis as text: integers go through %d, never Lua's default %.14g.
+local function int(x) return string.format('%d', x) end
+local function store_level(key, l, limit, nowS)
+  redis.call('HSET', key, 'l', string.format('%.17g', l), 't', nowS)
+  local full = math.ceil((limit - l) * minute / limit - 1e-6)
+  redis.call('PEXPIRE', key, int(math.floor(full / 1000) + 1000))
+  return full
+end
+local function expire_budget(bk, lk, nowS)
+  local gone = redis.call('ZRANGEBYSCORE', lk, '-inf', nowS, 'LIMIT', 0, 100)
+  for _, g in ipairs(gone) do
+    local amt = redis.call('HGET', bk, 'r:' .. g)
+    if amt then
+      redis.call('HINCRBY', bk, 'held', int(-tonumber(amt)))
+      redis.call('HDEL', bk, 'r:' .. g)
+    end
+    redis.call('ZREM', lk, g)
+  end
+end
+local function set_expiry(key, ttlS)
+  if ttlS ~= '0' then redis.call('PEXPIRE', key, ttlS) end
+end
+`
+
+// reserveScript checks every item, then reserves every item, or nothing.
+// KEYS: per item: r/t (bucket) and s (slots): one key; b (budget): the hash and its leases.
+// ARGV: now µs, request id, lease deadline µs, lease ms, then per item: kind, limit,
+// take, seed (-1: none), time to live of the budget keys (ms, 0: forever).
+// Answer: {status, then per item two integers}; status 0 admitted (buckets: whole units
+// left, µs to full; slots: in flight; budgets: spent, held), 1 needs seeding (budgets: 2
+// when its counter is absent), 2 refused (1 when the item refuses, and its wait in µs,
+// -1 for never).
+var reserveScript = redis.NewScript(luaCommon + `
+local nowS, id, deadline, leaseMS = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+local now = tonumber(nowS)
+local n = (#ARGV - 4) / 5
+local out = {0}
+local keys, lvl, cnt = {}, {}, {}
+local seeding, refusing = false, false
+local k = 1
+for i = 1, n do
+  local a = 4 + (i - 1) * 5
+  local kind, limit, take, seed = ARGV[a+1], tonumber(ARGV[a+2]), tonumber(ARGV[a+3]), tonumber(ARGV[a+4])
+  local v1, v2 = 0, 0
+  keys[i] = k
+  if kind == 'r' or kind == 't' then
+    local l = level_of(KEYS[k], limit, now)
+    k = k + 1
+    lvl[i] = l
+    if take > l then
+      refusing, v1 = true, 1
+      if take > limit then v2 = -1 else v2 = math.ceil((take - l) * minute / limit - 1e-6) end
+    end
+  elseif kind == 's' then
+    redis.call('ZREMRANGEBYSCORE', KEYS[k], '-inf', nowS)
+    local c = redis.call('ZCARD', KEYS[k])
+    k = k + 1
+    cnt[i] = c
+    if limit > 0 and c + 1 > limit then refusing, v1, v2 = true, 1, 1000000 end
+  else
+    local bk, lk = KEYS[k], KEYS[k+1]
+    k = k + 2
+    expire_budget(bk, lk, nowS)
+    local spent = redis.call('HGET', bk, 'spent')
+    if not spent and seed >= 0 then
+      redis.call('HSET', bk, 'spent', ARGV[a+4])
+      set_expiry(bk, ARGV[a+5])
+      spent = seed
+    end
+    if not spent then
+      seeding, v1 = true, 2
+    else
+      local held = tonumber(redis.call('HGET', bk, 'held') or '0')
+      if tonumber(spent) + held + take > limit then refusing, v1 = true, 1 end
+    end
+  end
+  out[2*i], out[2*i+1] = v1, v2
+end
+if seeding then out[1] = 1; return out end
+if refusing then out[1] = 2; return out end
+for i = 1, n do
+  local a = 4 + (i - 1) * 5
+  local kind, limit, take = ARGV[a+1], tonumber(ARGV[a+2]), tonumber(ARGV[a+3])
+  local key = KEYS[keys[i]]
+  if kind == 'r' or kind == 't' then
+    local l = lvl[i] - take
+    local full = store_level(key, l, limit, nowS)
+    out[2*i], out[2*i+1] = math.floor(l), full
+  elseif kind == 's' then
+    redis.call('ZADD', key, deadline, id)
+    redis.call('PEXPIRE', key, int(leaseMS + 60000))
+    out[2*i], out[2*i+1] = cnt[i] + 1, 0
+  else
+    local lk = KEYS[keys[i] + 1]
+    if take > 0 then
+      redis.call('HINCRBY', key, 'held', ARGV[a+3])
+      redis.call('HSET', key, 'r:' .. id, ARGV[a+3])
+      redis.call('ZADD', lk, deadline, id)
+      set_expiry(lk, ARGV[a+5])
+    end
+    out[2*i] = tonumber(redis.call('HGET', key, 'spent'))
+    out[2*i+1] = tonumber(redis.call('HGET', key, 'held') or '0')
+  end
+end
+return out
+`)
+
+// settleScript releases a reservation and adds the cost to each budget's settle period.
+// KEYS: per item: t and s: one key; b: the reserve period's hash and leases, the settle
+// period's hash. ARGV: now µs, request id, addOnly (1: only add), then per item: kind,
+// limit, delta (tokens: actual - reserved; budget: cost), seed (-1: none; -2: leave an
+// absent counter absent), time to live of the settle period's hash (ms, 0: forever).
+// Answer: per item 1 when its settle period's counter is absent and needs seeding.
+var settleScript = redis.NewScript(luaCommon + `
+local nowS, id, addOnly = ARGV[1], ARGV[2], ARGV[3] == '1'
+local now = tonumber(nowS)
+local n = (#ARGV - 3) / 5
+local out = {}
+local k = 1
+for i = 1, n do
+  local a = 3 + (i - 1) * 5
+  local kind, limit, delta, seed = ARGV[a+1], tonumber(ARGV[a+2]), tonumber(ARGV[a+3]), tonumber(ARGV[a+4])
+  out[i] = 0
+  if kind == 't' then
+    local l = level_of(KEYS[k], limit, now) - delta
+    if l > limit then l = limit end
+    store_level(KEYS[k], l, limit, nowS)
+    k = k + 1
+  elseif kind == 's' then
+    redis.call('ZREM', KEYS[k], id)
+    k = k + 1
+  else
+    local rk, lk, sk = KEYS[k], KEYS[k+1], KEYS[k+2]
+    k = k + 3
+    if not addOnly then
+      local amt = redis.call('HGET', rk, 'r:' .. id)
+      if amt then
+        redis.call('HINCRBY', rk, 'held', int(-tonumber(amt)))
+        redis.call('HDEL', rk, 'r:' .. id)
+      end
+      redis.call('ZREM', lk, id)
+    end
+    if delta > 0 then
+      if redis.call('HEXISTS', sk, 'spent') == 1 then
+        redis.call('HINCRBY', sk, 'spent', ARGV[a+3])
+      elseif seed >= 0 then
+        redis.call('HSET', sk, 'spent', int(seed + delta))
+        set_expiry(sk, ARGV[a+5])
+      elseif seed == -1 then
+        out[i] = 1
+      end
+    end
+  end
+end
+return out
+`)
+
+// peekScript reads each item's standing. KEYS and ARGV as reserveScript's (take and seed
+// unused). Answer: per item three integers: buckets: whole units, µs to full; slots: in
+// flight; budgets: 1 when counted, spent, held (leases past their deadline left out).
+var peekScript = redis.NewScript(luaCommon + `
+local nowS = ARGV[1]
+local now = tonumber(nowS)
+local n = (#ARGV - 4) / 5
+local out = {}
+local k = 1
+for i = 1, n do
+  local a = 4 + (i - 1) * 5
+  local kind, limit = ARGV[a+1], tonumber(ARGV[a+2])
+  local v1, v2, v3 = 0, 0, 0
+  if kind == 'r' or kind == 't' then
+    local l = level_of(KEYS[k], limit, now)
+    k = k + 1
+    v1, v2 = math.floor(l), math.max(0, math.ceil((limit - l) * minute / limit - 1e-6))
+  elseif kind == 's' then
+    v1 = redis.call('ZCOUNT', KEYS[k], '(' .. nowS, '+inf')
+    k = k + 1
+  else
+    local bk, lk = KEYS[k], KEYS[k+1]
+    k = k + 2
+    local spent = redis.call('HGET', bk, 'spent')
+    local held = tonumber(redis.call('HGET', bk, 'held') or '0')
+    for _, g in ipairs(redis.call('ZRANGEBYSCORE', lk, '-inf', nowS, 'LIMIT', 0, 1000)) do
+      held = held - tonumber(redis.call('HGET', bk, 'r:' .. g) or '0')
+    end
+    if spent then v1, v2 = 1, tonumber(spent) end
+    v3 = held
+  end
+  out[3*i-2], out[3*i-1], out[3*i] = v1, v2, v3
+end
+return out
+`)
+
+func (rc *redisCounters) bucketKey(it *item) string {
+	if it.kind == itemRequests {
+		return rc.prefix + "rpm:" + it.scope.String()
+	}
+	return rc.prefix + "tpm:" + it.scope.String()
+}
+
+func (rc *redisCounters) budgetKey(it *item, start int64) string {
+	return rc.prefix + "budget:" + it.scope.String() + ":" + string(it.period) + ":" + strconv.FormatInt(start/1_000_000, 10)
+}
+
+// ttlMS is how long a budget period's keys live from now: until an hour after the
+// period's end plus the lease; 0 (forever) for a total budget. Relative to the
+// Limiter's clock, not Redis's, so that both agree on what has ended.
+func ttlMS(end, lease, now int64) int64 {
+	if end == 0 {
+		return 0
+	}
+	return max((end-now+lease+3_600_000_000)/1000, 1)
+}
+
+var kindCodes = [...]string{itemRequests: "r", itemTokens: "t", itemSlot: "s", itemBudget: "b"}
+
+func (rc *redisCounters) args(r *Reservation, now, lease int64) ([]string, []any) {
+	keys := make([]string, 0, len(r.items)+2)
+	args := make([]any, 0, 4+5*len(r.items))
+	args = append(args, now, r.id, now+lease, lease/1000)
+	for i := range r.items {
+		it := &r.items[i]
+		var exp int64
+		switch it.kind {
+		case itemRequests, itemTokens:
+			keys = append(keys, rc.bucketKey(it))
+		case itemSlot:
+			keys = append(keys, rc.prefix+"inflight:"+it.scope.String())
+		case itemBudget:
+			bk := rc.budgetKey(it, it.start)
+			keys = append(keys, bk, bk+":leases")
+			exp = ttlMS(it.end, lease, now)
+		}
+		args = append(args, kindCodes[it.kind], it.limit, it.take, it.seed, exp)
+	}
+	return keys, args
+}
+
+func (rc *redisCounters) reserve(ctx context.Context, r *Reservation, now, lease int64) (outcome, error) {
+	keys, args := rc.args(r, now, lease)
+	v, err := reserveScript.Run(ctx, rc.c, keys, args...).Int64Slice()
+	if err != nil {
+		return 0, err
+	}
+	if len(v) != 1+2*len(r.items) {
+		return 0, fmt.Errorf("reserve script answered %d values for %d items", len(v), len(r.items))
+	}
+	status := outcome(v[0])
+	for i := range r.items {
+		it := &r.items[i]
+		v1, v2 := v[1+2*i], v[2+2*i]
+		switch status {
+		case admitted:
+			switch it.kind {
+			case itemRequests, itemTokens:
+				it.after, it.reset = v1, v2
+			case itemSlot:
+				it.after = v1
+			case itemBudget:
+				it.after, it.held = v1, v2
+			}
+		case needsSeed:
+			it.needSeed = it.kind == itemBudget && v1 == 2
+		case refused:
+			it.refused, it.wait = v1 == 1, v2
+		default:
+			return 0, fmt.Errorf("reserve script answered status %d", v[0])
+		}
+	}
+	return status, nil
+}
+
+func (rc *redisCounters) settle(ctx context.Context, r *Reservation, tokens, cost, now int64, addOnly, seed bool) error {
+	keys := make([]string, 0, len(r.items)+4)
+	args := make([]any, 0, 3+5*len(r.items))
+	flag := "0"
+	if addOnly {
+		flag = "1"
+	}
+	args = append(args, now, r.id, flag)
+	sent := make([]int, 0, len(r.items))
+	for i := range r.items {
+		it := &r.items[i]
+		if addOnly && !(it.kind == itemBudget && it.needSeed) {
+			continue
+		}
+		switch it.kind {
+		case itemRequests:
+			continue
+		case itemTokens:
+			delta := tokens - it.take
+			if delta == 0 {
+				continue
+			}
+			keys = append(keys, rc.bucketKey(it))
+			args = append(args, "t", it.limit, delta, 0, 0)
+		case itemSlot:
+			keys = append(keys, rc.prefix+"inflight:"+it.scope.String())
+			args = append(args, "s", it.limit, 0, 0, 0)
+		case itemBudget:
+			it.needSeed = false
+			bk := rc.budgetKey(it, it.start)
+			keys = append(keys, bk, bk+":leases", rc.budgetKey(it, it.sstart))
+			s := it.sseed
+			if s < 0 && !seed {
+				s = -2
+			}
+			args = append(args, "b", it.limit, cost, s, ttlMS(it.send, r.l.lease, now))
+		}
+		sent = append(sent, i)
+	}
+	if len(sent) == 0 {
+		return nil
+	}
+	v, err := settleScript.Run(ctx, rc.c, keys, args...).Int64Slice()
+	if err != nil {
+		return err
+	}
+	for j, i := range sent {
+		if j < len(v) && v[j] == 1 {
+			r.items[i].needSeed = true
+		}
+	}
+	return nil
+}
+
+func (rc *redisCounters) peek(ctx context.Context, r *Reservation, now int64) error {
+	keys, args := rc.args(r, now, r.l.lease)
+	v, err := peekScript.Run(ctx, rc.c, keys, args...).Int64Slice()
+	if err != nil {
+		return err
+	}
+	if len(v) != 3*len(r.items) {
+		return fmt.Errorf("peek script answered %d values for %d items", len(v), len(r.items))
+	}
+	for i := range r.items {
+		it := &r.items[i]
+		v1, v2, v3 := v[3*i], v[3*i+1], v[3*i+2]
+		switch it.kind {
+		case itemRequests, itemTokens:
+			it.after, it.reset = v1, v2
+		case itemSlot:
+			it.after = v1
+		case itemBudget:
+			it.held = max(v3, 0)
+			switch {
+			case v1 == 1:
+				it.after = v2
+			case it.seed >= 0:
+				it.after = it.seed
+			default:
+				it.needSeed = true
+			}
+		}
+	}
+	return nil
+}
+
+// maxRelease bounds the reservations kept for release after an outage; the others lapse
+// with their lease.
+const maxRelease = 10_000
+
+// markStale notes, for when Redis answers again, that the spend of r's budgets was
+// counted without it (their counters are seeded again from the ledger) and, unless
+// counted locally, that r's reservation is still held there.
+func (rc *redisCounters) markStale(r *Reservation, counterOnly bool) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if rc.stale == nil {
+		rc.stale = make(map[string]struct{})
+	}
+	for i := range r.items {
+		it := &r.items[i]
+		if it.kind == itemBudget {
+			rc.stale[rc.budgetKey(it, it.sstart)] = struct{}{}
+		}
+	}
+	if !counterOnly && len(rc.release) < maxRelease {
+		rc.release = append(rc.release, r)
+	}
+}
+
+// resync runs when Redis answers again: it releases the reservations that could not be
+// released, then drops the spend of the budget periods counted elsewhere meanwhile, so
+// that the next reservation seeds them from the ledger. With nothing to do it is a PING.
+func (rc *redisCounters) resync(ctx context.Context) error {
+	rc.mu.Lock()
+	release, stale := rc.release, rc.stale
+	rc.release, rc.stale = nil, nil
+	rc.mu.Unlock()
+	var err error
+	if len(release) == 0 && len(stale) == 0 {
+		err = rc.c.Ping(ctx).Err()
+	}
+	for i, r := range release {
+		if err != nil {
+			rc.requeue(release[i:], nil)
+			break
+		}
+		for j := range r.items {
+			r.items[j].needSeed = false
+		}
+		err = rc.settle(ctx, r, r.tokens, 0, 0, false, false)
+		if err != nil {
+			rc.requeue(release[i:], nil)
+		}
+	}
+	if len(stale) > 0 {
+		if err == nil {
+			pipe := rc.c.Pipeline()
+			for k := range stale {
+				pipe.HDel(ctx, k, "spent")
+			}
+			_, err = pipe.Exec(ctx)
+		}
+		if err != nil {
+			rc.requeue(nil, stale)
+		}
+	}
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return err
+	}
+	return nil
+}
+
+func (rc *redisCounters) requeue(release []*Reservation, stale map[string]struct{}) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	rc.release = append(rc.release, release...)
+	if len(stale) > 0 && rc.stale == nil {
+		rc.stale = make(map[string]struct{})
+	}
+	for k := range stale {
+		rc.stale[k] = struct{}{}
+	}
+}
+
+func (rc *redisCounters) close() error { return nil }
