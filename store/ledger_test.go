@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchyard-gw/switchyard/limits"
 	"github.com/switchyard-gw/switchyard/metering"
 )
 
@@ -78,5 +79,37 @@ func TestLedgerRestartOverTheStoreSendsNothingTwice(t *testing.T) {
 		pos, err := sink.JournalPosition(ctx, first)
 		require.NoError(t, err)
 		assert.Equal(t, info.Size(), pos, "the stored position is the end of the journal")
+	})
+}
+
+// A journal holds lines written before records had a project (an older gateway's) and
+// lines with one: both reach the database, the older as a record of no project, and
+// each counts for the spend of the project it was metered in.
+func TestJournalLinesWithAndWithoutAProjectReachTheStore(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		s := f.open(t)
+		dir := t.TempDir()
+		// As an older gateway wrote it: no project_id.
+		old := `{"request_id":"sy_old","key_id":"key_a","model":"m","candidate":"c","protocol":"openai","operation":"chat",` +
+			`"status":200,"input":10,"output":5,"cost_micros":7,"latency_ms":1,"ttfb_ms":1,"attempts":1,"time":"2026-05-01T10:00:00Z"}` + "\n"
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "usage-0000000000000000.jsonl"), []byte(old), 0o600))
+		l, err := metering.OpenLedger(ctx, dir, s, metering.Options{Interval: 10 * time.Millisecond})
+		require.NoError(t, err)
+		require.NoError(t, l.Append(&metering.Record{RequestID: "sy_new", KeyID: "key_a", ProjectID: "platform", Model: "m",
+			Status: 200, CostMicros: 100, Time: time.Date(2026, 5, 1, 11, 0, 0, 0, time.UTC)}))
+		require.Eventually(t, func() bool { return l.Stats().PendingBytes == 0 }, 10*time.Second, 10*time.Millisecond)
+		require.NoError(t, l.Close())
+
+		rows := f.rows(t, `SELECT request_id, project_id FROM usage_records ORDER BY request_id`)
+		require.Len(t, rows, 2)
+		assert.Equal(t, []any{"sy_new", "platform"}, rows[0])
+		assert.Equal(t, []any{"sy_old", nil}, rows[1])
+		spent, err := s.Spend(ctx, limits.Scope{Kind: limits.ScopeKey, ID: "key_a"}, time.Time{})
+		require.NoError(t, err)
+		assert.Equal(t, int64(107), spent)
+		spent, err = s.Spend(ctx, limits.Scope{Kind: limits.ScopeProject, ID: "platform"}, time.Time{})
+		require.NoError(t, err)
+		assert.Equal(t, int64(100), spent)
 	})
 }
