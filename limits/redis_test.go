@@ -1,0 +1,270 @@
+package limits
+
+import (
+	"context"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard-gw/switchyard/internal/redistest"
+)
+
+// gateways is a Redis server and Limiters on it, each with a client of its own: several
+// gateways sharing counters.
+type gateways struct {
+	srv    *redistest.Server
+	admin  *redis.Client
+	prefix string
+}
+
+func newGateways(t *testing.T) *gateways {
+	srv := redistest.Start(t)
+	return &gateways{srv: srv, admin: newClient(t, srv), prefix: "sy:"}
+}
+
+func (g *gateways) limiter(t *testing.T, opts Options) *Limiter {
+	l := New(NewRedis(newClient(t, g.srv), g.prefix), opts)
+	t.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+// notices records what OnUnreachable was told.
+type notices struct {
+	mu   sync.Mutex
+	seen []error
+}
+
+func (n *notices) On(err error) {
+	n.mu.Lock()
+	n.seen = append(n.seen, err)
+	n.mu.Unlock()
+}
+
+func (n *notices) get() []error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]error(nil), n.seen...)
+}
+
+func TestTwoGatewaysEnforceOneLimit(t *testing.T) {
+	g := newGateways(t)
+	clk := newClock(t0)
+	gw := []*Limiter{g.limiter(t, Options{Now: clk.Now}), g.limiter(t, Options{Now: clk.Now})}
+	key := Check{Scope: keyScope("k1"), Policy: Policy{TPM: 1_000_000, Budget: budget(10_000, PeriodMonth)}}
+	proj := Check{Scope: projectScope("p1"), Policy: Policy{RPM: 50}}
+
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	var mu sync.Mutex
+	var held []*Reservation
+	for i := range 100 {
+		l := gw[i%2]
+		wg.Go(func() {
+			<-start
+			d, err := l.Reserve(context.Background(), ask(1000, 1000, key, proj))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if d.Refused == nil {
+				admitted.Add(1)
+				mu.Lock()
+				held = append(held, d.Reservation)
+				mu.Unlock()
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	require.Equal(t, int64(10), admitted.Load(), "a budget that fits 10, across two gateways")
+
+	// Settled on either gateway, seen by both.
+	for _, r := range held {
+		r.Settle(context.Background(), 500, 800)
+	}
+	for _, l := range gw {
+		st := status(t, l, key)
+		require.Equal(t, int64(8000), st.SpentMicros)
+		require.Equal(t, int64(0), st.ReservedMicros)
+		require.Equal(t, int64(1_000_000-10*500), st.Tokens.Remaining)
+		require.Equal(t, int64(40), status(t, l, proj).Requests.Remaining)
+	}
+	admit(t, gw[0], ask(0, 2000, key, proj))
+	refuse(t, gw[1], ask(0, 1, key, proj))
+}
+
+func TestRedisKeyLayout(t *testing.T) {
+	g := newGateways(t)
+	l := g.limiter(t, Options{Now: newClock(t0).Now})
+	c := Check{Scope: Scope{Kind: ScopeKey, ID: "k1", Model: "big"}, Policy: Policy{RPM: 5, TPM: 500, Concurrency: 2, Budget: budget(1000, PeriodMonth)}}
+	admit(t, l, ask(10, 10, c))
+	keys, err := g.admin.Keys(context.Background(), "sy:*").Result()
+	require.NoError(t, err)
+	sort.Strings(keys)
+	start := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC).Unix()
+	b := "sy:budget:key:k1/model:big:month:" + strconv.FormatInt(start, 10)
+	require.Equal(t, []string{b, b + ":leases", "sy:inflight:key:k1/model:big", "sy:rpm:key:k1/model:big", "sy:tpm:key:k1/model:big"}, keys)
+	ttl, err := g.admin.PTTL(context.Background(), b).Result()
+	require.NoError(t, err)
+	// Until an hour after April 1st plus the lease, from the Limiter's clock.
+	require.Equal(t, time.Date(2026, 4, 1, 1, 15, 0, 0, time.UTC).Sub(t0).Round(time.Minute), ttl.Round(time.Minute))
+}
+
+func TestRedisFlushSeedsSpendFromTheLedgerAgain(t *testing.T) {
+	g := newGateways(t)
+	clk := newClock(t0)
+	lg := &ledger{}
+	l := g.limiter(t, Options{Now: clk.Now, Seeder: lg.Seeder})
+	c := Check{Scope: keyScope("k1"), Policy: Policy{Budget: budget(1000, PeriodMonth)}}
+
+	r := admit(t, l, ask(0, 800, c))
+	lg.add(c.Scope, clk.Now(), 700) // the ledger records the request as it ends
+	r.Settle(context.Background(), 0, 700)
+	require.NoError(t, g.admin.FlushAll(context.Background()).Err()) // a restart without persistence
+
+	queries := lg.queries.Load()
+	refuse(t, l, ask(0, 301, c))
+	require.Equal(t, queries+1, lg.queries.Load(), "the lost counter was seeded from the ledger")
+	admit(t, l, ask(0, 300, c))
+	require.Equal(t, int64(700), status(t, l, c).SpentMicros)
+}
+
+func TestRedisUnreachableRefusesBudgetsAndCountsRatesLocally(t *testing.T) {
+	g := newGateways(t)
+	clk := newClock(t0)
+	var n notices
+	l := g.limiter(t, Options{Now: clk.Now, OnUnreachable: n.On, RetryEvery: 20 * time.Millisecond})
+	withBudget := Check{Scope: keyScope("k1"), Policy: Policy{RPM: 100, Budget: budget(1000, PeriodMonth)}}
+	rates := Check{Scope: keyScope("k2"), Policy: Policy{RPM: 3}}
+	admit(t, l, ask(0, 10, withBudget)).Settle(context.Background(), 0, 10)
+
+	g.srv.Stop(t)
+	_, err := l.Reserve(context.Background(), ask(0, 10, withBudget))
+	require.ErrorIs(t, err, ErrUnavailable)
+	require.Len(t, n.get(), 1)
+	require.Error(t, n.get()[0])
+	for range 3 {
+		admit(t, l, ask(0, 0, rates)).Settle(context.Background(), 0, 0)
+	}
+	ref := refuse(t, l, ask(0, 0, rates))
+	require.Equal(t, KindRequests, ref.Kind, "the rate is counted locally meanwhile")
+	require.Equal(t, 20*time.Second, ref.RetryAfter)
+	st := status(t, l, rates) // from the local counters
+	require.Equal(t, int64(0), st.Requests.Remaining)
+
+	g.srv.Start(t)
+	require.Eventually(t, func() bool {
+		_, err := l.Reserve(context.Background(), ask(0, 0, withBudget))
+		return err == nil
+	}, 10*time.Second, 10*time.Millisecond)
+	require.Len(t, n.get(), 2)
+	require.NoError(t, n.get()[1], "told once that the counters answer again")
+	// Shared again: the restarted Redis holds a full bucket for k2.
+	require.Equal(t, int64(3), status(t, l, rates).Requests.Remaining)
+}
+
+func TestRedisUnreachableWithLocalBudgets(t *testing.T) {
+	g := newGateways(t)
+	clk := newClock(t0)
+	lg := &ledger{}
+	lg.add(keyScope("k1"), t0, 900)
+	l := g.limiter(t, Options{Now: clk.Now, Seeder: lg.Seeder, BudgetWhenUnreachable: "local", RetryEvery: time.Hour})
+	c := Check{Scope: keyScope("k1"), Policy: Policy{Budget: budget(1000, PeriodMonth)}}
+
+	g.srv.Stop(t)
+	refuse(t, l, ask(0, 101, c)) // seeded from the ledger in memory
+	r := admit(t, l, ask(0, 100, c))
+	refuse(t, l, ask(0, 1, c))
+	r.Settle(context.Background(), 0, 50)
+	admit(t, l, ask(0, 50, c))
+
+	lg.fail.Store(true)
+	_, err := l.Reserve(context.Background(), ask(0, 1, Check{Scope: keyScope("k2"), Policy: c.Policy}))
+	require.ErrorIs(t, err, ErrUnavailable, "no ledger, no shared counters: a budget cannot be counted")
+}
+
+func TestGatewayStartsWhileRedisIsDownAndSharesOnceItAnswers(t *testing.T) {
+	g := newGateways(t)
+	g.srv.Stop(t)
+	clk := newClock(t0)
+	var n1, n2 notices
+	gw := []*Limiter{
+		g.limiter(t, Options{Now: clk.Now, OnUnreachable: n1.On, RetryEvery: 20 * time.Millisecond}),
+		g.limiter(t, Options{Now: clk.Now, OnUnreachable: n2.On, RetryEvery: 20 * time.Millisecond}),
+	}
+	c := Check{Scope: keyScope("k1"), Policy: Policy{RPM: 4}}
+	// Apart, each gateway counts its own.
+	for _, l := range gw {
+		for range 4 {
+			admit(t, l, ask(0, 0, c)).Settle(context.Background(), 0, 0)
+		}
+		refuse(t, l, ask(0, 0, c))
+	}
+	g.srv.Start(t)
+	probe := Check{Scope: keyScope("probe"), Policy: Policy{RPM: 1_000_000}}
+	for _, l := range gw {
+		require.Eventually(t, func() bool {
+			_, _ = l.Reserve(context.Background(), ask(0, 0, probe))
+			return !l.down.Load()
+		}, 10*time.Second, 10*time.Millisecond)
+	}
+	require.Len(t, n1.get(), 2)
+	require.Len(t, n2.get(), 2)
+	// Together again: one bucket of 4 for both.
+	var admitted int
+	for i := range 10 {
+		d, err := gw[i%2].Reserve(context.Background(), ask(0, 0, c))
+		require.NoError(t, err)
+		if d.Refused == nil {
+			admitted++
+		}
+	}
+	require.Equal(t, 4, admitted)
+}
+
+// A Redis that stops answering without losing its data (CLIENT PAUSE): what was held
+// there is released when it answers again, and the spend counted locally meanwhile
+// reaches the shared counter through the ledger.
+func TestRedisPauseResyncsReleasesAndSpend(t *testing.T) {
+	g := newGateways(t)
+	clk := newClock(t0)
+	lg := &ledger{}
+	opts := Options{Now: clk.Now, Seeder: lg.Seeder, BudgetWhenUnreachable: "local", Timeout: 100 * time.Millisecond, RetryEvery: 20 * time.Millisecond}
+	l := g.limiter(t, opts)
+	c := Check{Scope: keyScope("k1"), Policy: Policy{Concurrency: 1, Budget: budget(1000, PeriodMonth)}}
+	settle := func(r *Reservation, cost int64) {
+		lg.add(c.Scope, clk.Now(), cost)
+		r.Settle(context.Background(), 0, cost)
+	}
+
+	settle(admit(t, l, ask(0, 300, c)), 300)
+	inRedis := admit(t, l, ask(0, 100, c)) // holds the shared slot
+
+	require.NoError(t, g.admin.Do(context.Background(), "CLIENT", "PAUSE", "600", "ALL").Err())
+	settle(inRedis, 100) // cannot reach Redis: released there once it answers
+	require.True(t, l.down.Load())
+	local := admit(t, l, ask(0, 400, c)) // counted in memory, seeded from the ledger (400)
+	refuse(t, l, ask(0, 201, c))         // 400 + 400 + 201 > 1000, and the local slot is taken
+	settle(local, 400)                   // the ledger now holds 800
+
+	require.Eventually(t, func() bool {
+		_, _ = l.Reserve(context.Background(), ask(0, 0, Check{Scope: keyScope("probe"), Policy: Policy{RPM: 1000}}))
+		return !l.down.Load()
+	}, 10*time.Second, 10*time.Millisecond)
+	// The shared slot was released by the resync, not by its 15-minute lease, and the
+	// shared spend is the ledger's 800, not the 300 Redis had counted itself.
+	refuse(t, l, ask(0, 201, c))
+	r := admit(t, l, ask(0, 200, c))
+	st := status(t, l, c)
+	require.Equal(t, int64(800), st.SpentMicros)
+	require.Equal(t, int64(200), st.ReservedMicros)
+	require.Equal(t, int64(1), st.InFlight)
+	r.Settle(context.Background(), 0, 200)
+}
