@@ -489,7 +489,9 @@ func (r *Reservation) Settle(ctx context.Context, tokens, costMicros int64) {
 		return
 	}
 	l := r.l
-	ctx = context.WithoutCancel(ctx)
+	if l.redis != nil {
+		ctx = context.WithoutCancel(ctx)
+	}
 	tokens, costMicros = max(tokens, 0), max(costMicros, 0)
 	now := l.now()
 	nowUS := now.UnixMicro()
