@@ -101,11 +101,28 @@ func (c *Cache) Project(id string) (*Project, bool) {
 // the store replaces them with every key the store has.
 func OpenCache(ctx context.Context, store KeyStore, opts CacheOptions) *Cache {
 	c := newCache(store, opts)
+	var (
+		snap *snapshotState
+		serr = errNoSnapshot
+	)
+	if opts.Snapshot != "" {
+		// Read first: the snapshot's projects stand in until the store's are read, so
+		// that a start whose keys' read succeeds and projects' read fails neither loses
+		// the projects nor writes a snapshot without them.
+		if snap, serr = readSnapshot(opts.Snapshot, opts.StoreID); serr == nil {
+			c.projects.Store(&snap.projects)
+		}
+	}
 	err := c.Refresh(ctx)
 	if err == nil || opts.Snapshot == "" {
 		return c
 	}
-	snap, serr := readSnapshot(opts.Snapshot, opts.StoreID)
+	c.mu.RLock()
+	keysLoaded := !c.stale
+	c.mu.RUnlock()
+	if keysLoaded {
+		return c // the store's keys, and the snapshot's projects until its are read
+	}
 	switch {
 	case errors.Is(serr, errNoSnapshot):
 		c.opts.Log("key store unreachable and no key snapshot yet: only the configuration's keys work until it answers", err)
@@ -114,7 +131,6 @@ func OpenCache(ctx context.Context, store KeyStore, opts CacheOptions) *Cache {
 	default:
 		c.mu.Lock()
 		c.byHash, c.hashOf = snap.byHash, snap.hashOf
-		c.projects.Store(&snap.projects)
 		c.mu.Unlock()
 		c.opts.Log("key store unreachable: serving the key snapshot written "+snap.file.WrittenAt.Format(time.RFC3339)+
 			" ("+strconv.Itoa(len(snap.byHash))+" stored keys, "+strconv.Itoa(len(snap.projects))+" projects) until it answers", nil)

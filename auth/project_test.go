@@ -23,6 +23,7 @@ import (
 type projectFakeStore struct {
 	*fakeStore
 	projects map[string]*Project
+	projDown bool // ProjectsChangedSince fails, the keys' calls do not
 }
 
 func newProjectFakeStore() *projectFakeStore {
@@ -50,7 +51,7 @@ func (s *projectFakeStore) setKey(id, project string, p *limits.Policy) {
 func (s *projectFakeStore) ProjectsChangedSince(_ context.Context, seq int64) ([]*Project, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.down {
+	if s.down || s.projDown {
 		return nil, errDown
 	}
 	var out []*Project
@@ -177,6 +178,38 @@ func TestTheSnapshotCarriesProjectsAndLimits(t *testing.T) {
 	p, ok = second.Project("platform")
 	require.True(t, ok)
 	assert.Nil(t, p.Limits)
+}
+
+// When the keys' read reaches the store and only the projects' read fails, a start
+// keeps the store's keys (a key revoked since the snapshot stays revoked) and takes the
+// snapshot's projects until a refresh reads the store's.
+func TestAStartWhoseProjectsReadFailsKeepsTheStoresKeys(t *testing.T) {
+	ctx := context.Background()
+	store := newProjectFakeStore()
+	path := filepath.Join(t.TempDir(), "keys.snapshot")
+	opts := CacheOptions{Snapshot: path, StoreID: "db-1"}
+	store.putProject(Project{ID: "platform", Name: "platform", Limits: &limits.Policy{RPM: 5}})
+	secret, k := store.add(t, "soon revoked")
+	OpenCache(ctx, store, opts) // writes the snapshot
+	require.NoError(t, store.RevokeKey(ctx, k.ID, time.Now()))
+
+	store.mu.Lock()
+	store.projDown = true
+	store.mu.Unlock()
+	c := OpenCache(ctx, store, opts)
+	_, ok := c.Verify(secret)
+	assert.False(t, ok, "the store's keys are served, not the snapshot's")
+	p, ok := c.Project("platform")
+	require.True(t, ok, "the snapshot's projects stand in")
+	assert.Equal(t, int64(5), p.Limits.RPM)
+
+	store.mu.Lock()
+	store.projDown = false
+	store.mu.Unlock()
+	store.putProject(Project{ID: "platform", Name: "platform", Limits: &limits.Policy{RPM: 7}})
+	require.NoError(t, c.Refresh(ctx))
+	p, _ = c.Project("platform")
+	assert.Equal(t, int64(7), p.Limits.RPM)
 }
 
 // A snapshot written before projects existed (version 1) still reads: its keys work, in
