@@ -316,6 +316,9 @@ func (l *Limiter) Reserve(ctx context.Context, a Ask) (Decision, error) {
 		if !errors.As(err, &be) {
 			return d, err
 		}
+		// A call that timed out may still have run: release whatever it reserved once
+		// Redis answers again, rather than hold it for the lease.
+		l.redis.markStale(r, false, false)
 		if ctx.Err() != nil {
 			return Decision{}, ctx.Err()
 		}
@@ -539,7 +542,7 @@ func (l *Limiter) settleOn(ctx context.Context, c Counters, r *Reservation, toke
 				// The spend is in the ledger but not in the shared counters: they take it
 				// from there once they answer again. The reservation lapses with its lease.
 				l.markDown(be.err)
-				l.redis.markStale(r, addOnly)
+				l.redis.markStale(r, true, addOnly)
 			}
 			return
 		}
@@ -562,7 +565,7 @@ func (l *Limiter) spendShared(ctx context.Context, r *Reservation, cost, now int
 		}
 	}
 	if l.down.Load() {
-		l.redis.markStale(r, true)
+		l.redis.markStale(r, true, true)
 		return
 	}
 	// Only where the shared counter exists: one that does not is seeded from the ledger,
@@ -573,7 +576,7 @@ func (l *Limiter) spendShared(ctx context.Context, r *Reservation, cost, now int
 	var be *backendError
 	if errors.As(err, &be) {
 		l.markDown(be.err)
-		l.redis.markStale(r, true)
+		l.redis.markStale(r, true, true)
 	}
 }
 

@@ -437,23 +437,31 @@ func (rc *redisCounters) peek(ctx context.Context, r *Reservation, now int64) er
 // with their lease.
 const maxRelease = 10_000
 
-// markStale notes, for when Redis answers again, that the spend of r's budgets was
-// counted without it (their counters are seeded again from the ledger) and, unless
-// counted locally, that r's reservation is still held there.
-func (rc *redisCounters) markStale(r *Reservation, counterOnly bool) {
+// markStale notes what to put right when Redis answers again: with spend, that the
+// spend of r's budgets was counted without it (their settle periods' counters are then
+// seeded again from the ledger); without counterOnly, that r's reservation may still be
+// held there (released then, by a copy of r, so that r itself may go on being used).
+func (rc *redisCounters) markStale(r *Reservation, spend, counterOnly bool) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
-	if rc.stale == nil {
-		rc.stale = make(map[string]struct{})
-	}
-	for i := range r.items {
-		it := &r.items[i]
-		if it.kind == itemBudget {
-			rc.stale[rc.budgetKey(it, it.sstart)] = struct{}{}
+	if spend {
+		if rc.stale == nil {
+			rc.stale = make(map[string]struct{})
+		}
+		for i := range r.items {
+			it := &r.items[i]
+			if it.kind == itemBudget {
+				rc.stale[rc.budgetKey(it, it.sstart)] = struct{}{}
+			}
 		}
 	}
 	if !counterOnly && len(rc.release) < maxRelease {
-		rc.release = append(rc.release, r)
+		c := &Reservation{l: r.l, id: r.id, tokens: r.tokens}
+		c.items = append([]item(nil), r.items...)
+		for i := range c.items {
+			c.items[i].ms = nil
+		}
+		rc.release = append(rc.release, c)
 	}
 }
 
