@@ -167,10 +167,13 @@ func (c *Cache) VerifyHash(h Hash) (*Identity, bool) {
 	return k.identity, true
 }
 
-// Refresh applies every change made to the store since the last refresh. It is called
-// in the background and, after a change made through this gateway, at once. The first
-// refresh that reaches the store reads every key and replaces what was held (keys from
-// a snapshot). After each change the snapshot, if any, is rewritten.
+// Refresh applies every change made to the store since the last refresh: keys, and
+// projects when the store is a ProjectStore (read after the keys, so that a project a
+// key refers to is held). It is called in the background and, after a change made
+// through this gateway, at once. The first refresh that reaches the store reads every
+// key and project and replaces what was held (a snapshot's). After each change the
+// snapshot, if any, is rewritten. When only the projects' read fails, the keys' changes
+// are applied and the error returned; the projects are read again next time.
 func (c *Cache) Refresh(ctx context.Context) error {
 	c.refreshMu.Lock()
 	defer c.refreshMu.Unlock()
