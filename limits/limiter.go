@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -93,7 +95,8 @@ type Options struct {
 	// concurrency limits always fall back to local counting.
 	BudgetWhenUnreachable string
 	// OnUnreachable is told once when the shared counters stop answering (with the
-	// error), once (nil) when they answer again.
+	// error, told without the server's address or host name), once (nil) when they
+	// answer again.
 	OnUnreachable func(err error)
 	// Timeout bounds each call to the shared counters, so that a Redis that stopped
 	// answering cannot stall requests; default 500ms.
@@ -292,6 +295,25 @@ const (
 type backendError struct{ err error }
 
 func (e *backendError) Error() string { return "limits: shared counters: " + e.err.Error() }
+
+// withoutAddress is a failure of the shared counters told without the server's address
+// or host name (a dial error names both), so that it may be logged.
+func withoutAddress(err error) error {
+	var dns *net.DNSError
+	var op *net.OpError
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) || os.IsTimeout(err):
+		return errors.New("no answer within the timeout")
+	case errors.As(err, &dns):
+		return errors.New("host name lookup failed: " + dns.Err)
+	case errors.As(err, &op):
+		if op.Err != nil {
+			return fmt.Errorf("%s: %w", op.Op, op.Err)
+		}
+		return errors.New(op.Op + " failed")
+	}
+	return err
+}
 func (e *backendError) Unwrap() error { return e.err }
 
 // Reserve decides an Ask: every check fits, and the request's worst case is reserved
@@ -323,7 +345,7 @@ func (l *Limiter) Reserve(ctx context.Context, a Ask) (Decision, error) {
 			return Decision{}, ctx.Err()
 		}
 		l.markDown(be.err)
-		cause = be.err
+		cause = withoutAddress(be.err)
 	}
 	if r.hasBudget() && !l.localSpend {
 		if cause == nil {
@@ -612,6 +634,7 @@ func (l *Limiter) sharedUsable(ctx context.Context) bool {
 }
 
 func (l *Limiter) markDown(err error) {
+	err = withoutAddress(err)
 	l.downMu.Lock()
 	defer l.downMu.Unlock()
 	l.lastTry.Store(int64(time.Since(l.base)))

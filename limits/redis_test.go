@@ -150,6 +150,8 @@ func TestRedisUnreachableRefusesBudgetsAndCountsRatesLocally(t *testing.T) {
 	require.ErrorIs(t, err, ErrUnavailable)
 	require.Len(t, n.get(), 1)
 	require.Error(t, n.get()[0])
+	require.NotContains(t, n.get()[0].Error(), "127.0.0.1", "the notice may be logged: no address")
+	require.NotContains(t, err.Error(), "127.0.0.1")
 	for range 3 {
 		admit(t, l, ask(0, 0, rates)).Settle(context.Background(), 0, 0)
 	}
