@@ -15,6 +15,7 @@ package integration
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -576,4 +577,128 @@ func costShown(t *testing.T, text string, micros int64) {
 	assert.True(t, len(frac) >= 2 && len(frac) <= 6, "cost %q: want 2 to 6 decimal places", text)
 	frac += strings.Repeat("0", max(0, 6-len(frac)))
 	assert.Equal(t, fmt.Sprintf("%d.%06d", micros/1_000_000, micros%1_000_000), whole+"."+frac, "cost %q", text)
+}
+
+// limitsReport is what console/limits.mjs prints.
+type limitsReport struct {
+	browserReport
+	ProjectLimits  string       `json:"project_limits"`
+	ProjectName    string       `json:"project_name"`
+	Secret         string       `json:"secret"`
+	KeyID          string       `json:"key_id"`
+	RowAfterCreate limitsKeyRow `json:"row_after_create"`
+	FirstCall      limitsCall   `json:"first_call"`
+	ProjectKeys    []string     `json:"project_keys"`
+	ProjectSpend   string       `json:"project_spend"`
+	DialogProject  string       `json:"dialog_project"`
+	DialogError    string       `json:"dialog_error"`
+	DialogOpen     bool         `json:"dialog_open_after_error"`
+	DialogRPMError string       `json:"dialog_rpm_error"`
+	RowAfterLimits limitsKeyRow `json:"row_after_limits"`
+	Overflow       []string     `json:"overflow"`
+	StatusMessage  string       `json:"status_message"`
+	Audit          []struct {
+		Action string `json:"action"`
+		Target string `json:"target"`
+		Actor  string `json:"actor"`
+		Shown  string `json:"shown"`
+		Detail string `json:"detail"`
+	} `json:"audit"`
+}
+
+type limitsKeyRow struct {
+	Project      string `json:"project"`
+	ProjectShown string `json:"project_shown"`
+	SpendText    string `json:"spend_text"`
+	Limits       string `json:"limits"`
+	HasMeter     bool   `json:"has_meter"`
+}
+
+type limitsCall struct {
+	Status      int    `json:"status"`
+	ShouldRetry string `json:"should_retry"`
+	Body        string `json:"body"`
+}
+
+// An operator creates a project with a budget and a key in it in the console, sets the
+// key's budget in its Limits dialog to less than one request costs, and the key's next
+// request is refused with the budget's 429 before any upstream is called. The audit
+// view lists each change with the console's user as the one who made it.
+func TestConsoleInBrowserLimits(t *testing.T) {
+	node := needBrowser(t)
+	up := newUpstream(t)
+	g, _ := startConsoleGateway(t, up)
+	const keyBudget = "0.000001/day" // one micro-unit: less than any priced request
+
+	var r limitsReport
+	runBrowserScript(t, node, "limits.mjs", g, 2*time.Minute, &r,
+		"SY_GATEWAY_URL="+g.base, "SY_MODEL=chat-a", "SY_BUDGET="+keyBudget)
+	assert.Equal(t, 200, r.PageStatus)
+	assert.Empty(t, r.PageErrors)
+	for _, e := range r.ConsoleErrors {
+		assert.Contains(t, e, "status of 400", "the one error expected is the refused budget")
+	}
+
+	t.Run("the project and the key are made in the page", func(t *testing.T) {
+		assert.Equal(t, "Platform team", r.ProjectName)
+		assert.Contains(t, r.ProjectLimits, "50/month")
+		assert.Equal(t, "platform", r.RowAfterCreate.Project)
+		assert.Equal(t, "platform", r.RowAfterCreate.ProjectShown)
+		assert.Equal(t, []string{"limited-bot"}, r.ProjectKeys, "the project lists its key")
+		assert.Equal(t, 200, r.FirstCall.Status, "before its budget the key works: %s", r.FirstCall.Body)
+		assert.Equal(t, "platform", r.DialogProject, "the dialog starts from the key's project")
+	})
+
+	t.Run("the limits dialog explains a mistake and keeps what was typed", func(t *testing.T) {
+		assert.Contains(t, r.DialogError, "budget: want <amount>/<day|month|total>, e.g. 50/month")
+		assert.True(t, r.DialogOpen)
+		assert.Contains(t, r.DialogRPMError, "Requests per minute: a whole number")
+		assert.Contains(t, r.RowAfterLimits.Limits, keyBudget)
+		assert.Contains(t, r.StatusMessage, "saved")
+		assert.Empty(t, r.Overflow, "tables wider than their panel at 1366 pixels")
+	})
+
+	t.Run("the API shows what the page set", func(t *testing.T) {
+		res := g.call(t, "GET", "/console/api/keys/"+r.KeyID, "", "Authorization", basicAuth(consoleUser, consolePassword))
+		require.Equal(t, 200, res.Status, "%s", res.Body)
+		assert.Equal(t, "platform", gjson.GetBytes(res.Body, "key.project_id").Str)
+		assert.JSONEq(t, `{"budget":"`+keyBudget+`"}`, gjson.GetBytes(res.Body, "key.limits").Raw)
+	})
+
+	t.Run("the key's next request gets the budget's 429 before any upstream", func(t *testing.T) {
+		before := up.count()
+		res := g.call(t, "POST", "/v1/chat/completions", `{"model":"chat-a","messages":[{"role":"user","content":"Over budget?"}]}`,
+			"Authorization", "Bearer "+r.Secret, "Content-Type", "application/json")
+		e := familyA(t, res, http.StatusTooManyRequests, "insufficient_quota")
+		assert.Equal(t, "budget_exceeded", e.Get("code").Str)
+		assert.Equal(t, "false", res.Header.Get("x-should-retry"))
+		assert.Contains(t, e.Get("message").Str, "key", "the message says whose budget was reached")
+		assert.NotContains(t, string(res.Body), r.Secret)
+		assert.Equal(t, before, up.count(), "no upstream was called")
+	})
+
+	t.Run("the audit view lists the changes with the console's user", func(t *testing.T) {
+		type change struct{ action, target, actor string }
+		var got []change
+		for _, a := range r.Audit {
+			got = append(got, change{a.Action, a.Target, a.Actor})
+		}
+		actor := "console:" + consoleUser
+		assert.Subset(t, got, []change{
+			{"project.create", "platform", actor},
+			{"key.create", r.KeyID, actor},
+			{"key.limits", r.KeyID, actor},
+		})
+		require.NotEmpty(t, r.Audit)
+		assert.Equal(t, "key.limits", r.Audit[0].Action, "newest first")
+		assert.Equal(t, "Set key limits", r.Audit[0].Shown)
+		assert.Contains(t, r.Audit[0].Detail, keyBudget)
+		for _, a := range r.Audit {
+			assert.NotContains(t, a.Detail, r.Secret)
+		}
+	})
+}
+
+func basicAuth(user, password string) string {
+	return "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+password))
 }

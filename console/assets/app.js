@@ -1,4 +1,5 @@
-// Switchyard console: keys, models and usage over the console's JSON API.
+// Switchyard console: keys, projects and their limits, models, usage and the audit
+// trail over the console's JSON API.
 //
 // Rules this file keeps:
 // - Every URL is relative ("api/keys"), because the console is mounted under a path
@@ -21,6 +22,9 @@
     modelsLoaded: false,
     rotating: null, // the key the rotate dialog is about
     revoking: null, // the key the revoke dialog is about
+    projects: [],
+    limitsFor: null, // {kind: 'key'|'project', item} the limits dialog is about
+    audit: [], // entries shown, newest first
   };
 
   const $ = (id) => document.getElementById(id);
@@ -197,6 +201,7 @@
       const data = await api('GET', 'api/keys');
       state.keys = Array.isArray(data.keys) ? data.keys : [];
       renderKeys();
+      renderProjects();
       renderUsageKeyChoices();
       renderConnectKeyChoices();
     } catch (err) {
@@ -257,6 +262,10 @@
     if (status === 'active') {
       actions.append(
         el('button', {
+          type: 'button', className: 'btn btn-small', testid: 'limits-button',
+          'aria-label': 'Limits and project of key ' + k.name, onclick: () => openLimits('key', k),
+        }, 'Limits…'),
+        el('button', {
           type: 'button', className: 'btn btn-small', testid: 'rotate-button',
           'aria-label': 'Rotate key ' + k.name, onclick: () => openRotate(k),
         }, 'Rotate…'),
@@ -274,6 +283,9 @@
     nameCell,
     el('td', {}, el('code', { className: 'prefix', testid: 'key-prefix', title: 'The first characters of the secret', text: (k.prefix || '') + '…' })),
     statusCell,
+    el('td', { className: 'key-project', testid: 'key-project', dataset: { project: k.project_id || '' } },
+      k.project_id ? projectLabel(k.project_id) : el('span', { className: 'muted', text: '—' })),
+    el('td', { testid: 'key-spend' }, spendNode(k.standing, k.limits)),
     modelsCell,
     el('td', { testid: 'key-created' }, created ? timeNode(created) : el('span', { className: 'muted', text: '—' })),
     el('td', { testid: 'key-last-used' }, lastUsed ? timeNode(lastUsed, 'relative') : el('span', { className: 'muted', text: 'Never' })),
@@ -332,6 +344,7 @@
       return;
     }
     const body = { name };
+    if ($('create-project').value) body.project_id = $('create-project').value;
     const models = selectedModels();
     if (models.length) body.models = models;
     const life = lifetime();
@@ -350,7 +363,7 @@
       $('create-lifetime-custom-wrap').hidden = true;
       showSecret(data.secret, 'Secret for the new key “' + data.key.name + '”', null);
       say('Key “' + data.key.name + '” created.');
-      await loadKeys();
+      await Promise.all([loadKeys(), loadAudit()]);
     } catch (err) {
       showCreateError(err.message, null);
     } finally {
@@ -473,7 +486,7 @@
     } catch (err) {
       showError('Rotating “' + k.name + '” failed: ' + err.message);
     }
-    await loadKeys();
+    await Promise.all([loadKeys(), loadAudit()]);
   }
 
   function openRevoke(k) {
@@ -497,7 +510,370 @@
     } catch (err) {
       showError('Revoking “' + k.name + '” failed: ' + err.message);
     }
-    await loadKeys();
+    await Promise.all([loadKeys(), loadAudit()]);
+  }
+
+  // ---- Limits: spend bars ------------------------------------------------------------
+  //
+  // Amounts come from the API as exact integers of micro-units (spent_micros, ...) and
+  // are written with formatCost; budgets as operators write them ("50/month").
+
+  const PERIODS = { day: 'today (UTC)', month: 'this month (UTC)', total: 'in total' };
+
+  // budgetMicros reads "50/month" into micro-units exactly (the API checked it).
+  function budgetMicros(budget) {
+    const amount = String(budget || '').split('/')[0];
+    const [whole, frac = ''] = amount.split('.');
+    if (!/^\d*$/.test(whole) || !/^\d{0,6}$/.test(frac)) return 0n;
+    return BigInt(whole || '0') * MICROS + BigInt((frac + '000000').slice(0, 6));
+  }
+
+  function periodOf(budget) {
+    return String(budget || '').split('/')[1] || '';
+  }
+
+  // limitsSummary says a policy in a few words: "50/month · 60 rpm · 4 at once".
+  function limitsSummary(l) {
+    if (!l) return '';
+    const parts = [];
+    if (l.budget) parts.push(l.budget);
+    if (l.rpm) parts.push(count(l.rpm) + ' req/min');
+    if (l.tpm) parts.push(count(l.tpm) + ' tokens/min');
+    if (l.concurrency) parts.push(count(l.concurrency) + ' at once');
+    for (const [m, v] of Object.entries(l.models || {}).sort()) {
+      const sub = limitsSummary(v);
+      if (sub) parts.push(m + ': ' + sub);
+    }
+    return parts.join(' · ');
+  }
+
+  // spendNode shows a key's or a project's spend this period: a bar against its budget
+  // (the settled part, then the part held by requests in flight), the figures, and what
+  // is left of its per-minute rates.
+  function spendNode(standing, limits) {
+    const box = el('div', { className: 'spend', testid: 'spend' });
+    if (!standing) {
+      box.append(el('span', { className: 'muted limits-text', testid: 'limits-summary', text: limitsSummary(limits) || '—' }));
+      return box;
+    }
+    const spent = BigInt(standing.spent_micros || 0);
+    const reserved = BigInt(standing.reserved_micros || 0);
+    box.dataset.spentMicros = String(spent);
+    box.dataset.reservedMicros = String(reserved);
+    if (standing.budget) {
+      const budget = budgetMicros(standing.budget);
+      box.dataset.budget = standing.budget;
+      const pct = (v) => (budget > 0n ? Math.min(100, Number((v * 10000n) / budget) / 100) : (v > 0n ? 100 : 0));
+      const used = spent + reserved;
+      if (used >= budget) box.classList.add('is-full');
+      else if (budget > 0n && used * 10n >= budget * 8n) box.classList.add('is-near');
+      const meter = el('div', {
+        className: 'meter', role: 'meter', 'aria-label': 'Spend ' + (PERIODS[periodOf(standing.budget)] || ''),
+        'aria-valuemin': '0', 'aria-valuemax': costDecimal(budget), 'aria-valuenow': costDecimal(spent),
+        'aria-valuetext': formatCost(spent) + ' of ' + formatCost(budget) + ' spent, ' + formatCost(reserved) + ' reserved',
+      });
+      const spentBar = el('span', { className: 'meter-spent' });
+      const reservedBar = el('span', { className: 'meter-reserved', testid: 'spend-reserved' });
+      // Through the CSSOM: the page's CSP allows no style attributes.
+      spentBar.style.width = pct(spent) + '%';
+      reservedBar.style.left = pct(spent) + '%';
+      reservedBar.style.width = Math.max(0, Math.min(100 - pct(spent), pct(reserved))) + '%';
+      meter.append(spentBar, reservedBar);
+      let text = formatCost(spent) + ' of ' + formatCost(budget) + ' ' + (PERIODS[periodOf(standing.budget)] || '');
+      if (reserved > 0n) text += ', ' + formatCost(reserved) + ' reserved';
+      const reset = parseTime(standing.reset_at);
+      box.append(el('span', { className: 'spend-text', testid: 'spend-text', text }), meter);
+      if (reset) box.append(el('span', { className: 'sub' }, 'resets ', timeNode(reset, 'relative')));
+    } else {
+      let text = formatCost(spent) + ' this month, no budget';
+      if (reserved > 0n) text += ', ' + formatCost(reserved) + ' reserved';
+      box.append(el('span', { className: 'spend-text', testid: 'spend-text', text }));
+    }
+    const rates = [];
+    if (standing.requests) rates.push(count(standing.requests.remaining) + '/' + count(standing.requests.limit) + ' requests');
+    if (standing.tokens) rates.push(count(standing.tokens.remaining) + '/' + count(standing.tokens.limit) + ' tokens');
+    if (rates.length) box.append(el('span', { className: 'rates', testid: 'spend-rates', text: rates.join(', ') + ' left this minute' }));
+    if (standing.concurrency) box.append(el('span', { className: 'rates', text: count(standing.in_flight) + ' of ' + count(standing.concurrency) + ' in flight' }));
+    const limitsText = limitsSummary(limits);
+    if (limitsText) box.append(el('span', { className: 'sub limits-text', testid: 'limits-summary', text: limitsText }));
+    return box;
+  }
+
+  // ---- Projects ------------------------------------------------------------------------
+
+  function projectLabel(id) {
+    const p = state.projects.find((x) => x.id === id);
+    const node = el('span', { className: 'chip', text: id });
+    if (p && p.name && p.name !== id) node.title = p.name;
+    return node;
+  }
+
+  async function loadProjects() {
+    try {
+      const data = await api('GET', 'api/projects');
+      state.projects = Array.isArray(data.projects) ? data.projects : [];
+      $('projects').dataset.state = 'ready';
+    } catch (err) {
+      state.projects = [];
+      $('projects').dataset.state = 'error';
+      $('projects-summary').textContent = 'The projects could not be loaded: ' + err.message;
+      renderProjectChoices();
+      return;
+    }
+    renderProjects();
+    renderProjectChoices();
+    renderKeys();
+  }
+
+  function renderProjectChoices() {
+    for (const id of ['create-project', 'limits-project']) {
+      const select = $(id);
+      const chosen = select.value;
+      select.replaceChildren(el('option', { value: '', text: 'No project' }),
+        ...state.projects.map((p) => el('option', { value: p.id, text: p.name && p.name !== p.id ? p.id + ' (' + p.name + ')' : p.id })));
+      if (state.projects.some((p) => p.id === chosen)) select.value = chosen;
+    }
+  }
+
+  function renderProjects() {
+    if ($('projects').dataset.state === 'error') return;
+    const n = state.projects.length;
+    $('projects-summary').textContent = n === 0
+      ? 'No projects yet. A project groups keys under shared limits.'
+      : n + (n === 1 ? ' project' : ' projects') + '. A request must fit the limits of its key and of its project.';
+    $('projects-empty').hidden = n > 0;
+    $('projects-body').replaceChildren(...state.projects.map(projectRow));
+  }
+
+  function projectRow(p) {
+    const keys = state.keys.filter((k) => k.project_id === p.id);
+    const keysCell = el('td', { className: 'project-keys', testid: 'project-keys' });
+    if (keys.length) {
+      keysCell.append(el('span', { className: 'chips' }, keys.map((k) => el('span', {
+        className: 'chip' + (k.status === 'active' ? '' : ' muted'), testid: 'project-key', dataset: { keyId: k.id },
+        title: (STATUSES[k.status] || k.status) + ', ' + k.prefix + '…', text: k.name,
+      }))));
+    } else {
+      keysCell.append(el('span', { className: 'muted', text: 'No keys' }));
+    }
+    return el('tr', { testid: 'project-row', dataset: { projectId: p.id } },
+      el('td', { className: 'key-name' },
+        el('span', { className: 'name', testid: 'project-name', text: p.name || p.id }),
+        el('span', { className: 'sub' }, el('code', { testid: 'project-id', text: p.id }))),
+      el('td', { testid: 'project-spend' }, spendNode(p.standing, p.limits)),
+      el('td', { className: 'limits-text', testid: 'project-limits', text: limitsSummary(p.limits) || 'None' }),
+      keysCell,
+      el('td', { className: 'key-actions' }, el('button', {
+        type: 'button', className: 'btn btn-small', testid: 'project-limits-button',
+        'aria-label': 'Limits of project ' + p.id, onclick: () => openLimits('project', p),
+      }, 'Limits…')));
+  }
+
+  // wholeNumber reads a rate field: empty is 0 (no limit); else a whole number.
+  function wholeNumber(input, what) {
+    const v = input.value.trim().replace(/[\s,_]/g, '');
+    if (v === '') return 0;
+    if (!/^\d{1,15}$/.test(v)) {
+      input.setAttribute('aria-invalid', 'true');
+      throw Object.assign(new Error(what + ': a whole number, or empty for no limit.'), { field: input });
+    }
+    return Number(v);
+  }
+
+  // readLimits reads the budget and rate fields named prefix-budget, prefix-rpm, ...
+  function readLimits(prefix) {
+    for (const f of ['budget', 'rpm', 'tpm', 'concurrency']) $(prefix + '-' + f).removeAttribute('aria-invalid');
+    const l = {};
+    const budget = $(prefix + '-budget').value.trim();
+    if (budget) l.budget = budget;
+    const rpm = wholeNumber($(prefix + '-rpm'), 'Requests per minute');
+    const tpm = wholeNumber($(prefix + '-tpm'), 'Tokens per minute');
+    const concurrency = wholeNumber($(prefix + '-concurrency'), 'Concurrent requests');
+    if (rpm) l.rpm = rpm;
+    if (tpm) l.tpm = tpm;
+    if (concurrency) l.concurrency = concurrency;
+    return l;
+  }
+
+  function showFormError(id, message, focus) {
+    const box = $(id);
+    box.textContent = message;
+    box.hidden = false;
+    if (focus) focus.focus();
+  }
+
+  async function onCreateProject(event) {
+    event.preventDefault();
+    const form = $('project-form');
+    $('project-error').hidden = true;
+    const idInput = $('project-id');
+    idInput.removeAttribute('aria-invalid');
+    const id = idInput.value.trim();
+    if (!id) {
+      idInput.setAttribute('aria-invalid', 'true');
+      showFormError('project-error', 'Give the project an id, such as platform.', idInput);
+      return;
+    }
+    let limits;
+    try {
+      limits = readLimits('project');
+    } catch (err) {
+      showFormError('project-error', err.message, err.field);
+      return;
+    }
+    const body = { id, name: $('project-name').value.trim() };
+    if (Object.keys(limits).length) body.limits = limits;
+    const submit = form.querySelector('button[type=submit]');
+    submit.disabled = true;
+    clearError();
+    try {
+      const data = await api('POST', 'api/projects', body);
+      form.reset();
+      say('Project “' + data.project.id + '” created.');
+      await Promise.all([loadProjects(), loadAudit()]);
+    } catch (err) {
+      showFormError('project-error', err.message, null);
+    } finally {
+      submit.disabled = false;
+    }
+  }
+
+  // ---- The limits dialog: a key's limits and project, or a project's limits -------------
+
+  function openLimits(kind, item) {
+    state.limitsFor = { kind, item };
+    const l = item.limits || {};
+    $('limits-title').textContent = kind === 'key' ? 'Limits of key “' + item.name + '”' : 'Limits of project “' + (item.name || item.id) + '”';
+    $('limits-intro').textContent = kind === 'key'
+      ? 'What this key may use. Its requests must also fit its project\'s limits.'
+      : 'What the keys of this project may use together. Each request must also fit its key\'s own limits.';
+    $('limits-project-field').hidden = kind !== 'key';
+    if (kind === 'key') {
+      renderProjectChoices();
+      $('limits-project').value = item.project_id || '';
+    }
+    $('limits-budget').value = l.budget || '';
+    $('limits-rpm').value = l.rpm ? String(l.rpm) : '';
+    $('limits-tpm').value = l.tpm ? String(l.tpm) : '';
+    $('limits-concurrency').value = l.concurrency ? String(l.concurrency) : '';
+    const models = state.models.map((m) => m.id);
+    for (const m of Object.keys(l.models || {})) if (!models.includes(m)) models.push(m);
+    $('limits-models-list').replaceChildren(...models.flatMap((m, i) => {
+      const id = 'limits-model-' + i;
+      const v = (l.models || {})[m] || {};
+      return [
+        el('label', { for: id, text: m }),
+        el('input', { type: 'text', id, spellcheck: 'false', placeholder: 'no budget of its own', value: v.budget || '', testid: 'limits-model-budget', dataset: { model: m } }),
+      ];
+    }));
+    $('limits-error').hidden = true;
+    $('limits-dialog').showModal();
+    $('limits-budget').focus();
+  }
+
+  async function onSaveLimits(event) {
+    event.preventDefault();
+    const target = state.limitsFor;
+    if (!target) return;
+    const { kind, item } = target;
+    $('limits-error').hidden = true;
+    let limits;
+    try {
+      limits = readLimits('limits');
+    } catch (err) {
+      showFormError('limits-error', err.message, err.field);
+      return;
+    }
+    // Per-model budgets; a model's other limits (set through the API) are kept.
+    const models = {};
+    for (const [m, v] of Object.entries((item.limits || {}).models || {})) models[m] = Object.assign({}, v);
+    for (const input of $('limits-models-list').querySelectorAll('input[data-model]')) {
+      const m = input.dataset.model;
+      const budget = input.value.trim();
+      const v = Object.assign({}, models[m] || {});
+      delete v.budget;
+      if (budget) v.budget = budget;
+      if (Object.keys(v).length) models[m] = v;
+      else delete models[m];
+    }
+    if (Object.keys(models).length) limits.models = models;
+
+    const save = $('limits-form').querySelector('button[type=submit]');
+    save.disabled = true;
+    clearError();
+    try {
+      const base = kind === 'key' ? keyPath(item.id, '') : 'api/projects/' + encodeURIComponent(item.id) + '/';
+      await api('PUT', base + 'limits', limits);
+      if (kind === 'key' && $('limits-project').value !== (item.project_id || '')) {
+        await api('PUT', base + 'project', { project_id: $('limits-project').value });
+      }
+      state.limitsFor = null;
+      $('limits-dialog').close('saved');
+      say((kind === 'key' ? 'Key “' + item.name + '”' : 'Project “' + item.id + '”') + ' saved.');
+      await Promise.all([loadKeys(), loadProjects(), loadAudit()]);
+    } catch (err) {
+      showFormError('limits-error', err.message, null);
+    } finally {
+      save.disabled = false;
+    }
+  }
+
+  // ---- Audit trail ---------------------------------------------------------------------
+
+  const ACTIONS = {
+    'key.create': 'Created key',
+    'key.rotate': 'Rotated key',
+    'key.revoke': 'Revoked key',
+    'key.limits': 'Set key limits',
+    'key.project': 'Moved key',
+    'project.create': 'Created project',
+    'project.limits': 'Set project limits',
+  };
+
+  let auditSeq = 0;
+
+  // loadAudit reads the newest page, or with older set, the page before the last entry
+  // shown.
+  async function loadAudit(older) {
+    const seq = ++auditSeq;
+    const params = new URLSearchParams({ limit: '50' });
+    if (older && state.audit.length) params.set('before', String(state.audit[state.audit.length - 1].id));
+    try {
+      const data = await api('GET', 'api/audit?' + params.toString());
+      if (seq !== auditSeq) return;
+      const entries = Array.isArray(data.entries) ? data.entries : [];
+      state.audit = older ? state.audit.concat(entries) : entries;
+      $('audit-more').hidden = !data.more;
+      $('audit-note').hidden = state.audit.length > 0;
+      $('audit-note').textContent = 'No changes recorded yet.';
+      $('audit').dataset.state = 'ready';
+      renderAudit();
+    } catch (err) {
+      if (seq !== auditSeq) return;
+      $('audit').dataset.state = 'error';
+      $('audit-note').hidden = false;
+      $('audit-note').textContent = 'The audit trail could not be loaded: ' + err.message;
+    }
+  }
+
+  function auditTarget(e) {
+    if (e.action.startsWith('key.')) {
+      const k = state.keys.find((x) => x.id === e.target);
+      return el('span', {}, k ? el('span', { text: k.name }) : null, el('code', { className: k ? 'sub' : '', text: e.target }));
+    }
+    return el('code', { text: e.target });
+  }
+
+  function renderAudit() {
+    $('audit-body').replaceChildren(...state.audit.map((e) => {
+      const at = parseTime(e.at);
+      return el('tr', { testid: 'audit-row', dataset: { id: String(e.id), action: e.action, target: e.target, actor: e.actor } },
+        el('td', { className: 'audit-when' }, at ? timeNode(at, 'both') : '—'),
+        el('td', { className: 'audit-actor', testid: 'audit-actor', text: e.actor }),
+        el('td', { testid: 'audit-action', text: ACTIONS[e.action] || e.action }),
+        el('td', { testid: 'audit-target' }, auditTarget(e)),
+        el('td', { className: 'audit-detail', testid: 'audit-detail', text: e.detail || '' }));
+    }));
   }
 
   // ---- Models ------------------------------------------------------------------------
@@ -1176,6 +1552,13 @@
     $('keys-refresh').addEventListener('click', () => { clearError(); loadKeys(); });
     $('models-refresh').addEventListener('click', () => { clearError(); loadModels(false); });
     $('notice-dismiss').addEventListener('click', clearError);
+    $('project-form').addEventListener('submit', onCreateProject);
+    $('projects-refresh').addEventListener('click', () => { clearError(); loadKeys(); loadProjects(); });
+    $('limits-form').addEventListener('submit', onSaveLimits);
+    $('limits-cancel').addEventListener('click', () => { state.limitsFor = null; $('limits-dialog').close('cancel'); });
+    $('limits-dialog').addEventListener('close', () => { state.limitsFor = null; });
+    $('audit-refresh').addEventListener('click', () => loadAudit(false));
+    $('audit-more').addEventListener('click', () => loadAudit(true));
     $('usage-refresh').addEventListener('click', () => loadUsage(false));
     $('usage-filters').addEventListener('change', () => loadUsage(false));
     $('usage-filters').addEventListener('submit', (event) => event.preventDefault());
@@ -1200,6 +1583,7 @@
       if (document.visibilityState === 'visible') {
         loadModels(true);
         loadKeys();
+        loadProjects();
         loadUsage(true);
       }
     });
@@ -1209,7 +1593,9 @@
 
     loadModels(false);
     loadKeys();
+    loadProjects();
     loadUsage(false);
+    loadAudit(false);
   }
 
   start();
