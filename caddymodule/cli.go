@@ -77,7 +77,13 @@ type cli struct {
 	client  *http.Client
 }
 
-func buildCLI(cmd *cobra.Command) { buildCLIWith(cmd, os.Stdout) }
+func buildCLI(cmd *cobra.Command) { buildCLIWith(cmd, commandOut{cmd}) }
+
+// commandOut writes where the command's output is set when it runs (standard output
+// unless SetOut changed it).
+type commandOut struct{ cmd *cobra.Command }
+
+func (o commandOut) Write(p []byte) (int, error) { return o.cmd.OutOrStdout().Write(p) }
 
 // buildCLIWith builds the commands, printing to out.
 func buildCLIWith(cmd *cobra.Command, out io.Writer) {

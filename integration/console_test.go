@@ -697,6 +697,39 @@ func TestConsoleInBrowserLimits(t *testing.T) {
 			assert.NotContains(t, a.Detail, r.Secret)
 		}
 	})
+
+	t.Run("the CLI reaches the same projects, limits and audit trail", func(t *testing.T) {
+		consoleLimitsCLI(t, g, r.KeyID)
+	})
+}
+
+// The CLI reaches the same projects, limits and audit trail through the admin
+// endpoint, and its changes are recorded as the admin API's.
+func consoleLimitsCLI(t *testing.T, g *gateway, keyID string) {
+	out := switchyardCLI(t, g, "projects", "show", "platform")
+	assert.Contains(t, out, "name:       Platform team")
+	assert.Contains(t, out, "limits:     budget 50/month")
+	assert.Regexp(t, keyID+`\s+limited-bot\s+active`, out)
+
+	out = switchyardCLI(t, g, "keys", "limits", keyID, "--rpm", "30")
+	assert.Contains(t, out, "limits:     budget 0.000001/day, 30 rpm", "the budget set in the page is kept")
+	out = switchyardCLI(t, g, "projects", "create", "ci", "--budget", "5/day", "--model-budget", "chat-a=1/day")
+	assert.Contains(t, out, "limits:     budget 5/day; chat-a: budget 1/day")
+	switchyardCLI(t, g, "keys", "project", keyID, "ci")
+	assert.Contains(t, switchyardCLI(t, g, "keys", "show", keyID), "project:    ci")
+	assert.Regexp(t, `ci\s+ci\s+1\s+`, switchyardCLI(t, g, "projects", "list"))
+
+	out = switchyardCLI(t, g, "audit", "--limit", "3")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.GreaterOrEqual(t, len(lines), 4, out)
+	assert.Regexp(t, `admin API\s+key.project\s+`+keyID+`\s+project platform → ci`, lines[1])
+	assert.Regexp(t, `admin API\s+project.create\s+ci`, lines[2])
+	assert.Regexp(t, `admin API\s+key.limits\s+`+keyID, lines[3])
+	assert.Contains(t, out, "older entries: --before ")
+
+	_, err := switchyardCLIErr(g, "keys", "limits", keyID, "--budget", "5/fortnight")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "want <amount>/<day|month|total>")
 }
 
 func basicAuth(user, password string) string {
