@@ -87,6 +87,8 @@ type StaticKey struct {
 	Name   string
 	Secret string
 	Models []string // empty: every model
+	// Limits are the key's own limits; nil: the configured defaults.
+	Limits *limits.Policy
 }
 
 // ErrWeakKey is returned for a configured key too short to be a real secret.
@@ -112,7 +114,7 @@ func NewStaticKeys(keys []StaticKey) (*StaticKeys, error) {
 		if _, dup := s.byHash[h]; dup {
 			return nil, fmt.Errorf("key %q: the same secret is configured twice", k.Name)
 		}
-		id := &Identity{KeyID: "static:" + k.Name, Name: k.Name}
+		id := &Identity{KeyID: "static:" + k.Name, Name: k.Name, Limits: k.Limits}
 		if len(k.Models) > 0 {
 			id.Models = make(map[string]bool, len(k.Models))
 			for _, m := range k.Models {

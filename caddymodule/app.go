@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/switchyard-gw/switchyard/auth"
+	"github.com/switchyard-gw/switchyard/limits"
 	"github.com/switchyard-gw/switchyard/metering"
 	"github.com/switchyard-gw/switchyard/protocols"
 	"github.com/switchyard-gw/switchyard/relay"
@@ -44,6 +45,9 @@ type App struct {
 	Affinity *AffinityConfig `json:"affinity,omitempty"`
 	// Store is where keys live; SQLite in Caddy's data directory by default.
 	Store *StoreConfig `json:"store,omitempty"`
+	// Limits says where limit counters live and the defaults for keys and projects
+	// without limits of their own. Default: counters in memory, no default limits.
+	Limits *LimitsConfig `json:"limits,omitempty"`
 	// Journal is the directory of the usage journal (default: beside the SQLite file,
 	// or in Caddy's data directory).
 	Journal string `json:"journal,omitempty"`
@@ -58,6 +62,9 @@ type App struct {
 	// ledgerReady is closed once Start has opened the ledger; requests that arrive first
 	// (Caddy starts apps in no fixed order) wait for it rather than go unrecorded.
 	ledgerReady chan struct{}
+	limiter     *limits.Limiter // nil until provisioned
+	limiterKey  string          // in limiterPool
+	spend       limits.Seeder   // the store's spend query; nil without a store
 	affinity    *routing.Affinity
 	affinityKey string // in affinityPool
 	healthKeys  []string
@@ -158,6 +165,9 @@ type KeyConfig struct {
 	Secret string `json:"secret"`
 	// Models, when set, limits the key to these service models. Default: every model.
 	Models []string `json:"models,omitempty"`
+	// Limits are the key's rates, concurrency and budget. Default: the limits'
+	// key_defaults.
+	Limits *limits.Policy `json:"limits,omitempty"`
 }
 
 // CaddyModule returns the Caddy module information.
@@ -195,13 +205,26 @@ func (a *App) Provision(ctx caddy.Context) error {
 				return fmt.Errorf("key %q: models: %q is not a declared model", k.Name, m)
 			}
 		}
-		keys = append(keys, auth.StaticKey{Name: k.Name, Secret: repl.ReplaceKnown(k.Secret, ""), Models: k.Models})
+		if err := k.Limits.Validate(); err != nil {
+			return fmt.Errorf("key %q: %v", k.Name, err)
+		}
+		if err := a.checkPolicyModels(k.Limits); err != nil {
+			return fmt.Errorf("key %q: %v", k.Name, err)
+		}
+		keys = append(keys, auth.StaticKey{Name: k.Name, Secret: repl.ReplaceKnown(k.Secret, ""), Models: k.Models, Limits: k.Limits})
 	}
 	static, err := auth.NewStaticKeys(keys)
 	if err != nil {
 		return err
 	}
 	if err := a.openStore(ctx, repl, static); err != nil {
+		return err
+	}
+
+	if err := a.openLimiter(repl, a.storeKey, a.spendSeeder()); err != nil {
+		return err
+	}
+	if err := loadLimitMetrics().register(ctx.GetMetricsRegistry()); err != nil {
 		return err
 	}
 
@@ -425,6 +448,9 @@ func (a *App) Cleanup() error {
 	// The ledger goes first: its last flush needs the store.
 	if a.ledgerKey != "" {
 		_, _ = ledgerPool.Delete(a.ledgerKey)
+	}
+	if a.limiterKey != "" {
+		_, _ = limiterPool.Delete(a.limiterKey)
 	}
 	if a.storeKey != "" {
 		_, _ = storePool.Delete(a.storeKey)

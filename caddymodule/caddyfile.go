@@ -9,6 +9,8 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/dustin/go-humanize"
+
+	"github.com/switchyard-gw/switchyard/limits"
 )
 
 func init() {
@@ -62,6 +64,20 @@ func takesNoOptions(d *caddyfile.Dispenser) error {
 //		max_request_body <size>
 //		key <name> <secret> {
 //			models <model...>
+//			rpm <n>
+//			tpm <n>
+//			concurrency <n>
+//			budget <amount>/<day|month|total>
+//			model <id> { rpm|tpm|concurrency|budget ... }
+//		}
+//		limits {
+//			redis <url>
+//			redis_prefix <prefix>
+//			when_unreachable refuse|local
+//			lease <duration>
+//			default_output_tokens <n>
+//			key_defaults { <limits as in key> }
+//			project_defaults { <limits as in key> }
 //		}
 //		store sqlite [file] | store postgres <dsn> | store off
 //		journal <dir>
@@ -159,6 +175,12 @@ func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
 				return nil, err
 			}
 			app.Affinity = a
+		case "limits":
+			lc, err := parseLimits(d)
+			if err != nil {
+				return nil, err
+			}
+			app.Limits = lc
 		default:
 			return nil, d.Errf("switchyard: unknown option %q", d.Val())
 		}
@@ -176,7 +198,16 @@ func parseKey(d *caddyfile.Dispenser) (KeyConfig, error) {
 		case "models":
 			k.Models = append(k.Models, d.RemainingArgs()...)
 		default:
-			return k, d.Errf("key %q: unknown option %q", k.Name, d.Val())
+			if k.Limits == nil {
+				k.Limits = new(limits.Policy)
+			}
+			known, err := parsePolicyOption(d, "key "+strconv.Quote(k.Name), k.Limits, true)
+			if err != nil {
+				return k, err
+			}
+			if !known {
+				return k, d.Errf("key %q: unknown option %q", k.Name, d.Val())
+			}
 		}
 	}
 	return k, nil

@@ -189,6 +189,26 @@ func TestBadConfigNamesModelCandidateAndField(t *testing.T) {
 			candidate(full + "\t\t\t\tcredential \"{env.SWITCHYARD_TEST_UNSET_CREDENTIAL} {env.SWITCHYARD_TEST_UNSET_CREDENTIAL}\"\n"),
 			[]string{`"gpt-x"`, `"east"`, "credential", "empty"},
 		},
+		"budget without a period": {
+			head + "\t\tkey ops sk-0123456789abcdef0123 {\n\t\t\tbudget 50\n\t\t}\n" + tail,
+			[]string{`"ops"`, "budget", "50/month"},
+		},
+		"per-model limit for an undeclared model": {
+			head + "\t\tkey ops sk-0123456789abcdef0123 {\n\t\t\tmodel nope {\n\t\t\t\tbudget 1/day\n\t\t\t}\n\t\t}\n" + tail,
+			[]string{`"ops"`, `"nope"`, "not a declared model"},
+		},
+		"default limit for an undeclared model": {
+			head + "\t\tlimits {\n\t\t\tkey_defaults {\n\t\t\t\tmodel nope {\n\t\t\t\t\trpm 5\n\t\t\t\t}\n\t\t\t}\n\t\t}\n" + tail,
+			[]string{"key_defaults", `"nope"`},
+		},
+		"unknown unreachable policy": {
+			head + "\t\tlimits {\n\t\t\twhen_unreachable overspend\n\t\t}\n" + tail,
+			[]string{"when_unreachable", `"overspend"`},
+		},
+		"redis url that is not one": {
+			head + "\t\tlimits {\n\t\t\tredis http://user:hunter2@cache:6379\n\t\t}\n" + tail,
+			[]string{"limits: redis", "redis://"},
+		},
 		"model declared twice": {
 			head + "\t\tmodel a {\n\t\t\tcandidate c {\n" + full + "\t\t\t}\n\t\t}\n\t\tmodel a {\n\t\t\tcandidate c {\n" + full + "\t\t\t}\n\t\t}\n" + tail,
 			[]string{`"a"`, "twice"},

@@ -249,7 +249,15 @@ func (h *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Ha
 	}
 	identity, _ := caddyhttp.GetVar(r.Context(), varIdentity).(*auth.Identity)
 	requestID := requestID(r)
-	req.Finalize = func(out *relay.Outcome) { h.meter(rt, identity, requestID, out) }
+	// Admission: the request's worst case is reserved against every limit on its path
+	// before any upstream is called; the answer's metered cost replaces it at the end,
+	// and a request no answer came of costs nothing.
+	reservation, apiErr := h.admit(r.Context(), w, rt, identity, requestID)
+	if apiErr != nil {
+		return fail(apiErr)
+	}
+	var usedTokens, usedMicros int64
+	req.Finalize = func(out *relay.Outcome) { usedTokens, usedMicros = h.meter(rt, identity, requestID, out) }
 	// A conversation goes back to the candidate that served it last, while it is
 	// healthy: thinking signatures and prompt caches only hold there.
 	var conversation string
@@ -260,6 +268,7 @@ func (h *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Ha
 		}
 	}
 	outcome, apiErr := relay.Serve(r.Context(), w, req, h.app.upstreamsFor(rt.model, rt.op.Family))
+	settle(reservation, usedTokens, usedMicros)
 	if conversation != "" && outcome.Served != nil && outcome.StreamError == nil {
 		h.app.affinity.Set(conversation, outcome.Served.Identity, time.Now())
 	}

@@ -59,10 +59,11 @@ func (a *App) openLedger(ctx context.Context, dir string, sink metering.Sink) er
 
 // meter prices what one answer used, counts it, and puts its record in the ledger. It runs
 // inside relay's Finalize hook: before the answer's last bytes reach the client.
-func (h *Proxy) meter(rt *route, identity *auth.Identity, requestID string, out *relay.Outcome) {
-	keyID := ""
+// It returns the tokens and cost metered, which settle the request's reservation.
+func (h *Proxy) meter(rt *route, identity *auth.Identity, requestID string, out *relay.Outcome) (tokens, costMicros int64) {
+	keyID, projectID := "", ""
 	if identity != nil {
-		keyID = identity.KeyID
+		keyID, projectID = identity.KeyID, identity.ProjectID
 	}
 	rec := metering.NewRecord(metering.Answer{
 		RequestID: requestID, KeyID: keyID, Model: rt.model.ID, Candidate: out.Served.Candidate.Name,
@@ -70,19 +71,22 @@ func (h *Proxy) meter(rt *route, identity *auth.Identity, requestID string, out 
 		RequestTextBytes: func() int64 { return protocols.TextBytes(rt.parsed.Body) },
 		Prices:           rt.model.Prices, Latency: out.Latency, TTFB: out.TimeToFirstByte, Attempts: len(out.Attempts),
 	}, time.Now())
+	rec.ProjectID = projectID
+	tokens, costMicros = rec.Usage.Input+rec.Usage.Output, rec.CostMicros
 	loadUsageMetrics().observe(rt.model.ID, keyID, rec.Usage, rec.CostMicros)
 	if h.app.ledgerReady == nil {
-		return // no store keeps usage
+		return tokens, costMicros // no store keeps usage
 	}
 	select {
 	case <-h.app.ledgerReady:
 	case <-time.After(5 * time.Second):
 		h.logger.Error("usage ledger not open 5 s after the request: record not kept", zap.String("request_id", requestID))
-		return
+		return tokens, costMicros
 	}
 	if err := h.app.ledger.Append(rec); err != nil {
 		h.logger.Error("usage record could not be journaled", zap.String("request_id", requestID), zap.Error(err))
 	}
+	return tokens, costMicros
 }
 
 // usageMetrics count tokens and cost, process-wide like the other gateway metrics.

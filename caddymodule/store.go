@@ -130,9 +130,11 @@ func (a *App) openStore(ctx caddy.Context, repl *caddy.Replacer, static *auth.St
 	}
 	a.storeKey = key
 	s := shared.(*sharedStore)
+	a.spend = s.store.Spend
 	a.manager = &auth.Manager{
-		Store: s.store,
-		Cache: s.cache,
+		Store:    s.store,
+		Projects: s.store,
+		Cache:    s.cache,
 		ModelExists: func(id string) bool {
 			_, ok := a.catalog.Lookup(id)
 			return ok

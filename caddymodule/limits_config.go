@@ -1,0 +1,173 @@
+package caddymodule
+
+import (
+	"strconv"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+
+	"github.com/switchyard-gw/switchyard/limits"
+)
+
+// DefaultOutputReservation is the output reserved for a request that sets no output cap,
+// on a model that declares none.
+const DefaultOutputReservation = 4096
+
+// LimitsConfig says where limit counters live and what keys and projects without limits
+// of their own get. Limits themselves are set per key and per project (console, admin
+// API, CLI) or per static key here.
+type LimitsConfig struct {
+	// Redis is the URL of the Redis that several gateways share counters in
+	// (redis://[user:password@]host:port/db, rediss:// for TLS); placeholders such as
+	// {env.SWITCHYARD_REDIS} are replaced at load. Default: none, counters in this
+	// gateway's memory.
+	Redis string `json:"redis,omitempty"`
+	// RedisPrefix starts every counter's name in Redis, followed by a colon. Default:
+	// "switchyard".
+	RedisPrefix string `json:"redis_prefix,omitempty"`
+	// WhenUnreachable is what a request with a spend budget on its path gets while Redis
+	// (or, for a budget's first use in a period, the store it is seeded from) does not
+	// answer: "refuse" (503, never overspend) or "local" (count in this gateway's memory
+	// meanwhile, seeded from the ledger). Rate and concurrency limits always count
+	// locally meanwhile. Default: "refuse".
+	WhenUnreachable string `json:"when_unreachable,omitempty"`
+	// Lease is how long an unsettled reservation and its concurrency slot live (a gateway
+	// that died mid-request). Default: 15m.
+	Lease caddy.Duration `json:"lease,omitempty"`
+	// DefaultOutputTokens is the output reserved for a request that sets no output cap on
+	// a model that declares no max_output_tokens. Default: 4096.
+	DefaultOutputTokens int64 `json:"default_output_tokens,omitempty"`
+	// KeyDefaults apply to every key without limits of its own. Default: none.
+	KeyDefaults *limits.Policy `json:"key_defaults,omitempty"`
+	// ProjectDefaults apply to every project without limits of its own. Default: none.
+	ProjectDefaults *limits.Policy `json:"project_defaults,omitempty"`
+}
+
+// parseLimits reads the `limits` block of the global option:
+//
+//	limits {
+//		redis <url>
+//		redis_prefix <prefix>
+//		when_unreachable refuse|local
+//		lease <duration>
+//		default_output_tokens <n>
+//		key_defaults { <policy> }
+//		project_defaults { <policy> }
+//	}
+func parseLimits(d *caddyfile.Dispenser) (*LimitsConfig, error) {
+	lc := new(LimitsConfig)
+	if d.NextArg() {
+		return nil, d.Errf("limits: takes no arguments, only a block of options")
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		opt := d.Val()
+		switch opt {
+		case "key_defaults", "project_defaults":
+			if d.NextArg() {
+				return nil, d.Errf("limits: %s: takes a block of limits", opt)
+			}
+			p, err := parsePolicyBlock(d, "limits: "+opt, true)
+			if err != nil {
+				return nil, err
+			}
+			if opt == "key_defaults" {
+				lc.KeyDefaults = p
+			} else {
+				lc.ProjectDefaults = p
+			}
+			continue
+		}
+		var v string
+		if !d.Args(&v) || d.NextArg() {
+			return nil, d.Errf("limits: %s: expected one value", opt)
+		}
+		switch opt {
+		case "redis":
+			lc.Redis = v
+		case "redis_prefix":
+			lc.RedisPrefix = v
+		case "when_unreachable":
+			if v != "refuse" && v != "local" {
+				return nil, d.Errf("limits: when_unreachable: %q is neither refuse nor local", v)
+			}
+			lc.WhenUnreachable = v
+		case "lease":
+			dur, err := caddy.ParseDuration(v)
+			if err != nil || dur <= 0 {
+				return nil, d.Errf("limits: lease: %q is not a duration", v)
+			}
+			lc.Lease = caddy.Duration(dur)
+		case "default_output_tokens":
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 1 {
+				return nil, d.Errf("limits: default_output_tokens: %q is not a positive whole number", v)
+			}
+			lc.DefaultOutputTokens = n
+		default:
+			return nil, d.Errf("limits: unknown option %q", opt)
+		}
+	}
+	return lc, nil
+}
+
+// parsePolicyOption reads one limit (rpm, tpm, concurrency, budget, or with perModel a
+// `model <id> { ... }` variant) into p; known is false for another option.
+func parsePolicyOption(d *caddyfile.Dispenser, where string, p *limits.Policy, perModel bool) (known bool, err error) {
+	opt := d.Val()
+	switch opt {
+	case "rpm", "tpm", "concurrency":
+		var v string
+		if !d.Args(&v) || d.NextArg() {
+			return true, d.Errf("%s: %s: expected one whole number", where, opt)
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			return true, d.Errf("%s: %s: %q is not a positive whole number", where, opt, v)
+		}
+		*map[string]*int64{"rpm": &p.RPM, "tpm": &p.TPM, "concurrency": &p.Concurrency}[opt] = n
+	case "budget":
+		var v string
+		if !d.Args(&v) || d.NextArg() {
+			return true, d.Errf("%s: budget: expected <amount>/<day|month|total>, e.g. 50/month", where)
+		}
+		b, err := limits.ParseBudget(v)
+		if err != nil {
+			return true, d.Errf("%s: %v", where, err)
+		}
+		p.Budget = &b
+	case "model":
+		if !perModel {
+			return false, nil
+		}
+		var id string
+		if !d.Args(&id) || d.NextArg() {
+			return true, d.Errf("%s: model: expected `model <id> { ... }`", where)
+		}
+		v, err := parsePolicyBlock(d, where+": model "+strconv.Quote(id), false)
+		if err != nil {
+			return true, err
+		}
+		if p.Models == nil {
+			p.Models = map[string]*limits.Policy{}
+		}
+		p.Models[id] = v
+	default:
+		return false, nil
+	}
+	return true, nil
+}
+
+// parsePolicyBlock reads a block made only of limits.
+func parsePolicyBlock(d *caddyfile.Dispenser, where string, perModel bool) (*limits.Policy, error) {
+	p := new(limits.Policy)
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		known, err := parsePolicyOption(d, where, p, perModel)
+		if err != nil {
+			return nil, err
+		}
+		if !known {
+			return nil, d.Errf("%s: unknown option %q (rpm, tpm, concurrency, budget%s)", where, d.Val(), map[bool]string{true: ", model", false: ""}[perModel])
+		}
+	}
+	return p, nil
+}

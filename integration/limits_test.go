@@ -1,0 +1,277 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard-gw/switchyard/internal/pgtest"
+	"github.com/switchyard-gw/switchyard/internal/redistest"
+)
+
+// Limit tests: a key's limits are enforced before any upstream call, in the family's
+// native 429, with the gateway's own allowance on successful answers; and they hold across
+// two gateway processes sharing Redis and PostgreSQL.
+
+const budgetKey = "sk-budget-key-0123456789abcd"
+
+// pricedChat is a model whose output costs 1000 micro-units a token and whose input is
+// free, so a request with max_tokens 100 reserves exactly 100,000 (0.1) and is metered at
+// 10,000 (the simulator's 10 output tokens).
+func pricedChat(url, upstreamModel string) string {
+	return "\t\tmodel priced-chat {\n\t\t\tprotocols family_a family_b\n\t\t\tprice input 0 output 1000\n" +
+		candidate("a", "family_a", url+"/v1", upstreamModel) + candidate("b", "family_b", url, upstreamModel) + "\t\t}\n"
+}
+
+const pricedStreamBody = `{"model":"priced-chat","stream":true,"max_tokens":100,"messages":[{"role":"user","content":"Hello"}]}`
+
+// TestBudgetHoldsAcrossTwoGatewaysUnderConcurrentStreams is the issue's proof: 50
+// concurrent streamed requests from one key, spread over two gateway processes that share
+// Redis and PostgreSQL, against a budget that fits 10 reservations. Exactly 10 are
+// admitted, the 40 others get the budget 429 before any upstream call, and the metered
+// spend in the ledger stays within the budget.
+func TestBudgetHoldsAcrossTwoGatewaysUnderConcurrentStreams(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the gateway and runs two of them with Redis and PostgreSQL")
+	}
+	rd := redistest.Start(t)
+	dsn := pgtest.SchemaDSN(t)
+	caddy := buildCaddyCLI(t)
+	up := newUpstream(t)
+	// drip keeps every admitted stream open for about a second, so all 50 requests are
+	// in flight together and no settlement frees room during the burst.
+	option := func(dir string) func(int) string {
+		return func(int) string {
+			return fmt.Sprintf(`		store postgres %q
+		journal %s
+		limits {
+			redis %s
+		}
+		key budgeted %s {
+			budget 1/day
+		}
+`, dsn, filepath.Join(dir, "journal"), rd.URL(), budgetKey) + pricedChat("http://"+up.hostport(), upstreamPrefix+"-x+drip-100ms")
+		}
+	}
+	dirA, dirB := t.TempDir(), t.TempDir()
+	gws := []*processGateway{
+		startGatewayProcess(t, caddy, "a", dirA, option(dirA)),
+		startGatewayProcess(t, caddy, "b", dirB, option(dirB)),
+	}
+
+	const n = 50
+	results := make([]*result, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			r, err := gws[i%2].send("POST", "/v1/chat/completions", pricedStreamBody, "Authorization", "Bearer "+budgetKey)
+			if err == nil {
+				results[i] = r
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+
+	var admitted, refused []int
+	for i, r := range results {
+		require.NotNil(t, r, "request %d got no answer", i)
+		switch r.Status {
+		case 200:
+			admitted = append(admitted, i)
+		case 429:
+			refused = append(refused, i)
+			e := familyA(t, r, 429, "insufficient_quota")
+			assert.Equal(t, "budget_exceeded", e.Get("code").String())
+			assert.Contains(t, e.Get("message").String(), "1/day")
+			assert.Equal(t, "false", r.Header.Get("X-Should-Retry"))
+		default:
+			t.Errorf("request %d: status %d: %s", i, r.Status, r.Body)
+		}
+	}
+	t.Logf("%d admitted, %d refused by the budget, across two gateways", len(admitted), len(refused))
+	assert.Len(t, admitted, 10, "a budget of 1 fits exactly 10 reservations of 0.1")
+	assert.Equal(t, len(admitted), up.count(), "refused requests never reached the upstream")
+	gotA := 0
+	for _, i := range admitted {
+		if i%2 == 0 {
+			gotA++
+		}
+	}
+	// Counting alone, each gateway would have admitted 10: 20 in all.
+	t.Logf("gateway a admitted %d, gateway b %d", gotA, len(admitted)-gotA)
+
+	// The ledger: every answer once, and the spend within the budget.
+	conn, err := pgx.Connect(context.Background(), dsn)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	var rows, spent int64
+	require.Eventually(t, func() bool {
+		err := conn.QueryRow(context.Background(),
+			`SELECT count(*), coalesce(sum(cost_micros), 0) FROM usage_records WHERE key_id = 'static:budgeted'`).Scan(&rows, &spent)
+		return err == nil && rows == int64(len(admitted))
+	}, waitLong, pollEvery, "the ledger has a record per admitted request")
+	t.Logf("metered spend %d micro-units against a budget of 1,000,000", spent)
+	assert.LessOrEqual(t, spent, int64(1_000_000))
+	assert.Equal(t, int64(len(admitted))*10_000, spent, "each answer metered at its 10 output tokens")
+}
+
+// TestTokensPerMinuteHoldAcrossTwoGateways: the same burst against a tokens-per-minute
+// limit that fits 10 requests' worst case.
+func TestTokensPerMinuteHoldAcrossTwoGateways(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the gateway and runs two of them with Redis")
+	}
+	rd := redistest.Start(t)
+	caddy := buildCaddyCLI(t)
+	up := newUpstream(t)
+	// Each request reserves its estimated input (the body's 60 bytes of strings, keys
+	// included, at four a token: 15) and its max_tokens (100): 115 tokens. A limit of
+	// 1,150 a minute fits 10, and refills 19 tokens a second: less than one more request
+	// during the burst.
+	option := func(dir string) func(int) string {
+		return func(int) string {
+			return fmt.Sprintf(`		store off
+		limits {
+			redis %s
+		}
+		key tpm-limited %s {
+			tpm 1150
+		}
+`, rd.URL(), budgetKey) + pricedChat("http://"+up.hostport(), upstreamPrefix+"-x+drip-100ms")
+		}
+	}
+	dirA, dirB := t.TempDir(), t.TempDir()
+	gws := []*processGateway{
+		startGatewayProcess(t, caddy, "a", dirA, option(dirA)),
+		startGatewayProcess(t, caddy, "b", dirB, option(dirB)),
+	}
+	const n = 50
+	results := make([]*result, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			r, err := gws[i%2].send("POST", "/v1/chat/completions", pricedStreamBody, "Authorization", "Bearer "+budgetKey)
+			if err == nil {
+				results[i] = r
+			}
+		})
+	}
+	wg.Wait()
+	admitted := 0
+	for i, r := range results {
+		require.NotNil(t, r, "request %d got no answer", i)
+		switch r.Status {
+		case 200:
+			admitted++
+		case 429:
+			e := familyA(t, r, 429, "rate_limit_error")
+			assert.Equal(t, "rate_limit_exceeded", e.Get("code").String())
+			wait, err := strconv.Atoi(r.Header.Get("Retry-After"))
+			require.NoError(t, err, "Retry-After: %q", r.Header.Get("Retry-After"))
+			assert.True(t, wait >= 1 && wait <= 7, "Retry-After %d s: the real wait for 115 tokens at 19 a second", wait)
+		default:
+			t.Errorf("request %d: status %d: %s", i, r.Status, r.Body)
+		}
+	}
+	t.Logf("%d of %d admitted under tpm 1150 across two gateways", admitted, n)
+	assert.GreaterOrEqual(t, admitted, 10)
+	assert.LessOrEqual(t, admitted, 11, "two gateways enforce one limit, not two")
+	assert.Equal(t, admitted, up.count())
+}
+
+// TestLimitsInEachFamilysHeadersAndErrors runs one in-memory gateway: allowance headers
+// on answers, rate and concurrency refusals with their real wait, the budget refusal in
+// Family B's envelope, per-model variants, and that a refusal changes nothing upstream.
+func TestLimitsInEachFamilysHeadersAndErrors(t *testing.T) {
+	up := newUpstream(t)
+	const rpmKey, concKey, modelKey = "sk-rpm-key-0123456789abcdef", "sk-conc-key-0123456789abcde", "sk-model-key-0123456789abcd"
+	g := startGatewayWith(t, up, pricedChat("http://"+up.hostport(), upstreamPrefix+"-c")+
+		"\t\tmodel slow-chat {\n"+candidate("a", "family_a", "http://"+up.hostport()+"/v1", upstreamPrefix+"-x+drip-300ms")+"\t\t}\n",
+		fmt.Sprintf(`		key rpm-limited %s {
+			rpm 3
+			tpm 100000
+		}
+		key conc-limited %s {
+			concurrency 1
+		}
+		key model-limited %s {
+			model priced-chat {
+				budget 0.15/total
+			}
+		}
+`, rpmKey, concKey, modelKey))
+	chatBody := `{"model":"priced-chat","max_tokens":100,"messages":[{"role":"user","content":"Hello"}]}`
+	msgBody := `{"model":"priced-chat","max_tokens":100,"messages":[{"role":"user","content":"Hello"}]}`
+
+	// Family A headers, then B's, counting down one shared allowance.
+	r := g.call(t, "POST", "/v1/chat/completions", chatBody, "Authorization", "Bearer "+rpmKey)
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	assert.Equal(t, "3", r.Header.Get("x-ratelimit-limit-requests"))
+	assert.Equal(t, "2", r.Header.Get("x-ratelimit-remaining-requests"))
+	assert.NotEmpty(t, r.Header.Get("x-ratelimit-reset-requests"))
+	assert.Equal(t, "100000", r.Header.Get("x-ratelimit-limit-tokens"))
+	r = g.call(t, "POST", "/v1/messages", msgBody, "x-api-key", rpmKey, "anthropic-version", "2023-06-01")
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	assert.Equal(t, "3", r.Header.Get("anthropic-ratelimit-requests-limit"))
+	assert.Equal(t, "1", r.Header.Get("anthropic-ratelimit-requests-remaining"))
+	_, err := time.Parse(time.RFC3339, r.Header.Get("anthropic-ratelimit-requests-reset"))
+	assert.NoError(t, err)
+	assert.Empty(t, r.Header.Get("x-ratelimit-limit-requests"), "each family gets its own header names")
+	require.Equal(t, 200, g.call(t, "POST", "/v1/chat/completions", chatBody, "Authorization", "Bearer "+rpmKey).Status)
+	before := up.count()
+	r = g.call(t, "POST", "/v1/messages", msgBody, "x-api-key", rpmKey, "anthropic-version", "2023-06-01")
+	e := familyB(t, r, 429, "rate_limit_error")
+	assert.Contains(t, e.Get("message").String(), "3 requests per minute")
+	wait, err := strconv.Atoi(r.Header.Get("Retry-After"))
+	require.NoError(t, err)
+	assert.True(t, wait >= 1 && wait <= 20, "one request refills in 20 s: Retry-After %d", wait)
+	assert.Equal(t, before, up.count(), "a refused request never reaches the upstream")
+	// The static key without limits is not touched by another key's limit.
+	require.Equal(t, 200, g.call(t, "POST", "/v1/chat/completions", chatBody, "Authorization", "Bearer "+testKey).Status)
+
+	// Concurrency 1: a second request while a slow one is in flight is refused; after it
+	// ends, the slot is free again.
+	slow := make(chan *result, 1)
+	before = up.count()
+	go func() {
+		r, _ := g.send("POST", "/v1/chat/completions", `{"model":"slow-chat","stream":true,"messages":[{"role":"user","content":"Hi"}]}`, "Authorization", "Bearer "+concKey)
+		slow <- r
+	}()
+	require.Eventually(t, func() bool { return up.count() > before }, waitLong, pollEvery, "the slow stream reached the upstream")
+	refusedWhileBusy := g.call(t, "POST", "/v1/chat/completions", chatBody, "Authorization", "Bearer "+concKey)
+	e = familyA(t, refusedWhileBusy, 429, "rate_limit_error")
+	assert.Contains(t, e.Get("message").String(), "1 concurrent requests")
+	r = <-slow
+	require.NotNil(t, r)
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	assert.Greater(t, r.Elapsed, time.Second, "the slow stream was in flight while the other was refused")
+	assert.Equal(t, 200, g.call(t, "POST", "/v1/chat/completions", chatBody, "Authorization", "Bearer "+concKey).Status, "the slot is released when the answer ends")
+
+	// A per-model total budget of 0.15: each request reserves 0.1 and is metered at 0.01,
+	// so requests fit while the spend is at most 0.05: six are answered, the seventh is
+	// refused in Family B's envelope, without Retry-After (a total never resets). Another
+	// model is not limited by it.
+	for i := range 6 {
+		r := g.call(t, "POST", "/v1/messages", msgBody, "x-api-key", modelKey, "anthropic-version", "2023-06-01")
+		require.Equal(t, 200, r.Status, "request %d: %s", i+1, r.Body)
+	}
+	r = g.call(t, "POST", "/v1/messages", msgBody, "x-api-key", modelKey, "anthropic-version", "2023-06-01")
+	e = familyB(t, r, 429, "rate_limit_error")
+	assert.Equal(t, "budget_exceeded", e.Get("code").String())
+	assert.Contains(t, e.Get("message").String(), "priced-chat")
+	assert.Equal(t, "false", r.Header.Get("X-Should-Retry"))
+	assert.Empty(t, r.Header.Get("Retry-After"))
+	assert.Equal(t, 200, g.call(t, "POST", "/v1/chat/completions", strings.Replace(chatBody, "priced-chat", "slow-chat", 1), "Authorization", "Bearer "+modelKey).Status)
+}
