@@ -3,6 +3,8 @@ package integration
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -274,4 +276,105 @@ func TestLimitsInEachFamilysHeadersAndErrors(t *testing.T) {
 	assert.Equal(t, "false", r.Header.Get("X-Should-Retry"))
 	assert.Empty(t, r.Header.Get("Retry-After"))
 	assert.Equal(t, 200, g.call(t, "POST", "/v1/chat/completions", strings.Replace(chatBody, "priced-chat", "slow-chat", 1), "Authorization", "Bearer "+modelKey).Status)
+}
+
+// TestProjectLimitsHoldForEveryKeyInTheProject: a project's budget, set through the admin
+// API, is shared by its keys; the refusal says it is the project's, and the spend and the
+// audit trail show in the admin API. Limit refusals are counted in the metrics.
+func TestProjectLimitsHoldForEveryKeyInTheProject(t *testing.T) {
+	up := newUpstream(t)
+	g := startGatewayWith(t, up, pricedChat("http://"+up.hostport(), upstreamPrefix+"-c"), "")
+	status, answer := g.adminCall(t, "POST", "/switchyard/projects", `{"id":"platform","limits":{"budget":"0.25/month"}}`)
+	require.Equal(t, 201, status, "%s", answer.Raw)
+	_, first := g.createKey(t, `{"name":"first","project_id":"platform"}`)
+	secondID, second := g.createKey(t, `{"name":"second","project_id":"platform"}`)
+	_, outside := g.createKey(t, `{"name":"outside"}`)
+	chat := func(secret string) *result {
+		return g.call(t, "POST", "/v1/chat/completions", `{"model":"priced-chat","max_tokens":100,"messages":[{"role":"user","content":"Hello"}]}`, "Authorization", "Bearer "+secret)
+	}
+	// Each request reserves 0.1 and is metered at 0.01: the project's 0.25 takes requests
+	// while its spend is at most 0.15, whichever of its keys sends them.
+	for i := range 16 {
+		secret := first
+		if i%2 == 1 {
+			secret = second
+		}
+		r := chat(secret)
+		require.Equal(t, 200, r.Status, "request %d: %s", i+1, r.Body)
+	}
+	r := chat(second)
+	e := familyA(t, r, 429, "insufficient_quota")
+	assert.Equal(t, "budget_exceeded", e.Get("code").String())
+	assert.Contains(t, e.Get("message").String(), "project")
+	assert.Contains(t, e.Get("message").String(), "0.25/month")
+	assert.NotEmpty(t, r.Header.Get("X-Should-Retry"))
+	assert.Equal(t, 200, chat(outside).Status, "a key outside the project is not held by its budget")
+
+	// The key leaves the project: the project's budget no longer holds it.
+	status, answer = g.adminCall(t, "PUT", "/switchyard/keys/"+secondID+"/project", `{"project_id":""}`)
+	require.Equal(t, 200, status, "%s", answer.Raw)
+	assert.Equal(t, 200, chat(second).Status)
+
+	status, answer = g.adminCall(t, "GET", "/switchyard/projects/platform", "")
+	require.Equal(t, 200, status, "%s", answer.Raw)
+	t.Logf("project standing: %s", answer.Get("project.standing").Raw)
+	assert.Equal(t, "0.25/month", answer.Get("project.standing.budget").String())
+	assert.Equal(t, int64(160_000), answer.Get("project.standing.spent_micros").Int(), "16 answers at 0.01, from the ledger of this process")
+	status, answer = g.adminCall(t, "GET", "/switchyard/audit", "")
+	require.Equal(t, 200, status)
+	assert.Equal(t, "key.project", answer.Get("entries.0.action").String())
+	assert.Equal(t, "admin API", answer.Get("entries.0.actor").String())
+
+	metrics := g.metrics(t)
+	assert.Contains(t, metrics, `switchyard_limit_rejections_total{limit="project_budget",model="priced-chat"} 1`)
+}
+
+// TestGatewayStartsWhileRedisIsDownAndSharesCountsWhenItReturns: with Redis unreachable,
+// a budgeted key is refused with a 503 in its family's envelope (never overspent), a key
+// with only a rate limit is served (counted locally), and once Redis answers the budget is
+// enforced through it again.
+func TestGatewayStartsWhileRedisIsDownAndSharesCountsWhenItReturns(t *testing.T) {
+	rd := redistest.Start(t)
+	rd.Stop(t)
+	up := newUpstream(t)
+	const rateKey = "sk-rate-key-0123456789abcdef"
+	g := startGatewayWith(t, up, pricedChat("http://"+up.hostport(), upstreamPrefix+"-c"), fmt.Sprintf(`		limits {
+			redis %s
+		}
+		key budgeted %s {
+			budget 10/month
+		}
+		key rated %s {
+			rpm 1000
+		}
+`, rd.URL(), budgetKey, rateKey))
+	body := `{"model":"priced-chat","max_tokens":100,"messages":[{"role":"user","content":"Hello"}]}`
+	before := up.count()
+	r := g.call(t, "POST", "/v1/messages", body, "x-api-key", budgetKey, "anthropic-version", "2023-06-01")
+	e := familyB(t, r, 503, "overloaded_error")
+	assert.Equal(t, "limits_unavailable", e.Get("code").String())
+	assert.Equal(t, "1", r.Header.Get("Retry-After"))
+	assert.NotContains(t, string(r.Body), rd.Addr(), "the Redis address stays out of answers")
+	assert.Equal(t, before, up.count(), "nothing was sent upstream")
+	r = g.call(t, "POST", "/v1/chat/completions", body, "Authorization", "Bearer "+rateKey)
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	assert.Equal(t, "1000", r.Header.Get("x-ratelimit-limit-requests"), "rate limits count in this gateway meanwhile")
+
+	rd.Start(t)
+	require.Eventually(t, func() bool {
+		r, err := g.send("POST", "/v1/chat/completions", body, "Authorization", "Bearer "+budgetKey)
+		return err == nil && r.Status == 200
+	}, waitLong, 100*time.Millisecond, "the budgeted key is served once Redis answers")
+}
+
+// metrics reads the Prometheus metrics Caddy's admin endpoint serves.
+func (g *gateway) metrics(t *testing.T) string {
+	t.Helper()
+	resp, err := http.Get(g.admin + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, 200, resp.StatusCode)
+	return string(b)
 }
