@@ -258,6 +258,8 @@ func (h *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Ha
 	}
 	var usedTokens, usedMicros int64
 	req.Finalize = func(out *relay.Outcome) { usedTokens, usedMicros = h.meter(rt, identity, requestID, out) }
+	// Deferred, so that the reservation is released on every way out of the relay.
+	defer func() { settle(reservation, usedTokens, usedMicros) }()
 	// A conversation goes back to the candidate that served it last, while it is
 	// healthy: thinking signatures and prompt caches only hold there.
 	var conversation string
@@ -268,7 +270,6 @@ func (h *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Ha
 		}
 	}
 	outcome, apiErr := relay.Serve(r.Context(), w, req, h.app.upstreamsFor(rt.model, rt.op.Family))
-	settle(reservation, usedTokens, usedMicros)
 	if conversation != "" && outcome.Served != nil && outcome.StreamError == nil {
 		h.app.affinity.Set(conversation, outcome.Served.Identity, time.Now())
 	}
