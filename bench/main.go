@@ -2,10 +2,12 @@
 // fixed-response upstream, a stock Caddy reverse_proxy built from the same Caddy version,
 // and Switchyard configured as in production, drives each in interleaved rounds with its
 // own load generator, prints a table with Switchyard ÷ stock Caddy ratios, and writes
-// the raw figures as JSON.
+// the raw figures as JSON. Switchyard also runs with the bench key's limits on (counters
+// in memory, and in a throwaway redis-server when there is one) in the latency,
+// throughput and stream rounds, for a second table: limits on ÷ limits off.
 //
 //	bench [-switchyard bin/switchyard] [-stock bin/caddy-stock] [-out bench/results/latest.json]
-//	      [-pprof DIR] [-quick] [-timeout 9m30s]
+//	      [-pprof DIR] [-quick] [-timeout 9m30s] [-limits limits_memory,limits_redis]
 //
 // Every run is bounded in count and time, binds only to 127.0.0.1, and stops every
 // process it started. `bench upstream` is the fixed upstream itself (a child process).
@@ -103,6 +105,7 @@ func main() {
 	flag.StringVar(&memProtocols, "mem-protocols", memProtocols, "protocols the memory phase uses, comma-separated (h1, h2c)")
 	flag.StringVar(&memProxies, "mem-proxies", memProxies, "proxies the memory phase measures, comma-separated (stock, switchyard)")
 	flag.BoolVar(&memTrace, "mem-trace", false, "print resident memory every second while streams settle")
+	flag.StringVar(&limitVariants, "limits", limitVariants, "Switchyard-with-limits variants the latency, throughput and stream phases add, comma-separated (limits_memory, limits_redis); empty for none")
 	flag.StringVar(&switchyardStore, "switchyard-store", switchyardStore, `Switchyard's store: "sqlite" (production) or "off" (no keys store, metering or ledger)`)
 	quick := flag.Bool("quick", false, "small counts: a check that everything runs, not a measurement")
 	timeout := flag.Duration("timeout", 9*time.Minute+30*time.Second, "stop everything after this long")
@@ -261,20 +264,40 @@ func run(ctx context.Context, o options, p plan, quick bool) error {
 
 // runLoadPhases starts both proxies once and runs every request-driven phase on them.
 func runLoadPhases(ctx context.Context, o options, p plan, tmp, upAddr string, res *results) error {
-	stock, err := startProxy(ctx, "stock", o.stock, filepath.Join(tmp, "stock"), upAddr)
+	stock, err := startProxy(ctx, "stock", o.stock, filepath.Join(tmp, "stock"), upAddr, "")
 	if err != nil {
 		return err
 	}
 	defer stock.proc.stop()
-	sw, err := startProxy(ctx, "switchyard", o.switchyard, filepath.Join(tmp, "switchyard"), upAddr)
+	sw, err := startProxy(ctx, "switchyard", o.switchyard, filepath.Join(tmp, "switchyard"), upAddr, "")
 	if err != nil {
 		return err
 	}
 	defer sw.proc.stop()
 	direct := &target{name: "direct", label: "upstream directly", addr: upAddr}
 	progress("stock Caddy on %s (admin %s), Switchyard on %s (admin %s)", stock.addr, stock.admin, sw.addr, sw.admin)
+	// Switchyard with limits on takes part in the request-driven phases that measure a
+	// request's cost (latency, throughput, unpaced streams); the paced, body and memory
+	// phases compare Switchyard with stock Caddy only.
+	var limited []*target
+	if o.want("latency") || o.want("throughput") || o.want("stream") {
+		var rs *redisServer
+		limited, rs, err = startLimitVariants(ctx, o, tmp, upAddr, res)
+		defer rs.stop()
+		for _, t := range limited {
+			defer t.proc.stop()
+			progress("%s on %s (admin %s)", t.label, t.addr, t.admin)
+		}
+		if err != nil {
+			return err
+		}
+		if rs != nil {
+			progress("redis-server on %s (nothing persisted)", rs.addr)
+		}
+	}
 	// Interleaved: A B C, A B C, …
-	targets := []*target{stock, sw, direct}
+	targets := append(append([]*target{stock, sw}, limited...), direct)
+	basic := []*target{stock, sw, direct}
 
 	progress("warm-up: %d requests and %d streams each", p.Warmup, p.Warmup/20)
 	for _, t := range targets {
@@ -294,13 +317,16 @@ func runLoadPhases(ctx context.Context, o options, p plan, tmp, upAddr string, r
 	if o.want("stream") {
 		res.Stream = streamPhase(ctx, o, p, targets, res)
 	}
+	if res.Limits != nil {
+		res.Limits.summarize(res)
+	}
 	if o.want("paced") {
-		res.Paced = pacedPhase(ctx, p, targets, upAddr, res)
+		res.Paced = pacedPhase(ctx, p, basic, upAddr, res)
 	}
 	if o.want("body") {
 		res.Body = bodyPhase(ctx, o, p, []*target{stock, sw}, res)
 	}
-	for _, t := range []*target{stock, sw} {
+	for _, t := range append([]*target{stock, sw}, limited...) {
 		if t.proc.exited() {
 			return fmt.Errorf("%s exited during the run (%v)", t.name, t.proc.err)
 		}

@@ -52,7 +52,7 @@ func runMemory(ctx context.Context, o options, p plan, tmp, upAddr string, fdLim
 
 func memoryRun(ctx context.Context, o options, p plan, name, bin, proto string, levels []int, dir, upAddr string, res *results) *memRun {
 	run := &memRun{Proxy: name, Protocol: proto}
-	t, err := startProxy(ctx, name, bin, dir, upAddr)
+	t, err := startProxy(ctx, name, bin, dir, upAddr, "")
 	if err != nil {
 		res.errorf("memory %s %s: %v", name, proto, err)
 		run.Error = err.Error()

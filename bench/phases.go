@@ -75,12 +75,20 @@ func concurrent(ctx context.Context, t *target, n, conc int, req []byte) (time.D
 	return elapsed, all, int(failed.Load())
 }
 
-// meter reads a proxy's CPU time and allocation counter around a piece of work.
+// meter reads a proxy's CPU time and allocation counter around a piece of work, and the
+// CPU time and command count of the redis-server holding its limit counters, if any.
 type meter struct {
 	t          *target
 	cpu0       int64
 	alloc0     float64
 	allocValid bool
+	redis0     redisCounters
+	redisValid bool
+
+	// Set by stop: the redis-server's CPU seconds, commands and scripts run.
+	redisCPU     float64
+	redisCmds    int64
+	redisScripts int64
 }
 
 func startMeter(t *target) *meter {
@@ -88,6 +96,11 @@ func startMeter(t *target) *meter {
 	if t.isProxy() {
 		if a, err := allocBytes(t); err == nil {
 			m.alloc0, m.allocValid = a, true
+		}
+		if t.redis != nil {
+			if rc, err := t.redis.counters(); err == nil {
+				m.redis0, m.redisValid = rc, true
+			}
 		}
 		m.cpu0, _ = cpuTicks(t.proc.pid)
 	}
@@ -104,6 +117,13 @@ func (m *meter) stop() (cpu float64, alloc float64) {
 	if m.allocValid {
 		if a, err := allocBytes(m.t); err == nil {
 			alloc = a - m.alloc0
+		}
+	}
+	if m.redisValid {
+		if rc, err := m.t.redis.counters(); err == nil {
+			m.redisCPU = rc.cpu - m.redis0.cpu
+			m.redisCmds = rc.commands - m.redis0.commands
+			m.redisScripts = rc.scripts - m.redis0.scripts
 		}
 	}
 	return cpu, alloc
@@ -134,6 +154,9 @@ func latencyPhase(ctx context.Context, p plan, targets []*target, res *results) 
 	cpu := map[string]float64{}
 	alloc := map[string]float64{}
 	scrape := map[string]float64{}
+	redisCPU := map[string]float64{}
+	redisCmds := map[string]int64{}
+	redisScripts := map[string]int64{}
 	for _, t := range targets {
 		out.Targets[t.name] = &latTarget{}
 		if t.isProxy() {
@@ -155,6 +178,9 @@ func latencyPhase(ctx context.Context, p plan, targets []*target, res *results) 
 			lt.RoundP50 = append(lt.RoundP50, round(summarize(l).P50, 1))
 			cpu[t.name] += c
 			alloc[t.name] += a - scrape[t.name]
+			redisCPU[t.name] += m.redisCPU
+			redisCmds[t.name] += m.redisCmds
+			redisScripts[t.name] += m.redisScripts
 		}
 	}
 	for _, t := range targets {
@@ -163,11 +189,19 @@ func latencyPhase(ctx context.Context, p plan, targets []*target, res *results) 
 		if t.isProxy() && lt.Latency.N > 0 {
 			lt.CPUPerRequestUs = round(cpu[t.name]/float64(lt.Latency.N)*1e6, 1)
 			lt.AllocPerRequest = round(alloc[t.name]/float64(lt.Latency.N), 0)
+			if t.redis != nil {
+				lt.RedisCPUPerRequestUs = round(redisCPU[t.name]/float64(lt.Latency.N)*1e6, 1)
+				lt.RedisCommandsPerRequest = round(float64(redisCmds[t.name])/float64(lt.Latency.N), 2)
+				lt.RedisScriptsPerRequest = round(float64(redisScripts[t.name])/float64(lt.Latency.N), 2)
+			}
 		}
 	}
 	d := out.Targets["direct"].Latency
-	for _, name := range []string{"stock", "switchyard"} {
-		lt := out.Targets[name]
+	for _, t := range targets {
+		if !t.isProxy() {
+			continue
+		}
+		lt := out.Targets[t.name]
 		lt.AddedP50 = round(lt.Latency.P50-d.P50, 1)
 		lt.AddedP99 = round(lt.Latency.P99-d.P99, 1)
 	}
@@ -182,6 +216,9 @@ func throughputPhase(ctx context.Context, o options, p plan, targets []*target, 
 	lats := map[string][]int64{}
 	wall := map[string]time.Duration{}
 	cpu := map[string]float64{}
+	redisCPU := map[string]float64{}
+	redisCmds := map[string]int64{}
+	redisScripts := map[string]int64{}
 	for _, t := range targets {
 		out.Targets[t.name] = &tpTarget{}
 	}
@@ -199,6 +236,9 @@ func throughputPhase(ctx context.Context, o options, p plan, targets []*target, 
 			lats[t.name] = append(lats[t.name], l...)
 			wall[t.name] += elapsed
 			cpu[t.name] += c
+			redisCPU[t.name] += m.redisCPU
+			redisCmds[t.name] += m.redisCmds
+			redisScripts[t.name] += m.redisScripts
 			tt.RoundRPS = append(tt.RoundRPS, round(float64(len(l))/elapsed.Seconds(), 0))
 		}
 	}
@@ -211,6 +251,12 @@ func throughputPhase(ctx context.Context, o options, p plan, targets []*target, 
 		if t.isProxy() && tt.Latency.N > 0 {
 			tt.CPUPerRequestUs = round(cpu[t.name]/float64(tt.Latency.N)*1e6, 1)
 			tt.CPUCores = round(cpu[t.name]/wall[t.name].Seconds(), 2)
+			if t.redis != nil {
+				tt.RedisCPUPerRequestUs = round(redisCPU[t.name]/float64(tt.Latency.N)*1e6, 1)
+				tt.RedisCPUCores = round(redisCPU[t.name]/wall[t.name].Seconds(), 2)
+				tt.RedisCommandsPerRequest = round(float64(redisCmds[t.name])/float64(tt.Latency.N), 2)
+				tt.RedisScriptsPerRequest = round(float64(redisScripts[t.name])/float64(tt.Latency.N), 2)
+			}
 		}
 	}
 	out.RPSRatio = round(ratio(out.Targets["switchyard"].RPS, out.Targets["stock"].RPS), 3)
@@ -218,7 +264,10 @@ func throughputPhase(ctx context.Context, o options, p plan, targets []*target, 
 
 	if o.pprofDir != "" && ctx.Err() == nil {
 		// A separate run, so profiling costs nothing in the figures above.
-		for _, t := range targets[:2] {
+		for _, t := range targets {
+			if t.name != "stock" && t.name != "switchyard" {
+				continue
+			}
 			progress("profiling %s under concurrency %d for 8s", t.name, p.TpConc)
 			done := make(chan struct{})
 			go func() {
@@ -245,6 +294,7 @@ func streamPhase(ctx context.Context, o options, p plan, targets []*target, res 
 		EventsPerStream: len(splitEvents(recordedSSE)), Targets: map[string]*strTarget{}}
 	lats := map[string][]int64{}
 	cpu := map[string]float64{}
+	redisCPU := map[string]float64{}
 	for _, t := range targets {
 		out.Targets[t.name] = &strTarget{}
 	}
@@ -261,6 +311,7 @@ func streamPhase(ctx context.Context, o options, p plan, targets []*target, res 
 			}
 			lats[t.name] = append(lats[t.name], l...)
 			cpu[t.name] += c
+			redisCPU[t.name] += m.redisCPU
 		}
 	}
 	for _, t := range targets {
@@ -269,11 +320,17 @@ func streamPhase(ctx context.Context, o options, p plan, targets []*target, res 
 		if t.isProxy() && st.Duration.N > 0 {
 			st.CPUPerStreamUs = round(cpu[t.name]/float64(st.Duration.N)*1e6, 1)
 			st.CPUPerEventUs = round(st.CPUPerStreamUs/float64(out.EventsPerStream), 2)
+			if t.redis != nil {
+				st.RedisCPUPerStreamUs = round(redisCPU[t.name]/float64(st.Duration.N)*1e6, 1)
+			}
 		}
 	}
 	out.CPURatio = round(ratio(out.Targets["switchyard"].CPUPerStreamUs, out.Targets["stock"].CPUPerStreamUs), 3)
 	if o.pprofDir != "" && ctx.Err() == nil {
-		for _, t := range targets[:2] {
+		for _, t := range targets {
+			if t.name != "stock" && t.name != "switchyard" {
+				continue
+			}
 			progress("profiling %s relaying streams for 8s", t.name)
 			done := make(chan struct{})
 			go func() {

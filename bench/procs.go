@@ -115,14 +115,24 @@ func killAll() {
 
 // target is one thing the load generator drives: the upstream directly, or a proxy.
 type target struct {
-	name  string // "direct", "stock", "switchyard"
+	name  string // "direct", "stock", "switchyard", "limits_memory", "limits_redis"
 	label string
 	addr  string // host:port
 	admin string // admin host:port, proxies only
 	proc  *proc  // nil for direct (the upstream process is not measured)
+	// redis is the redis-server holding this proxy's limit counters, measured with it.
+	redis *redisServer
 }
 
 func (t *target) isProxy() bool { return t.proc != nil }
+
+// isSwitchyard says whether t is Switchyard, with limits or without.
+func (t *target) isSwitchyard() bool {
+	return t.name == "switchyard" || t.name == limitsMemory || t.name == limitsRedis
+}
+
+// hasLimits says whether t is Switchyard with the bench key's limits on.
+func (t *target) hasLimits() bool { return t.name == limitsMemory || t.name == limitsRedis }
 
 // upstreamProc starts the fixed-response upstream (this binary's `upstream` subcommand).
 func startUpstream(dir string) (*proc, string, error) {
@@ -213,17 +223,29 @@ var switchyardStore = "sqlite"
 
 // switchyardCaddyfile is the production shape: a key, one model with its price and a
 // candidate on the fixed upstream, the SQLite store (keys, metering and the usage ledger
-// hang off it), and the three handlers with native errors.
-func switchyardCaddyfile(listen, admin, upstream, dbPath string) string {
+// hang off it), and the three handlers with native errors. With limits the key carries
+// every kind of limit, counted in memory, or in Redis when redisURL is set.
+func switchyardCaddyfile(listen, admin, upstream, dbPath string, limits bool, redisURL string) string {
 	store := "sqlite " + dbPath
 	if switchyardStore != "sqlite" {
 		store = switchyardStore
 	}
+	key, limitsOpt := "", ""
+	if limits {
+		key = keyLimitsBlock()
+		if redisURL != "" {
+			limitsOpt = fmt.Sprintf(`
+		limits {
+			redis %s
+			redis_prefix bench
+		}`, redisURL)
+		}
+	}
 	return fmt.Sprintf(`{
 %s
 	switchyard {
-		store %s
-		key bench %s
+		store %s%s
+		key bench %s%s
 		model %s {
 			display_name "Benchmark model"
 			created 2026-11-01
@@ -246,12 +268,13 @@ http://%s {
 		switchyard_errors
 	}
 }
-`, globalOptions(admin), store, benchKey, benchModel, upstream, upstreamModel, listen)
+`, globalOptions(admin), store, limitsOpt, benchKey, key, benchModel, upstream, upstreamModel, listen)
 }
 
 // startProxy writes the Caddyfile, starts the binary with its data and config folders in
-// dir, and waits until a request through it succeeds.
-func startProxy(ctx context.Context, name, bin, dir, upstream string) (*target, error) {
+// dir, and waits until a request through it succeeds. redisURL is where limits_redis
+// keeps its counters.
+func startProxy(ctx context.Context, name, bin, dir, upstream, redisURL string) (*target, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -269,9 +292,12 @@ func startProxy(ctx context.Context, name, bin, dir, upstream string) (*target, 
 	case "stock":
 		t.label = "stock Caddy reverse_proxy"
 		cfg = stockCaddyfile(t.addr, t.admin, upstream)
-	case "switchyard":
-		t.label = "Switchyard"
-		cfg = switchyardCaddyfile(t.addr, t.admin, upstream, filepath.Join(dir, "store", "switchyard.db"))
+	case "switchyard", limitsMemory, limitsRedis:
+		t.label = map[string]string{"switchyard": "Switchyard", limitsMemory: "Switchyard, limits in memory", limitsRedis: "Switchyard, limits in Redis"}[name]
+		if name == limitsRedis && redisURL == "" {
+			return nil, errors.New("limits in Redis need a Redis")
+		}
+		cfg = switchyardCaddyfile(t.addr, t.admin, upstream, filepath.Join(dir, "store", "switchyard.db"), name != "switchyard", redisURL)
 		if err := os.MkdirAll(filepath.Join(dir, "store"), 0o755); err != nil {
 			return nil, err
 		}
@@ -307,19 +333,29 @@ func startProxy(ctx context.Context, name, bin, dir, upstream string) (*target, 
 }
 
 // probe sends one chat completion through t and checks the answer names the model the
-// client should see.
+// client should see and, with limits on, carries the gateway's own request allowance.
 func probe(t *target) error {
 	c := newH1(t.addr)
 	defer c.close()
-	status, body, err := c.do(chatRequest(t.addr, "json", "", smallBody), true)
+	resp, err := c.send(chatRequest(t.addr, "json", "", smallBody))
 	if err != nil {
 		return err
 	}
-	if status != http.StatusOK {
-		return fmt.Errorf("status %d: %.200s", status, body)
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("status %d: %.200s", resp.StatusCode, body)
+	}
+	if t.hasLimits() {
+		if got, want := resp.Header.Get("X-Ratelimit-Limit-Requests"), strconv.Itoa(benchRPM); got != want {
+			return fmt.Errorf("x-ratelimit-limit-requests is %q, not the key's rpm %s: are the limits on?", got, want)
+		}
 	}
 	want := upstreamModel
-	if t.name == "switchyard" {
+	if t.isSwitchyard() {
 		want = benchModel
 	}
 	if !bytes.Contains(body, []byte(`"model": "`+want+`"`)) {

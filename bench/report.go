@@ -35,6 +35,7 @@ type results struct {
 	Paced        *pacedResult      `json:"paced_stream,omitempty"`
 	Body         *bodyResult       `json:"large_body,omitempty"`
 	Memory       *memoryResult     `json:"memory,omitempty"`
+	Limits       *limitsResult     `json:"limits,omitempty"`
 	Targets      []check           `json:"targets"`
 	Errors       []string          `json:"errors"`
 
@@ -68,7 +69,12 @@ type latTarget struct {
 	AddedP99        float64   `json:"added_p99_us,omitempty"`
 	CPUPerRequestUs float64   `json:"cpu_per_request_us,omitempty"`
 	AllocPerRequest float64   `json:"alloc_bytes_per_request,omitempty"`
-	Errors          int       `json:"errors"`
+	// The redis-server's own CPU, commands (those run by scripts included) and script
+	// calls (the gateway's round trips) per request (limits in Redis only).
+	RedisCPUPerRequestUs    float64 `json:"redis_cpu_per_request_us,omitempty"`
+	RedisCommandsPerRequest float64 `json:"redis_commands_per_request,omitempty"`
+	RedisScriptsPerRequest  float64 `json:"redis_script_calls_per_request,omitempty"`
+	Errors                  int     `json:"errors"`
 }
 
 type throughputResult struct {
@@ -86,7 +92,13 @@ type tpTarget struct {
 	Latency         dist      `json:"latency"`
 	CPUPerRequestUs float64   `json:"cpu_per_request_us,omitempty"`
 	CPUCores        float64   `json:"cpu_cores_used,omitempty"`
-	Errors          int       `json:"errors"`
+	// The redis-server's own CPU, commands (those run by scripts included) and script
+	// calls (the gateway's round trips) per request (limits in Redis only).
+	RedisCPUPerRequestUs    float64 `json:"redis_cpu_per_request_us,omitempty"`
+	RedisCPUCores           float64 `json:"redis_cpu_cores_used,omitempty"`
+	RedisCommandsPerRequest float64 `json:"redis_commands_per_request,omitempty"`
+	RedisScriptsPerRequest  float64 `json:"redis_script_calls_per_request,omitempty"`
+	Errors                  int     `json:"errors"`
 }
 
 type streamResult struct {
@@ -102,7 +114,9 @@ type strTarget struct {
 	Duration       dist    `json:"duration"`
 	CPUPerStreamUs float64 `json:"cpu_per_stream_us,omitempty"`
 	CPUPerEventUs  float64 `json:"cpu_per_event_us,omitempty"`
-	Errors         int     `json:"errors"`
+	// The redis-server's own CPU per stream (limits in Redis only).
+	RedisCPUPerStreamUs float64 `json:"redis_cpu_per_stream_us,omitempty"`
+	Errors              int     `json:"errors"`
 }
 
 type pacedResult struct {
@@ -342,6 +356,9 @@ func (r *results) markdown() string {
 			row("**1 MB body**: bytes allocated per request ÷ body", "", times(st.AllocPerBody), times(sw.AllocPerBody), "")
 			row("1 MB body: latency p50", "", us(st.Latency.P50), us(sw.Latency.P50), times(ratio(sw.Latency.P50, st.Latency.P50)))
 		}
+	}
+	if r.Limits != nil {
+		b.WriteString(r.Limits.markdown(r))
 	}
 	b.WriteString("\n| Target (issue 7) | Now | Goal | Met |\n|---|---|---|---|\n")
 	for _, c := range r.Targets {
