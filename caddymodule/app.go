@@ -221,7 +221,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return err
 	}
 
-	if err := a.openLimiter(repl, a.storeKey, a.spendSeeder()); err != nil {
+	if err := a.openLimiter(repl); err != nil {
 		return err
 	}
 	if err := loadLimitMetrics().register(ctx.GetMetricsRegistry()); err != nil {

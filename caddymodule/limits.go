@@ -38,9 +38,9 @@ func (s sharedLimiter) Destruct() error {
 	return err
 }
 
-// openLimiter joins (or makes) the limiter of this configuration. spend seeds budgets
-// from the ledger; nil when no store keeps usage.
-func (a *App) openLimiter(repl *caddy.Replacer, storeKey string, spend limits.Seeder) error {
+// openLimiter joins (or makes) the limiter of this configuration. Budgets are seeded from
+// the store's ledger (a.spend); without a store they count from this process's start.
+func (a *App) openLimiter(repl *caddy.Replacer) error {
 	lc := a.Limits
 	if lc == nil {
 		lc = &LimitsConfig{}
@@ -85,7 +85,7 @@ func (a *App) openLimiter(repl *caddy.Replacer, storeKey string, spend limits.Se
 		}
 	}
 	logger := a.logger
-	key := strings.Join([]string{url, prefix, lc.WhenUnreachable, time.Duration(lc.Lease).String(), storeKey}, "\x00")
+	key := strings.Join([]string{url, prefix, lc.WhenUnreachable, time.Duration(lc.Lease).String(), a.storeKey}, "\x00")
 	shared, _, err := limiterPool.LoadOrNew(key, func() (caddy.Destructor, error) {
 		counters, client := limits.NewMemory(), (*redis.Client)(nil)
 		if redisOpts != nil {
@@ -93,7 +93,7 @@ func (a *App) openLimiter(repl *caddy.Replacer, storeKey string, spend limits.Se
 			counters = limits.NewRedis(client, prefix)
 		}
 		return sharedLimiter{client: client, Limiter: limits.New(counters, limits.Options{
-			Seeder:                spend,
+			Seeder:                a.spend,
 			Lease:                 time.Duration(lc.Lease),
 			BudgetWhenUnreachable: lc.WhenUnreachable,
 			OnUnreachable: func(err error) {
@@ -326,13 +326,4 @@ func loadLimitMetrics() *limitMetrics {
 
 func (m *limitMetrics) register(reg prometheus.Registerer) error {
 	return registerCollectors(reg, m.rejections)
-}
-
-// spendSeeder is the ledger's spend of a scope, which budgets are seeded from; nil when no
-// store keeps usage (budgets then count from this process's start).
-func (a *App) spendSeeder() limits.Seeder {
-	if a.spend == nil {
-		return nil
-	}
-	return a.spend
 }

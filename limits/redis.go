@@ -83,15 +83,18 @@ local function store_level(key, l, limit, nowS)
   redis.call('PEXPIRE', key, int(math.floor(full / 1000) + 1000))
   return full
 end
+-- release gives back what request id holds in budget bk and drops its lease from lk.
+local function release(bk, lk, id)
+  local amt = redis.call('HGET', bk, 'r:' .. id)
+  if amt then
+    redis.call('HINCRBY', bk, 'held', int(-tonumber(amt)))
+    redis.call('HDEL', bk, 'r:' .. id)
+  end
+  redis.call('ZREM', lk, id)
+end
 local function expire_budget(bk, lk, nowS)
-  local gone = redis.call('ZRANGEBYSCORE', lk, '-inf', nowS, 'LIMIT', 0, 100)
-  for _, g in ipairs(gone) do
-    local amt = redis.call('HGET', bk, 'r:' .. g)
-    if amt then
-      redis.call('HINCRBY', bk, 'held', int(-tonumber(amt)))
-      redis.call('HDEL', bk, 'r:' .. g)
-    end
-    redis.call('ZREM', lk, g)
+  for _, g in ipairs(redis.call('ZRANGEBYSCORE', lk, '-inf', nowS, 'LIMIT', 0, 100)) do
+    release(bk, lk, g)
   end
 end
 local function set_expiry(key, ttlS)
@@ -210,12 +213,7 @@ for i = 1, n do
     local rk, lk, sk = KEYS[k], KEYS[k+1], KEYS[k+2]
     k = k + 3
     if not addOnly then
-      local amt = redis.call('HGET', rk, 'r:' .. id)
-      if amt then
-        redis.call('HINCRBY', rk, 'held', int(-tonumber(amt)))
-        redis.call('HDEL', rk, 'r:' .. id)
-      end
-      redis.call('ZREM', lk, id)
+      release(rk, lk, id)
     end
     if delta > 0 then
       if redis.call('HEXISTS', sk, 'spent') == 1 then

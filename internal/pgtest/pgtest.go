@@ -14,9 +14,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -28,6 +26,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/switchyard-gw/switchyard/internal/loopback"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -214,7 +214,7 @@ func (c *cluster) start() error {
 		port := c.port
 		if port == 0 {
 			var err error
-			if port, err = freePort(); err != nil {
+			if port, err = loopback.FreePort(); err != nil {
 				return err
 			}
 		}
@@ -313,17 +313,4 @@ func (c *cluster) removeRoot() {
 func pgMajor(initdb string) int {
 	v, _ := strconv.Atoi(filepath.Base(filepath.Dir(filepath.Dir(initdb))))
 	return v
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	addr, ok := l.Addr().(*net.TCPAddr)
-	if !ok {
-		return 0, errors.New("not a TCP address")
-	}
-	return addr.Port, nil
 }

@@ -22,6 +22,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/switchyard-gw/switchyard/internal/loopback"
 )
 
 // Server is a redis-server started for one test.
@@ -60,7 +62,7 @@ func Start(t testing.TB) *Server {
 	})
 	// A port found free can be taken before the server binds it: try a few.
 	for attempt := 0; ; attempt++ {
-		port, err := freePort()
+		port, err := loopback.FreePort()
 		if err != nil {
 			t.Fatalf("redis: %v", err)
 		}
@@ -183,17 +185,4 @@ func ping(addr string) error {
 		return fmt.Errorf("PING answered %q", strings.TrimSpace(line))
 	}
 	return nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	addr, ok := l.Addr().(*net.TCPAddr)
-	if !ok {
-		return 0, errors.New("not a TCP address")
-	}
-	return addr.Port, nil
 }
