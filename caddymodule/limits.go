@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strings"
 	"sync"
@@ -190,7 +191,12 @@ func (a *App) worstCase(rt *route) (tokens, costMicros int64) {
 			output = DefaultOutputReservation
 		}
 	}
-	return input + output, metering.WorstCaseCost(rt.model.Prices, input, output)
+	// A claimed cap near the int64 limit must not wrap the sum into a small ask.
+	tokens = input + output
+	if output > math.MaxInt64-input {
+		tokens = math.MaxInt64
+	}
+	return tokens, metering.WorstCaseCost(rt.model.Prices, input, output)
 }
 
 // admit reserves a request's worst case against every limit on its path. It answers the

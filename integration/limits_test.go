@@ -364,3 +364,28 @@ func TestGatewayStartsWhileRedisIsDownAndSharesCountsWhenItReturns(t *testing.T)
 		return err == nil && r.Status == 200
 	}, waitLong, 100*time.Millisecond, "the budgeted key is served once Redis answers")
 }
+
+// TestAHugeOutputCapIsNoWayAroundALimit: a client that claims an output cap near the
+// int64 limit, on a model that declares none, must not wrap its reservation into a small
+// or negative one: the budget and the token limit refuse it, and the upstream sees nothing.
+func TestAHugeOutputCapIsNoWayAroundALimit(t *testing.T) {
+	up := newUpstream(t)
+	const tpmKey = "sk-tpm-key-0123456789abcdef"
+	g := startGatewayWith(t, up, pricedChat("http://"+up.hostport(), upstreamPrefix+"-c"), fmt.Sprintf(`		key budgeted %s {
+			budget 10/month
+		}
+		key tpm-limited %s {
+			tpm 100000
+		}
+`, budgetKey, tpmKey))
+	for _, cap := range []string{"100000000000000000", "9223372036854775807"} {
+		body := `{"model":"priced-chat","max_tokens":` + cap + `,"messages":[{"role":"user","content":"Hello"}]}`
+		r := g.call(t, "POST", "/v1/chat/completions", body, "Authorization", "Bearer "+budgetKey)
+		e := familyA(t, r, 429, "insufficient_quota")
+		assert.Equal(t, "budget_exceeded", e.Get("code").String(), "max_tokens %s", cap)
+		r = g.call(t, "POST", "/v1/chat/completions", body, "Authorization", "Bearer "+tpmKey)
+		e = familyA(t, r, 429, "rate_limit_error")
+		assert.Equal(t, "false", r.Header.Get("X-Should-Retry"), "max_tokens %s: waiting cannot help", cap)
+	}
+	assert.Zero(t, up.count(), "no request reached the upstream")
+}

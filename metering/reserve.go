@@ -1,6 +1,10 @@
 package metering
 
-import "github.com/switchyard-gw/switchyard/routing"
+import (
+	"math"
+
+	"github.com/switchyard-gw/switchyard/routing"
+)
 
 // EstimateInputTokens is the input of a request whose text is textBytes long, by the same
 // rule Bill uses when an answer carries no usage (four characters a token).
@@ -11,7 +15,21 @@ func EstimateInputTokens(textBytes int64) int64 { return estimateTokens(textByte
 // cache-write prices, every output token at the dearer of the visible and reasoning
 // prices. It is what admission reserves against a budget; the metered cost of the same
 // token counts is never more.
+//
+// A client may claim any output cap (max_tokens of 10^17 passes the shapes' checks on a
+// model that declares no cap), and such counts times a price per million overflow int64
+// into a negative cost that any budget would admit. A worst case that would not fit is
+// math.MaxInt64: more than any budget.
 func WorstCaseCost(p routing.Prices, input, output int64) int64 {
+	const headroom = math.MaxInt64 / 4 // two products and the rounding stay below MaxInt64
+	for _, f := range []struct{ tokens, price int64 }{
+		{input, max(p.Input, cacheWritePrice(p))},
+		{output, max(p.Output, p.Reasoning)},
+	} {
+		if f.tokens < 0 || (f.price > 0 && f.tokens > headroom/f.price) {
+			return math.MaxInt64
+		}
+	}
 	u := Usage{Input: input, Output: output}
 	if cacheWritePrice(p) > p.Input {
 		u.CacheWrite = input

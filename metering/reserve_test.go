@@ -1,6 +1,7 @@
 package metering
 
 import (
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -31,4 +32,18 @@ func TestWorstCaseCostBoundsEveryMeteredMix(t *testing.T) {
 	// Reasoning dearer than output: the reservation prices all output at it.
 	assert.Equal(t, Cost(prices[2], Usage{Input: 1000, Output: 1000, Reasoning: 1000}), WorstCaseCost(prices[2], 1000, 1000))
 	assert.Equal(t, int64(2), EstimateInputTokens(5))
+}
+
+// A cap a client may claim (10^17 tokens, the largest an int64 holds) makes a worst case
+// above any budget, never a product that wraps into a negative or small cost.
+func TestWorstCaseCostNeverWrapsForHugeCaps(t *testing.T) {
+	p := routing.Prices{Input: 1_250_000, Output: 10_000_000, Reasoning: 10_000_000}
+	for _, output := range []int64{100_000_000_000_000_000, 922_337_203_685_477_580, math.MaxInt64} {
+		assert.Equal(t, int64(math.MaxInt64), WorstCaseCost(p, 10, output), "output cap %d", output)
+	}
+	assert.Equal(t, int64(math.MaxInt64), WorstCaseCost(p, math.MaxInt64/2, 10))
+	// Free tokens stay free, whatever their count.
+	assert.Equal(t, int64(0), WorstCaseCost(routing.Prices{}, 10, math.MaxInt64))
+	// Below the edge the figure is exact.
+	assert.Equal(t, Cost(p, Usage{Input: 10, Output: 1_000_000_000}), WorstCaseCost(p, 10, 1_000_000_000))
 }

@@ -1,6 +1,7 @@
 package protocols_test
 
 import (
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -115,4 +116,17 @@ func TestOutputCapIsTheSmallestCapTheRequestSets(t *testing.T) {
 	p, _ = protocols.ParseRequest(protocols.FamilyA, []byte(`{"model":"m","max_output_tokens":77,"input":"x"}`))
 	got, _ = p.OutputCap(protocols.Operation{Family: protocols.FamilyA, Kind: protocols.KindResponses})
 	assert.Equal(t, int64(77), got)
+}
+
+// A cap beyond what an int64 holds asks for more than anything: it must not read as no
+// cap (which reserves only a default) or wrap into a negative one.
+func TestOutputCapBeyondInt64IsTheLargest(t *testing.T) {
+	chat := protocols.Operation{Family: protocols.FamilyA, Kind: protocols.KindChat}
+	for _, cap := range []string{"9223372036854775807", "9223372036854775808", "1e30", "1e400"} {
+		p, apiErr := protocols.ParseRequest(protocols.FamilyA, []byte(`{"model":"m","max_tokens":`+cap+`,"messages":[]}`))
+		require.Nil(t, apiErr)
+		got, ok := p.OutputCap(chat)
+		assert.True(t, ok, cap)
+		assert.Equal(t, int64(math.MaxInt64), got, cap)
+	}
 }

@@ -1,6 +1,7 @@
 package protocols
 
 import (
+	"math"
 	"net/http"
 	"strings"
 
@@ -83,13 +84,19 @@ type capField struct {
 
 // OutputCap is the most output the request allows itself: the smallest of its cap fields
 // that holds a positive whole number (a request may carry both of chat completions' caps).
-// ok is false when it sets none.
+// A cap beyond int64 counts as math.MaxInt64: it asks for more than anything, not for
+// nothing. ok is false when it sets none.
 func (p *ParsedRequest) OutputCap(op Operation) (limit int64, ok bool) {
 	for _, f := range ShapeOf(op.Kind).outputCaps(p, op.Kind) {
-		if f.value.Type != gjson.Number || f.value.Num < 1 || f.value.Num != float64(int64(f.value.Num)) {
+		n := f.value.Num
+		if f.value.Type != gjson.Number || n < 1 || n != math.Trunc(n) {
 			continue
 		}
-		if v := int64(f.value.Num); !ok || v < limit {
+		v := int64(math.MaxInt64)
+		if n < math.MaxInt64 { // float64(MaxInt64) is 2^63, itself out of range
+			v = int64(n)
+		}
+		if !ok || v < limit {
 			limit, ok = v, true
 		}
 	}
