@@ -7,19 +7,11 @@
 // Environment: SY_CONSOLE_URL, SY_CONSOLE_USER, SY_CONSOLE_PASSWORD, SY_KEY_ID (a key
 // limited to some models), SY_OUT_DIR, SY_CHROMIUM. Output: one JSON object on stdout.
 
-import { chromium } from 'playwright-core';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-const env = (name, fallback) => {
-  const v = process.env[name] ?? fallback;
-  if (v === undefined || v === '') {
-    console.error(`connect.mjs: ${name} is not set`);
-    process.exit(2);
-  }
-  return v;
-};
+import { envReader, newReport, runInBrowser } from './browser.mjs';
+
+const env = envReader('connect.mjs');
 const consoleURL = env('SY_CONSOLE_URL');
 const user = env('SY_CONSOLE_USER');
 const password = env('SY_CONSOLE_PASSWORD');
@@ -27,7 +19,7 @@ const keyID = env('SY_KEY_ID');
 const outDir = env('SY_OUT_DIR');
 const executablePath = env('SY_CHROMIUM', '/usr/bin/chromium');
 const TIMEOUT = 10000;
-const report = { screenshots: [], page_errors: [], console_errors: [], shown: {} };
+const report = newReport({ shown: {} });
 
 // shown waits until the view has answered a request for client whose query includes
 // want (the view records each answered request on the section), and reads it.
@@ -84,34 +76,6 @@ async function run(page) {
   report.copy_disabled = await page.getByTestId('connect-copy').isDisabled();
 }
 
-async function main() {
-  const profile = mkdtempSync(join(tmpdir(), 'sy-connect-chromium-'));
-  const context = await chromium.launchPersistentContext(profile, {
-    executablePath, headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    httpCredentials: { username: user, password }, viewport: { width: 1366, height: 900 }, locale: 'en-GB', timezoneId: 'UTC',
-  });
-  let page;
-  try {
-    await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: new URL(consoleURL).origin });
-    page = context.pages()[0] ?? await context.newPage();
-    page.setDefaultTimeout(TIMEOUT);
-    page.on('pageerror', (err) => report.page_errors.push(String(err)));
-    page.on('console', (msg) => { if (msg.type() === 'error') report.console_errors.push(msg.text()); });
-    try {
-      await run(page);
-    } catch (err) {
-      report.failed = String(err && err.stack ? err.stack : err);
-      await page.screenshot({ path: join(outDir, 'connect-failure.png'), fullPage: true }).catch(() => {});
-      report.screenshots.push(join(outDir, 'connect-failure.png'));
-    }
-  } finally {
-    await context.close();
-    rmSync(profile, { recursive: true, force: true });
-  }
-}
-
-await main().catch((err) => { report.failed = String(err && err.stack ? err.stack : err); });
-process.stdout.write(JSON.stringify(report) + '\n');
-process.exit(report.failed ? 1 : 0);
+await runInBrowser({
+  name: 'connect', executablePath, user, password, consoleURL, outDir, report, timeout: TIMEOUT, clipboard: true,
+}, run);

@@ -18,19 +18,11 @@
 // the run with {"failed": "..."} in the report, a screenshot of the page at that moment,
 // and exit status 1.
 
-import { chromium } from 'playwright-core';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-const env = (name, fallback) => {
-  const v = process.env[name] ?? fallback;
-  if (v === undefined || v === '') {
-    console.error(`console.mjs: ${name} is not set`);
-    process.exit(2);
-  }
-  return v;
-};
+import { envReader, newReport, runInBrowser, screenshotTo } from './browser.mjs';
+
+const env = envReader('console.mjs');
 
 const consoleURL = env('SY_CONSOLE_URL');
 const user = env('SY_CONSOLE_USER');
@@ -42,7 +34,7 @@ const outDir = env('SY_OUT_DIR');
 const executablePath = env('SY_CHROMIUM', '/usr/bin/chromium');
 
 const STEP_TIMEOUT = 10000;
-const report = { screenshots: [], page_errors: [], console_errors: [] };
+const report = newReport();
 const log = (...args) => console.error('console.mjs:', ...args);
 
 // ---- Calls to the gateway, as a client holding the key would make them ----------------
@@ -205,12 +197,7 @@ async function usageShown(page) {
   });
 }
 
-async function screenshot(page, name) {
-  const path = join(outDir, name);
-  await page.screenshot({ path, fullPage: true });
-  report.screenshots.push(path);
-  return path;
-}
+const screenshot = screenshotTo(outDir, report);
 
 // waitLoaded waits until the keys and the models are on the page.
 async function waitLoaded(page) {
@@ -222,44 +209,6 @@ async function waitLoaded(page) {
 }
 
 // ---- The run --------------------------------------------------------------------------
-
-async function main() {
-  // The console is behind basic auth: without credentials it must refuse.
-  report.unauthenticated_status = (await fetch(consoleURL)).status;
-
-  const profile = mkdtempSync(join(tmpdir(), 'sy-console-chromium-'));
-  const context = await chromium.launchPersistentContext(profile, {
-    executablePath,
-    headless: true,
-    args: [
-      '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-      '--disable-background-networking', '--disable-component-update', '--disable-sync',
-    ],
-    httpCredentials: { username: user, password },
-    viewport: { width: 1366, height: 900 },
-    locale: 'en-GB',
-    timezoneId: 'UTC',
-  });
-  let page;
-  try {
-    await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: new URL(consoleURL).origin });
-    page = context.pages()[0] ?? await context.newPage();
-    page.setDefaultTimeout(STEP_TIMEOUT);
-    page.on('pageerror', (err) => report.page_errors.push(String(err)));
-    page.on('console', (msg) => {
-      if (msg.type() === 'error') report.console_errors.push(msg.text());
-    });
-    try {
-      await run(page);
-    } catch (err) {
-      report.failed = String(err && err.stack ? err.stack : err);
-      if (page) await screenshot(page, 'console-failure.png').catch(() => {});
-    }
-  } finally {
-    await context.close();
-    rmSync(profile, { recursive: true, force: true });
-  }
-}
 
 async function run(page) {
   log('opening', consoleURL);
@@ -506,8 +455,10 @@ async function usageSteps(page, name, unusedSecret) {
   await screenshot(page, 'console-usage-page.png');
 }
 
-await main().catch((err) => {
-  report.failed = String(err && err.stack ? err.stack : err);
-});
-process.stdout.write(JSON.stringify(report) + '\n');
-process.exit(report.failed ? 1 : 0);
+await runInBrowser({
+  name: 'console', executablePath, user, password, consoleURL, outDir, report, timeout: STEP_TIMEOUT, clipboard: true,
+  before: async () => {
+    // The console is behind basic auth: without credentials it must refuse.
+    report.unauthenticated_status = (await fetch(consoleURL)).status;
+  },
+}, run);

@@ -9,19 +9,9 @@
 // SY_MODEL (a priced Family A model), SY_BUDGET (the key's budget to set), SY_OUT_DIR,
 // SY_CHROMIUM.
 
-import { chromium } from 'playwright-core';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { envReader, newReport, runInBrowser, screenshotTo } from './browser.mjs';
 
-const env = (name, fallback) => {
-  const v = process.env[name] ?? fallback;
-  if (v === undefined || v === '') {
-    console.error(`limits.mjs: ${name} is not set`);
-    process.exit(2);
-  }
-  return v;
-};
+const env = envReader('limits.mjs');
 const consoleURL = env('SY_CONSOLE_URL');
 const user = env('SY_CONSOLE_USER');
 const password = env('SY_CONSOLE_PASSWORD');
@@ -31,7 +21,7 @@ const keyBudget = env('SY_BUDGET');
 const outDir = env('SY_OUT_DIR');
 const executablePath = env('SY_CHROMIUM', '/usr/bin/chromium');
 const TIMEOUT = 10000;
-const report = { screenshots: [], page_errors: [], console_errors: [] };
+const report = newReport();
 const log = (...args) => console.error('limits.mjs:', ...args);
 
 const PROJECT = 'platform';
@@ -47,11 +37,7 @@ async function chat(secret) {
   return { status: res.status, should_retry: res.headers.get('x-should-retry') ?? '', body: text };
 }
 
-async function screenshot(page, name) {
-  const path = join(outDir, name);
-  await page.screenshot({ path, fullPage: true });
-  report.screenshots.push(path);
-}
+const screenshot = screenshotTo(outDir, report);
 
 // keyRow reads the key's row in the keys table.
 async function keyRow(page, id) {
@@ -156,32 +142,6 @@ async function run(page) {
   await screenshot(page, 'console-limits.png');
 }
 
-async function main() {
-  const profile = mkdtempSync(join(tmpdir(), 'sy-limits-chromium-'));
-  const context = await chromium.launchPersistentContext(profile, {
-    executablePath, headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    httpCredentials: { username: user, password }, viewport: { width: 1366, height: 900 }, locale: 'en-GB', timezoneId: 'UTC',
-  });
-  let page;
-  try {
-    page = context.pages()[0] ?? await context.newPage();
-    page.setDefaultTimeout(TIMEOUT);
-    page.on('pageerror', (err) => report.page_errors.push(String(err)));
-    page.on('console', (msg) => { if (msg.type() === 'error') report.console_errors.push(msg.text()); });
-    try {
-      await run(page);
-    } catch (err) {
-      report.failed = String(err && err.stack ? err.stack : err);
-      await screenshot(page, 'limits-failure.png').catch(() => {});
-    }
-  } finally {
-    await context.close();
-    rmSync(profile, { recursive: true, force: true });
-  }
-}
-
-await main().catch((err) => { report.failed = String(err && err.stack ? err.stack : err); });
-process.stdout.write(JSON.stringify(report) + '\n');
-process.exit(report.failed ? 1 : 0);
+await runInBrowser({
+  name: 'limits', executablePath, user, password, consoleURL, outDir, report, timeout: TIMEOUT,
+}, run);
