@@ -351,3 +351,43 @@ func mustJSON(t *testing.T, v any) []byte {
 	require.NoError(t, err)
 	return b
 }
+
+// The writer moves records from memory while it keeps up, and from the journal when an
+// outage outlasted what memory keeps: either way each record arrives once, whole.
+func TestRecordsArriveOnceWhetherFromMemoryOrTheJournal(t *testing.T) {
+	sink := newMemorySink()
+	l, err := OpenLedger(context.Background(), t.TempDir(), sink, Options{Interval: 5 * time.Millisecond, BatchRecords: 16})
+	require.NoError(t, err)
+	defer l.Close()
+	for i := 0; i < 40; i++ {
+		require.NoError(t, l.Append(record(i)))
+	}
+	eventually(t, "the first records, from memory", func() bool { return sink.count() == 40 })
+
+	sink.setDown(true)
+	// Memory keeps 4 batches (64 records); 500 during the outage overflow it many times.
+	for i := 40; i < 540; i++ {
+		require.NoError(t, l.Append(record(i)))
+	}
+	bad := record(540)
+	bad.Candidate = "cand\xff" // what the journal's JSON turns into U+FFFD
+	require.NoError(t, l.Append(bad))
+	for i := 541; i < 600; i++ {
+		require.NoError(t, l.Append(record(i)))
+	}
+	sink.setDown(false)
+	eventually(t, "every record after the outage", func() bool { return sink.count() == 600 })
+	assert.Empty(t, sink.deliveredMoreThanOnce())
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	for i := 0; i < 600; i++ {
+		got, want := sink.records[record(i).RequestID], record(i)
+		if i == 540 {
+			want = bad
+			want.Candidate = "cand\uFFFD"
+		}
+		require.Equal(t, want.Output, got.Output, "record %d", i)
+		require.Equal(t, want.Candidate, got.Candidate, "record %d", i)
+		require.True(t, want.Time.Equal(got.Time), "record %d", i)
+	}
+}
