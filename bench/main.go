@@ -54,6 +54,9 @@ type plan struct {
 	BigN      int `json:"body_requests_per_round"`
 	BigSize   int `json:"body_bytes"`
 
+	AgentRounds int `json:"agent_rounds"`
+	AgentN      int `json:"agent_requests_per_round"`
+
 	MemLevels   []int         `json:"memory_levels"`
 	MemH1Levels []int         `json:"memory_levels_http1"`
 	MemDrip     time.Duration `json:"memory_drip_interval_ns"`
@@ -66,6 +69,7 @@ var fullPlan = plan{
 	StrRounds: 3, StrN: 400, StrConc: 8,
 	PacedRounds: 6, PacedN: 12, PacedConc: 4, PacedEvery: 10 * time.Millisecond,
 	BigRounds: 3, BigN: 20, BigSize: 1 << 20,
+	AgentRounds: 5, AgentN: 120,
 	MemLevels: []int{1000, 10000}, MemH1Levels: []int{1000}, MemDrip: time.Second,
 }
 
@@ -76,6 +80,7 @@ var quickPlan = plan{
 	StrRounds: 1, StrN: 50, StrConc: 8,
 	PacedRounds: 1, PacedN: 4, PacedConc: 4, PacedEvery: 10 * time.Millisecond,
 	BigRounds: 1, BigN: 5, BigSize: 1 << 20,
+	AgentRounds: 1, AgentN: 20,
 	MemLevels: []int{200, 1000}, MemH1Levels: []int{200}, MemDrip: time.Second,
 }
 
@@ -109,7 +114,7 @@ func main() {
 	flag.StringVar(&switchyardStore, "switchyard-store", switchyardStore, `Switchyard's store: "sqlite" (production) or "off" (no keys store, metering or ledger)`)
 	quick := flag.Bool("quick", false, "small counts: a check that everything runs, not a measurement")
 	timeout := flag.Duration("timeout", 9*time.Minute+30*time.Second, "stop everything after this long")
-	only := flag.String("only", "", "comma-separated phases to run (latency,throughput,stream,paced,body,memory); default all")
+	only := flag.String("only", "", "comma-separated phases to run (latency,throughput,stream,paced,body,agent,memory); default all")
 	flag.Parse()
 
 	p := fullPlan
@@ -221,7 +226,7 @@ func run(ctx context.Context, o options, p plan, quick bool) error {
 	defer up.stop()
 	progress("fixed upstream on %s", upAddr)
 
-	if o.want("latency") || o.want("throughput") || o.want("stream") || o.want("paced") || o.want("body") {
+	if o.want("latency") || o.want("throughput") || o.want("stream") || o.want("paced") || o.want("body") || o.want("agent") {
 		if err := runLoadPhases(ctx, o, p, tmp, upAddr, res); err != nil {
 			return err
 		}
@@ -325,6 +330,9 @@ func runLoadPhases(ctx context.Context, o options, p plan, tmp, upAddr string, r
 	}
 	if o.want("body") {
 		res.Body = bodyPhase(ctx, o, p, []*target{stock, sw}, res)
+	}
+	if o.want("agent") {
+		res.Agent = agentPhase(ctx, p, basic, res)
 	}
 	for _, t := range append([]*target{stock, sw}, limited...) {
 		if t.proc.exited() {

@@ -293,6 +293,7 @@ func streamPhase(ctx context.Context, o options, p plan, targets []*target, res 
 	out := &streamResult{Concurrency: p.StrConc, Rounds: p.StrRounds, RequestsPerRound: p.StrN,
 		EventsPerStream: len(splitEvents(recordedSSE)), Targets: map[string]*strTarget{}}
 	lats := map[string][]int64{}
+	wall := map[string]time.Duration{}
 	cpu := map[string]float64{}
 	redisCPU := map[string]float64{}
 	for _, t := range targets {
@@ -302,8 +303,10 @@ func streamPhase(ctx context.Context, o options, p plan, targets []*target, res 
 		progress("streams (recorded, unpaced), concurrency %d: round %d/%d", p.StrConc, r+1, p.StrRounds)
 		for _, t := range targets {
 			m := startMeter(t)
-			_, l, failed := concurrent(ctx, t, p.StrN, p.StrConc, chatRequest(t.addr, "stream", "", streamBody))
+			elapsed, l, failed := concurrent(ctx, t, p.StrN, p.StrConc, chatRequest(t.addr, "stream", "", streamBody))
 			c, _ := m.stop()
+			wall[t.name] += elapsed
+			out.Targets[t.name].RoundRate = append(out.Targets[t.name].RoundRate, round(float64(len(l))/elapsed.Seconds(), 0))
 			st := out.Targets[t.name]
 			st.Errors += failed
 			if failed > 0 {
@@ -317,6 +320,9 @@ func streamPhase(ctx context.Context, o options, p plan, targets []*target, res 
 	for _, t := range targets {
 		st := out.Targets[t.name]
 		st.Duration = summarize(lats[t.name])
+		if wall[t.name] > 0 {
+			st.StreamsPerSecond = round(float64(st.Duration.N)/wall[t.name].Seconds(), 0)
+		}
 		if t.isProxy() && st.Duration.N > 0 {
 			st.CPUPerStreamUs = round(cpu[t.name]/float64(st.Duration.N)*1e6, 1)
 			st.CPUPerEventUs = round(st.CPUPerStreamUs/float64(out.EventsPerStream), 2)
@@ -326,6 +332,7 @@ func streamPhase(ctx context.Context, o options, p plan, targets []*target, res 
 		}
 	}
 	out.CPURatio = round(ratio(out.Targets["switchyard"].CPUPerStreamUs, out.Targets["stock"].CPUPerStreamUs), 3)
+	out.RateRatio = round(ratio(out.Targets["switchyard"].StreamsPerSecond, out.Targets["stock"].StreamsPerSecond), 3)
 	if o.pprofDir != "" && ctx.Err() == nil {
 		for _, t := range targets {
 			if t.name != "stock" && t.name != "switchyard" {

@@ -24,6 +24,10 @@ import (
 const (
 	benchKey   = "sk-sy-bench-00000000000000000000"
 	benchModel = "bench-gpt"
+	// The coding agents' models: Claude Code's on Family B (messages), Codex's on
+	// Family A (responses), each with one candidate on the fixed upstream.
+	benchClaudeModel = "bench-claude"
+	benchCodexModel  = "bench-codex"
 )
 
 // proc is a child process the harness started. Every child is in its own process group,
@@ -221,8 +225,9 @@ http://%s {
 // as in production), or "off" to see what keys, metering and the ledger cost.
 var switchyardStore = "sqlite"
 
-// switchyardCaddyfile is the production shape: a key, one model with its price and a
-// candidate on the fixed upstream, the SQLite store (keys, metering and the usage ledger
+// switchyardCaddyfile is the production shape: a key, a chat model with its price and a
+// candidate on the fixed upstream, the coding agents' models (Family B and Family A
+// responses) on the same upstream, the SQLite store (keys, metering and the usage ledger
 // hang off it), and the three handlers with native errors. With limits the key carries
 // every kind of limit, counted in memory, or in Redis when redisURL is set.
 func switchyardCaddyfile(listen, admin, upstream, dbPath string, limits bool, redisURL string) string {
@@ -257,6 +262,36 @@ func switchyardCaddyfile(listen, admin, upstream, dbPath string, limits bool, re
 				credential sk-upstream-bench-credential-0000
 			}
 		}
+		model %s {
+			display_name "Benchmark coding model, messages"
+			created 2026-11-01
+			protocols family_b
+			reasoning true
+			context_window 200000
+			max_output_tokens 64000
+			price input 3 cached_input 0.30 cache_write 3.75 output 15
+			candidate primary {
+				protocol family_b
+				url http://%s
+				upstream_model %s
+				credential sk-upstream-bench-credential-0000
+			}
+		}
+		model %s {
+			display_name "Benchmark coding model, responses"
+			created 2026-11-01
+			protocols family_a
+			reasoning true
+			context_window 400000
+			max_output_tokens 128000
+			price input 1.25 cached_input 0.125 output 10 reasoning 10
+			candidate primary {
+				protocol family_a
+				url http://%s/v1
+				upstream_model %s
+				credential sk-upstream-bench-credential-0000
+			}
+		}
 	}
 }
 
@@ -268,7 +303,8 @@ http://%s {
 		switchyard_errors
 	}
 }
-`, globalOptions(admin), store, limitsOpt, benchKey, key, benchModel, upstream, upstreamModel, listen)
+`, globalOptions(admin), store, limitsOpt, benchKey, key, benchModel, upstream, upstreamModel,
+		benchClaudeModel, upstream, upstreamMessagesModel, benchCodexModel, upstream, upstreamResponsesModel, listen)
 }
 
 // startProxy writes the Caddyfile, starts the binary with its data and config folders in

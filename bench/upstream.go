@@ -29,9 +29,38 @@ var (
 	recordedSSE []byte
 )
 
-// upstreamModel is the model the recordings name; Switchyard maps it back to the
-// service model, stock Caddy passes it through.
-const upstreamModel = "gpt-4o-mini-2024-07-18"
+// The coding agents' answers, 48 events each as well. Messages (what Claude Code reads):
+// message_start with the cache counts, a text block of 24 deltas, a tool_use block
+// (Edit) of 16 input_json_delta events, message_delta with the output count and
+// message_stop, each event named. Responses (what Codex reads): response.created and
+// in_progress, an encrypted reasoning item, a message of 23 output_text deltas, an
+// exec_command function call of 12 argument deltas and response.completed with usage,
+// numbered by sequence_number.
+var (
+	//go:embed testdata/messages.json
+	recordedMessagesJSON []byte
+	//go:embed testdata/messages.sse
+	recordedMessagesSSE []byte
+	//go:embed testdata/responses.json
+	recordedResponsesJSON []byte
+	//go:embed testdata/responses.sse
+	recordedResponsesSSE []byte
+)
+
+// The models the recordings name; Switchyard maps each back to its service model, stock
+// Caddy passes it through.
+const (
+	upstreamModel          = "gpt-4o-mini-2024-07-18"
+	upstreamMessagesModel  = "claude-sonnet-4-5-20250929"
+	upstreamResponsesModel = "gpt-5-codex-2025-09-15"
+)
+
+// recording is one operation's fixed answers.
+type recording struct {
+	json   []byte
+	events [][]byte
+	header map[string]string // response headers that API sends
+}
 
 // splitEvents cuts an SSE recording into its events, each with its blank line.
 func splitEvents(b []byte) [][]byte {
@@ -59,9 +88,12 @@ func splitEvents(b []byte) [][]byte {
 //	              phase) until /_bench/release?group=G, then the finish, usage and
 //	              [DONE] events; the count sent is kept under `id` for /_bench/counts
 //
-// The request body is always read in full and thrown away.
+// POST /v1/chat/completions answers the chat recordings in every mode; POST /v1/messages
+// and /v1/responses answer theirs in the json, stream and paced modes. The request body
+// is always read in full and thrown away.
 type upstream struct {
-	events  [][]byte // the recorded stream, event by event
+	byPath  map[string]*recording
+	events  [][]byte // the recorded chat stream, event by event
 	content [][]byte // its content events, cycled by hold streams
 	tail    [][]byte // finish, usage and [DONE]
 
@@ -70,7 +102,7 @@ type upstream struct {
 	groups map[string]chan struct{} // hold group → closed on release
 	counts map[string]*atomic.Int64 // hold stream id → events written
 	byGrp  map[string][]string      // hold group → its stream ids
-	header map[string]string        // response headers a real upstream sends
+	header map[string]string        // response headers OpenAI's API sends
 	active atomic.Int64             // hold streams running
 	buf    sync.Pool                // body-draining buffers
 	rnd    atomic.Uint64            // drip phases
@@ -95,6 +127,17 @@ func newUpstream() *upstream {
 			"Set-Cookie":                     "__cf_bm=bench; path=/; HttpOnly; Secure",
 		},
 	}
+	u.byPath = map[string]*recording{
+		"/v1/chat/completions": {json: recordedJSON, events: u.events, header: u.header},
+		"/v1/messages": {json: recordedMessagesJSON, events: splitEvents(recordedMessagesSSE), header: map[string]string{
+			"Anthropic-Organization-Id":                  "a1b2c3d4-0000-4000-8000-00000000bench",
+			"Anthropic-Ratelimit-Input-Tokens-Limit":     "2000000",
+			"Anthropic-Ratelimit-Input-Tokens-Remaining": "1978000",
+			"Request-Id": "req_011CVbench0000000000000000",
+			"Set-Cookie": "__cf_bm=bench; path=/; HttpOnly; Secure",
+		}},
+		"/v1/responses": {json: recordedResponsesJSON, events: splitEvents(recordedResponsesSSE), header: u.header},
+	}
 	u.buf.New = func() any { b := make([]byte, 32<<10); return &b }
 	n := len(u.events)
 	if n < 5 {
@@ -116,8 +159,9 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/_bench/counts":
 		u.serveCounts(w, r)
 		return
-	case "/v1/chat/completions":
-	default:
+	}
+	rec := u.byPath[r.URL.Path]
+	if rec == nil || r.Method != http.MethodPost {
 		http.NotFound(w, r)
 		return
 	}
@@ -129,24 +173,28 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	q := r.URL.Query()
 	h := w.Header()
-	for k, v := range u.header {
+	for k, v := range rec.header {
 		h[k] = []string{v}
 	}
 	switch q.Get("mode") {
 	case "", "json":
 		h.Set("Content-Type", "application/json")
-		h.Set("Content-Length", strconv.Itoa(len(recordedJSON)))
-		_, _ = w.Write(recordedJSON)
+		h.Set("Content-Length", strconv.Itoa(len(rec.json)))
+		_, _ = w.Write(rec.json)
 	case "stream":
 		u.sse(w)
-		for _, ev := range u.events {
+		for _, ev := range rec.events {
 			if !u.write(w, ev) {
 				return
 			}
 		}
 	case "paced":
-		u.paced(w, r, q.Get("id"), every(q.Get("every"), 10*time.Millisecond))
+		u.paced(w, r, rec.events, q.Get("id"), every(q.Get("every"), 10*time.Millisecond))
 	case "hold":
+		if r.URL.Path != "/v1/chat/completions" {
+			http.Error(w, "hold streams are chat completions only", http.StatusBadRequest)
+			return
+		}
 		u.hold(w, r, q.Get("id"), q.Get("group"), every(q.Get("every"), time.Second))
 	default:
 		http.Error(w, "unknown mode", http.StatusBadRequest)
@@ -175,11 +223,11 @@ func (u *upstream) write(w http.ResponseWriter, ev []byte) bool {
 	return http.NewResponseController(w).Flush() == nil
 }
 
-func (u *upstream) paced(w http.ResponseWriter, r *http.Request, id string, interval time.Duration) {
+func (u *upstream) paced(w http.ResponseWriter, r *http.Request, events [][]byte, id string, interval time.Duration) {
 	u.sse(w)
-	times := make([]int64, 0, len(u.events))
+	times := make([]int64, 0, len(events))
 	next := time.Now()
-	for i, ev := range u.events {
+	for i, ev := range events {
 		if i > 0 {
 			next = next.Add(interval)
 			select {
