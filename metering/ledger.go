@@ -296,7 +296,7 @@ func (l *Ledger) Append(r *Record) error {
 	if r.RequestID == "" || r.Time.IsZero() {
 		return errors.New("a usage record needs a request id and a time")
 	}
-	line, err := json.Marshal(r)
+	line, err := appendJournalLine(make([]byte, 0, 384), r)
 	if err != nil {
 		return err
 	}

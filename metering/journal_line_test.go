@@ -1,0 +1,37 @@
+package metering
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The journal is read back with encoding/json (after a restart, by an operator's
+// tools): the hand-written encoder must write exactly what encoding/json writes.
+func TestJournalLineIsWhatEncodingJSONWrites(t *testing.T) {
+	texts := []string{"", "sy_0192f3a4b5c6d7e8f9a0b1c2", "key_a", "gpt-4o", `say "hi"`, `back\slash`,
+		"tab\there", "<html>&amp;", "caf\u00e9", "\u2028line", "bad\xffbyte", "emoji \U0001F600", "nul\x00"}
+	times := []time.Time{
+		time.Date(2026, 11, 22, 23, 59, 59, 123456789, time.UTC),
+		time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
+		time.Date(2026, 1, 2, 3, 4, 5, 100000000, time.FixedZone("x", 3600)),
+	}
+	for i, text := range texts {
+		r := Record{
+			RequestID: text, KeyID: texts[(i+1)%len(texts)], ProjectID: texts[(i+2)%len(texts)],
+			Model: texts[(i+3)%len(texts)], Candidate: text, Protocol: "family_a", Operation: "chat_completions",
+			Status: 200 + i, Usage: Usage{Input: int64(i) * 1000, CachedInput: -1, CacheWrite: 7, Output: 1 << 40, Reasoning: 3, Estimated: i%2 == 0},
+			CostMicros: -5, LatencyMs: 12, TTFBMs: 3, Attempts: i, Time: times[i%len(times)],
+		}
+		want, err := json.Marshal(&r)
+		require.NoError(t, err)
+		got, err := appendJournalLine(nil, &r)
+		require.NoError(t, err)
+		assert.Equal(t, string(want), string(got), "record %d", i)
+	}
+	_, err := appendJournalLine(nil, &Record{RequestID: "x", Time: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)})
+	assert.Error(t, err, "a time encoding/json refuses is refused")
+}
