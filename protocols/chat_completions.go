@@ -31,34 +31,59 @@ var chatUsage = familyAUsage{"prompt_tokens", "prompt_tokens_details.cached_toke
 // event reads a chat chunk, the most frequent event there is, in one pass over its top
 // level: model, usage, choices and any error, where separate lookups would scan it once each.
 func (chatCompletions) event(s *EventStream, ev Event) eventView {
-	var model, usage, choices, errField gjson.Result
-	gjson.Parse(view(ev.Data)).ForEach(func(key, value gjson.Result) bool {
-		switch key.Str {
+	var (
+		model                  gjson.Result
+		usage, choices, errVal []byte
+		haveError              bool
+	)
+	w, _ := walkObject(ev.Data)
+	for {
+		key, start, end, ok := w.next()
+		if !ok {
+			break
+		}
+		switch keyText(key) {
 		case "model":
 			if !model.Exists() {
-				model = value
+				model = stringResult(ev.Data, start, end)
+				if !model.Exists() {
+					// Present but not a string: no later copy counts, as before.
+					model = gjson.Result{Type: gjson.Number, Raw: view(ev.Data[start:end]), Index: start}
+				}
 			}
 		case "usage":
-			usage = value
+			usage = ev.Data[start:end]
 		case "choices":
-			choices = value
+			choices = ev.Data[start:end]
 		case "error":
-			errField = value
+			errVal, haveError = ev.Data[start:end], true
 		}
-		return true
-	})
+	}
 	// As the SDKs read it: an `error` that is null or false is no error.
-	if string(ev.Name) == "error" || errField.Exists() && errField.Type != gjson.Null && errField.Type != gjson.False {
+	if string(ev.Name) == "error" || haveError && string(errVal) != "null" && string(errVal) != "false" {
 		return eventView{isError: true}
 	}
-	if choices.IsArray() {
-		d := gjson.GetMany(choices.Raw, "0.delta.content", "0.delta.tool_calls.0.function.arguments", "0.delta.reasoning_content")
-		s.Obs.OutputChars += textLen(d[0]) + textLen(d[1])
-		s.Obs.ThinkingChars += textLen(d[2])
+	isArray := len(choices) > 0 && choices[0] == '['
+	first, hasFirst := firstElement(choices)
+	if hasFirst {
+		if delta, ok := member(first, "delta"); ok {
+			content, _ := member(delta, "content")
+			reasoning, _ := member(delta, "reasoning_content")
+			var arguments []byte
+			if calls, ok := member(delta, "tool_calls"); ok {
+				if call, ok := firstElement(calls); ok {
+					if fn, ok := member(call, "function"); ok {
+						arguments, _ = member(fn, "arguments")
+					}
+				}
+			}
+			s.Obs.OutputChars += stringLen(content) + stringLen(arguments)
+			s.Obs.ThinkingChars += stringLen(reasoning)
+		}
 	}
-	if usage.IsObject() {
-		s.Obs.setFamilyAUsage(usage, chatUsage)
-		if s.dropUsageChunk && choices.IsArray() && !choices.Get("0").Exists() {
+	if len(usage) > 0 && usage[0] == '{' {
+		s.Obs.setFamilyAUsage(gjson.Result{Type: gjson.JSON, Raw: view(usage)}, chatUsage)
+		if s.dropUsageChunk && isArray && !hasFirst {
 			return eventView{drop: true} // the usage-only chunk the gateway asked for itself
 		}
 	}

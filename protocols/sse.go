@@ -130,8 +130,15 @@ var (
 
 func parseEvent(raw []byte) Event {
 	ev := Event{Raw: raw}
+	// Lines end with LF, CRLF or CR; most upstreams use LF alone, found faster on its own.
+	hasCR := bytes.IndexByte(raw, '\r') >= 0
 	for pos := 0; pos < len(raw); {
-		lineEnd := bytes.IndexAny(raw[pos:], "\r\n")
+		var lineEnd int
+		if hasCR {
+			lineEnd = bytes.IndexAny(raw[pos:], "\r\n")
+		} else {
+			lineEnd = bytes.IndexByte(raw[pos:], '\n')
+		}
 		if lineEnd < 0 {
 			lineEnd = len(raw) - pos
 		}

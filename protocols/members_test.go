@@ -1,0 +1,131 @@
+package protocols
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/tidwall/gjson"
+)
+
+// chatEventByGjson is how chat chunks were read before the member walker: with gjson, as
+// the reference the walker must agree with on every valid chunk.
+func chatEventByGjson(s *EventStream, ev Event) eventView {
+	var model, usage, choices, errField gjson.Result
+	gjson.Parse(view(ev.Data)).ForEach(func(key, value gjson.Result) bool {
+		switch key.Str {
+		case "model":
+			if !model.Exists() {
+				model = value
+			}
+		case "usage":
+			usage = value
+		case "choices":
+			choices = value
+		case "error":
+			errField = value
+		}
+		return true
+	})
+	if string(ev.Name) == "error" || errField.Exists() && errField.Type != gjson.Null && errField.Type != gjson.False {
+		return eventView{isError: true}
+	}
+	if choices.IsArray() {
+		d := gjson.GetMany(choices.Raw, "0.delta.content", "0.delta.tool_calls.0.function.arguments", "0.delta.reasoning_content")
+		s.Obs.OutputChars += textLen(d[0]) + textLen(d[1])
+		s.Obs.ThinkingChars += textLen(d[2])
+	}
+	if usage.IsObject() {
+		s.Obs.setFamilyAUsage(usage, chatUsage)
+		if s.dropUsageChunk && choices.IsArray() && !choices.Get("0").Exists() {
+			return eventView{drop: true}
+		}
+	}
+	if model.Type != gjson.String {
+		model = gjson.Result{}
+	}
+	return eventView{model: model}
+}
+
+// chatChunks are chunks a chat stream carries, plain and odd.
+var chatChunks = []string{
+	`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"gpt-4o","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}`,
+	`{"id":"c1","model":"gpt-4o","choices":[{"index":0,"delta":{"content":"Hello \"there\" \\ \u00e9"},"logprobs":null}]}`,
+	`{"model":"gpt-4o","choices":[{"delta":{"tool_calls":[{"index":0,"function":{"name":"f","arguments":"{\"a\":1}"}}]}}]}`,
+	`{"model":"gpt-4o","choices":[{"delta":{"reasoning_content":"think","content":null}}]}`,
+	`{"model":"gpt-4o","choices":[],"usage":{"prompt_tokens":10,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":2},"completion_tokens_details":{"reasoning_tokens":1}}}`,
+	`{"model":"gpt-4o","choices":[{"delta":{}}],"usage":{"prompt_tokens":10,"completion_tokens":5}}`,
+	`{"model":"gpt-4o","choices":[],"usage":null}`,
+	`{"error":{"message":"overloaded","type":"server_error"}}`,
+	`{"error":null,"model":"m","choices":[]}`,
+	`{"error":false,"model":"m"}`,
+	`{"error":0,"model":"m"}`,
+	`{"model":42,"choices":[]}`,
+	`{"model":"first","model":"second","choices":[{"delta":{"content":"a"}}],"choices":[{"delta":{"content":"bbb"}}]}`,
+	`{"mod\u0065l":"escaped-key","choices":[{"delta":{"content":"x"}}]}`,
+	` { "model" : "spaced" , "choices" : [ { "delta" : { "content" : "y" } } ] } `,
+	`{"choices":[null],"usage":{"prompt_tokens":1}}`,
+	`{"choices":{"0":{"delta":{"content":"not an array"}}},"model":"m"}`,
+	`{"choices":[{"delta":{"content":"deep"},"x":[[[[{"y":"]}"}]]]]}],"model":"after-deep"}`,
+	`{"a":"\\","model":"after-backslash"}`,
+	`{"a":"\\\"model\":\"fake\"","model":"real"}`,
+	`{}`,
+	`[]`,
+}
+
+func TestChatChunksReadAsGjsonReadsThem(t *testing.T) {
+	chunks := append([]string(nil), chatChunks...)
+	files, _ := filepath.Glob(filepath.Join("testdata", "chat.*.sse"))
+	for _, name := range files {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, raw := range splitEvents(b) {
+			if ev := parseEvent(raw); len(ev.Data) > 0 && ev.Data[0] == '{' {
+				chunks = append(chunks, string(ev.Data))
+			}
+		}
+	}
+	for _, drop := range []bool{false, true} {
+		for _, c := range chunks {
+			if !json.Valid([]byte(c)) {
+				t.Fatalf("test chunk is not JSON: %s", c)
+			}
+			compareChatEvent(t, []byte(c), drop)
+		}
+	}
+}
+
+// FuzzChatChunk holds the walker to gjson's reading on every valid JSON chunk, and to
+// reading invalid ones without panicking or splicing anywhere but at a string.
+func FuzzChatChunk(f *testing.F) {
+	for _, c := range chatChunks {
+		f.Add([]byte(c))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if json.Valid(data) {
+			compareChatEvent(t, data, true)
+			return
+		}
+		s := &EventStream{dropUsageChunk: true}
+		v := chatCompletions{}.event(s, Event{Data: data})
+		if m := v.model; m.Exists() {
+			if m.Index <= 0 || m.Index+len(m.Raw) > len(data) || data[m.Index] != '"' || string(data[m.Index:m.Index+len(m.Raw)]) != m.Raw {
+				t.Fatalf("model found outside a string: %+v in %q", m, data)
+			}
+		}
+	})
+}
+
+func compareChatEvent(t *testing.T, data []byte, drop bool) {
+	t.Helper()
+	a, b := &EventStream{dropUsageChunk: drop}, &EventStream{dropUsageChunk: drop}
+	ev := Event{Data: data}
+	got, want := chatCompletions{}.event(a, ev), chatEventByGjson(b, ev)
+	if got.isError != want.isError || got.drop != want.drop || got.model.Raw != want.model.Raw ||
+		got.model.Index != want.model.Index || a.Obs != b.Obs {
+		t.Fatalf("chunk %s\nwalker: %+v %+v\ngjson:  %+v %+v", data, got, a.Obs, want, b.Obs)
+	}
+}
