@@ -93,7 +93,7 @@ func (c *agentCase) request(host, mode string) []byte {
 		body = c.single
 	}
 	sep := "?"
-	if bytes.IndexByte([]byte(c.path), '?') >= 0 {
+	if strings.Contains(c.path, "?") {
 		sep = "&"
 	}
 	var b bytes.Buffer

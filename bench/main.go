@@ -66,10 +66,10 @@ var fullPlan = plan{
 	Warmup:    500,
 	LatRounds: 10, LatN: 2000,
 	TpRounds: 5, TpN: 15000, TpConc: 32,
-	StrRounds: 3, StrN: 400, StrConc: 8,
+	StrRounds: 5, StrN: 1000, StrConc: 8,
 	PacedRounds: 6, PacedN: 12, PacedConc: 4, PacedEvery: 10 * time.Millisecond,
 	BigRounds: 3, BigN: 20, BigSize: 1 << 20,
-	AgentRounds: 5, AgentN: 120,
+	AgentRounds: 6, AgentN: 200,
 	MemLevels: []int{1000, 10000}, MemH1Levels: []int{1000}, MemDrip: time.Second,
 }
 
