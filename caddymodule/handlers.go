@@ -13,6 +13,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/switchyard-gw/switchyard/auth"
 	"github.com/switchyard-gw/switchyard/protocols"
@@ -35,6 +36,7 @@ const (
 	varRequestID = "switchyard.request_id"
 	varIdentity  = "switchyard.identity"
 	varRoute     = "switchyard.route"
+	varLog       = "switchyard.log"
 )
 
 // route is what switchyard_model resolved, for switchyard_proxy.
@@ -75,12 +77,61 @@ func requestID(r *http.Request) string {
 	return id
 }
 
-func logFields(r *http.Request, fields ...zap.Field) {
-	if extra, ok := r.Context().Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields); ok {
-		for _, f := range fields {
-			extra.Set(f)
+// requestLog is what the gateway adds to the access log line of a request. It goes into
+// Caddy's extra log fields once, as one inline field, and the handlers fill it in as the
+// request goes: Caddy writes the line after they return. (Each field set on its own made
+// Caddy clear its handler cache, an allocation per field, seven times a request.)
+type requestLog struct {
+	requestID, keyID, operation, model, candidate string
+	attempts                                      int
+	failovers                                     []string
+	streamInterrupted                             bool
+}
+
+// MarshalLogObject writes the fields known so far.
+func (l *requestLog) MarshalLogObject(enc zapcore.ObjectEncoder) error {
+	for _, f := range []struct{ key, value string }{
+		{"switchyard_request_id", l.requestID}, {"switchyard_key_id", l.keyID},
+		{"switchyard_operation", l.operation}, {"switchyard_model", l.model},
+		{"switchyard_candidate", l.candidate},
+	} {
+		if f.value != "" {
+			enc.AddString(f.key, f.value)
 		}
 	}
+	if l.attempts > 0 {
+		enc.AddInt("switchyard_attempts", l.attempts)
+	}
+	if len(l.failovers) > 0 {
+		_ = enc.AddArray("switchyard_failovers", zapcore.ArrayMarshalerFunc(func(a zapcore.ArrayEncoder) error {
+			for _, f := range l.failovers {
+				a.AppendString(f)
+			}
+			return nil
+		}))
+	}
+	if l.streamInterrupted {
+		enc.AddBool("switchyard_stream_interrupted", true)
+	}
+	return nil
+}
+
+// startLog puts the request's log fields into Caddy's access log.
+func startLog(r *http.Request, requestID string) {
+	l := &requestLog{requestID: requestID}
+	caddyhttp.SetVar(r.Context(), varLog, l)
+	if extra, ok := r.Context().Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields); ok {
+		extra.Add(zap.Inline(l))
+	}
+}
+
+// logOf is the request's log fields; one that no longer reaches a log when
+// switchyard_auth has not run.
+func logOf(r *http.Request) *requestLog {
+	if l, ok := caddyhttp.GetVar(r.Context(), varLog).(*requestLog); ok {
+		return l
+	}
+	return &requestLog{}
 }
 
 // fail hands an APIError to Caddy's error routes, where switchyard_errors renders it.
@@ -107,7 +158,7 @@ func (h *Auth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 	id := newRequestID()
 	w.Header().Set(RequestIDHeader, id)
 	caddyhttp.SetVar(r.Context(), varRequestID, id)
-	logFields(r, zap.String("switchyard_request_id", id))
+	startLog(r, id)
 
 	if auth.KeyInQuery(r.URL.RawQuery, func(v string) bool { _, known := h.app.verifier.Verify(v); return known }) {
 		// Never forwarded, and refused so that the client learns to stop putting it in
@@ -123,7 +174,7 @@ func (h *Auth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 		return fail(protocols.ErrInvalidKey())
 	}
 	caddyhttp.SetVar(r.Context(), varIdentity, identity)
-	logFields(r, zap.String("switchyard_key_id", identity.KeyID))
+	logOf(r).keyID = identity.KeyID
 	return next.ServeHTTP(w, r)
 }
 
@@ -159,7 +210,7 @@ func (h *Model) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp
 		w.Header().Set("Allow", op.AllowedMethods())
 		return fail(protocols.ErrMethodNotAllowed(op, r.Method, r.URL.Path))
 	}
-	logFields(r, zap.String("switchyard_operation", op.Kind.String()))
+	logOf(r).operation = op.Kind.String()
 
 	switch op.Kind {
 	case protocols.KindModels:
@@ -191,7 +242,7 @@ func (h *Model) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp
 	if !ok || !identity.MayCall(modelID) {
 		return fail(protocols.ErrModelNotFound(op.Family, modelID))
 	}
-	logFields(r, zap.String("switchyard_model", modelID))
+	logOf(r).model = modelID
 	if !model.Supports(op.Family) {
 		return fail(protocols.ErrProtocolNotOffered(op.Family, modelID))
 	}
@@ -280,23 +331,17 @@ func (h *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Ha
 	}
 	loadMetrics().observe(rt.model.ID, rt.op.Family, outcome)
 
-	reasons := make([]string, 0, len(outcome.Attempts))
+	log := logOf(r)
+	log.attempts = len(outcome.Attempts)
 	for _, a := range outcome.Attempts {
 		if a.Reason != routing.ReasonNone {
-			reasons = append(reasons, a.Candidate+":"+string(a.Reason))
+			log.failovers = append(log.failovers, a.Candidate+":"+string(a.Reason))
 		}
 	}
-	fields := []zap.Field{zap.Int("switchyard_attempts", len(outcome.Attempts))}
 	if outcome.Served != nil {
-		fields = append(fields, zap.String("switchyard_candidate", outcome.Served.Candidate.Name))
+		log.candidate = outcome.Served.Candidate.Name
 	}
-	if len(reasons) > 0 {
-		fields = append(fields, zap.Strings("switchyard_failovers", reasons))
-	}
-	if outcome.StreamError != nil {
-		fields = append(fields, zap.Bool("switchyard_stream_interrupted", true))
-	}
-	logFields(r, fields...)
+	log.streamInterrupted = outcome.StreamError != nil
 	if apiErr != nil {
 		return fail(apiErr)
 	}
