@@ -32,6 +32,7 @@ type EventStream struct {
 	// dropUsageChunk removes the chat usage-only chunk the gateway asked for itself.
 	dropUsageChunk bool
 	scrub          Scrubber
+	secrets        secretFinder // the scrubber's secrets, searched per event
 
 	buf []byte
 	off int // start of the first unconsumed byte in buf
@@ -53,6 +54,7 @@ func NewEventStream(kind Kind, serviceModel string, dropUsageChunk bool, scrub S
 		modelLiteral:   AppendJSONString(nil, serviceModel),
 		dropUsageChunk: dropUsageChunk,
 		scrub:          scrub,
+		secrets:        newSecretFinder(scrub.Secrets),
 		LastSequence:   -1,
 		Obs:            Observation{Billable: kind.generates()},
 		buf:            make([]byte, 0, 2048),
@@ -177,7 +179,7 @@ func (s *EventStream) ErrorEvent(e *APIError) []byte {
 // AppendRewritten appends the event as the client must see it to dst. keep is false when
 // the event must not reach the client at all (the usage chunk the gateway asked for).
 func (s *EventStream) AppendRewritten(dst []byte, ev Event) (out []byte, keep bool) {
-	if s.scrub.HasSecret(ev.Raw) {
+	if s.secrets.in(ev.Raw) {
 		// Rare: parse the masked copy, whose slices stay valid for this call.
 		ev = parseEvent(s.scrub.ScrubSecrets(ev.Raw))
 	}
