@@ -2,6 +2,7 @@ package protocols
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"strings"
 	"unicode"
@@ -204,6 +205,14 @@ func skipSpace(b []byte, i int) int {
 // after its closing quote and whether it holds escapes.
 func scanString(b []byte, i int) (end int, escaped bool, f *scanFault) {
 	for i++; i < len(b); {
+		// Eight bytes at a time while none of them ends the string, escapes, is a control
+		// character or starts a multi-byte character: most of a long body's text.
+		for i+8 <= len(b) && plainASCII(binary.LittleEndian.Uint64(b[i:])) {
+			i += 8
+		}
+		if i >= len(b) {
+			break
+		}
 		c := b[i]
 		switch {
 		case c == '"':
@@ -237,6 +246,15 @@ func scanString(b []byte, i int) (end int, escaped bool, f *scanFault) {
 		}
 	}
 	return 0, false, &scanFault{kind: faultSyntax, offset: i}
+}
+
+// plainASCII reports whether the eight bytes of w are all printable ASCII other than '"'
+// and '\\' (the usual word-at-a-time tests: each flags a byte exactly when one exists).
+func plainASCII(w uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	hasZero := func(v uint64) uint64 { return (v - ones) & ^v & highs }
+	control := (w - 0x20*ones) & ^w & highs
+	return (w&highs | control | hasZero(w^('"'*ones)) | hasZero(w^('\\'*ones))) == 0
 }
 
 func isHex(c byte) bool {

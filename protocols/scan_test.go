@@ -2,9 +2,11 @@ package protocols
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -222,5 +224,43 @@ func TestDuplicateKeysFoldCaseAtEverySize(t *testing.T) {
 		}
 		_, err := ParseRequest(FamilyA, []byte(b.String()+`,"top_k":1,"top_p":2}`))
 		assert.Nil(t, err, "distinct keys with %d other keys", extra)
+	}
+}
+
+// The word-at-a-time test lets through exactly the words whose eight bytes the string
+// scanner would step over one by one.
+func TestPlainASCIIWordsAreExactlyThePlainOnes(t *testing.T) {
+	plain := func(c byte) bool { return c >= 0x20 && c < 0x80 && c != '"' && c != '\\' }
+	check := func(word [8]byte) {
+		want := true
+		for _, c := range word {
+			want = want && plain(c)
+		}
+		if got := plainASCII(binary.LittleEndian.Uint64(word[:])); got != want {
+			t.Fatalf("%q: word test says %v", word[:], got)
+		}
+	}
+	for pos := 0; pos < 8; pos++ {
+		for c := 0; c < 256; c++ {
+			for _, fill := range []byte{'a', ' ', '~', 0x1f, '"', 0x80, '!'} {
+				var w [8]byte
+				for i := range w {
+					w[i] = fill
+				}
+				w[pos] = byte(c)
+				check(w)
+			}
+		}
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for n := 0; n < 200000; n++ {
+		var w [8]byte
+		for i := range w {
+			w[i] = byte(rng.IntN(256))
+			if rng.IntN(2) == 0 {
+				w[i] = byte(0x20 + rng.IntN(0x60))
+			}
+		}
+		check(w)
 	}
 }
