@@ -2,6 +2,8 @@ package protocols
 
 import (
 	"bytes"
+	"io"
+	"slices"
 
 	"github.com/tidwall/gjson"
 )
@@ -63,14 +65,35 @@ func NewEventStream(kind Kind, serviceModel string, dropUsageChunk bool, scrub S
 
 // Push adds bytes read from the upstream.
 func (s *EventStream) Push(p []byte) {
+	s.compact()
+	s.buf = append(s.buf, p...)
+}
+
+// minRead is the least room Fill reads into: events are small, and the upstream
+// connection's own reader holds what has arrived.
+const minRead = 1 << 10
+
+// Fill reads once from r straight into the stream's buffer, sparing the relay a read
+// buffer of its own (held by every open stream) and a copy of every byte. It grows the
+// buffer only when an incomplete event leaves less than minRead free.
+func (s *EventStream) Fill(r io.Reader) (int, error) {
+	s.compact()
+	if cap(s.buf)-len(s.buf) < minRead {
+		s.buf = slices.Grow(s.buf, max(cap(s.buf), minRead))
+	}
+	n, err := r.Read(s.buf[len(s.buf):cap(s.buf)])
+	s.buf = s.buf[:len(s.buf)+n]
+	return n, err
+}
+
+// compact moves the incomplete tail to the front before the buffer grows, so that it
+// stays the size of the largest event rather than of the whole stream.
+func (s *EventStream) compact() {
 	if s.off > 0 {
-		// Move the incomplete tail to the front before growing, so the buffer stays the
-		// size of the largest event rather than of the whole stream.
 		n := copy(s.buf, s.buf[s.off:])
 		s.buf = s.buf[:n]
 		s.off = 0
 	}
-	s.buf = append(s.buf, p...)
 }
 
 // Next returns the next complete event, if one is buffered.

@@ -2,11 +2,13 @@ package protocols_test
 
 import (
 	"bytes"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -460,4 +462,39 @@ func TestEventStreamResponsesWithoutEventLines(t *testing.T) {
 	assert.Equal(t, want, string(run(s, [][]byte{[]byte(in)})))
 	assert.Equal(t, protocols.Usage{Input: 3, Output: 1}, s.Obs.Usage)
 	assert.Equal(t, int64(2), s.LastSequence)
+}
+
+// Reading straight from the upstream into the stream's buffer gives the client the same
+// bytes however the upstream's reads are cut, events larger than the buffer included.
+func TestFillReadsEveryEventWhateverTheReadSizes(t *testing.T) {
+	big := "data: {\"model\":\"up\",\"choices\":[{\"delta\":{\"content\":\"" + strings.Repeat("x", 100<<10) + "\"}}]}\n\n"
+	streams := [][]byte{[]byte(big + "data: [DONE]\n\n")}
+	for _, name := range []string{"chat.upstream.sse", "responses.upstream.sse", "messages.upstream.sse"} {
+		b, err := os.ReadFile(filepath.Join("testdata", name))
+		require.NoError(t, err)
+		streams = append(streams, b)
+	}
+	for _, stream := range streams {
+		var want []byte
+		whole := protocols.NewEventStream(protocols.KindChat, "svc", false, protocols.Scrubber{})
+		whole.Push(stream)
+		for ev, ok := whole.Next(); ok; ev, ok = whole.Next() {
+			want, _ = whole.AppendRewritten(want, ev)
+		}
+		for _, r := range []io.Reader{iotest.OneByteReader(bytes.NewReader(stream)), iotest.HalfReader(bytes.NewReader(stream)), bytes.NewReader(stream)} {
+			s := protocols.NewEventStream(protocols.KindChat, "svc", false, protocols.Scrubber{})
+			var got []byte
+			for {
+				n, err := s.Fill(r)
+				if n == 0 && err != nil {
+					require.ErrorIs(t, err, io.EOF)
+					break
+				}
+				for ev, ok := s.Next(); ok; ev, ok = s.Next() {
+					got, _ = s.AppendRewritten(got, ev)
+				}
+			}
+			require.Equal(t, string(want), string(got))
+		}
+	}
 }

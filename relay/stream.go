@@ -18,16 +18,23 @@ const (
 	clientGoneBytes = 64 << 10
 )
 
-// A stream holds its read and output buffers for as long as it is open, so they are kept
-// small: SSE events are small, and ten thousand open streams must fit in memory.
-var (
-	readBufs    = sync.Pool{New: func() any { b := make([]byte, 4<<10); return &b }}
-	scratchBufs = sync.Pool{New: func() any { b := make([]byte, 0, 2<<10); return &b }}
-)
+// A stream's output buffer is taken from this pool while there is output and given back
+// before each read that may wait on the upstream: an idle stream holds none, and ten
+// thousand open streams must fit in memory. (It reads into its EventStream's buffer.)
+var scratchBufs = sync.Pool{New: func() any { b := make([]byte, 0, 2<<10); return &b }}
 
 // maxPooledScratch is the largest output buffer put back in the pool; one that grew for
 // a huge event is left to the garbage collector.
 const maxPooledScratch = 64 << 10
+
+func takeScratch() []byte { return (*scratchBufs.Get().(*[]byte))[:0] }
+
+func giveScratch(b []byte) {
+	if b != nil && cap(b) <= maxPooledScratch {
+		b = b[:0]
+		scratchBufs.Put(&b)
+	}
+}
 
 // relayStream holds the answer until the first event with data has arrived, fails over
 // if that event is an error, and otherwise relays every event as soon as it is complete.
@@ -36,17 +43,8 @@ const maxPooledScratch = 64 << 10
 func (a *attempt) relayStream(injectedUsage bool) bool {
 	req, out, clock := a.req, a.out, a.clock
 	events := protocols.NewEventStream(req.Op.Kind, req.ServiceModel, injectedUsage, a.scrub)
-	bufp := readBufs.Get().(*[]byte)
-	defer readBufs.Put(bufp)
-	buf := *bufp
-	scratchp := scratchBufs.Get().(*[]byte)
-	pending := (*scratchp)[:0]
-	defer func() {
-		if cap(pending) <= maxPooledScratch {
-			*scratchp = pending[:0]
-			scratchBufs.Put(scratchp)
-		}
-	}()
+	pending := takeScratch()
+	defer func() { giveScratch(pending) }()
 
 	// The gate: nothing is committed until an event that carries data is in hand.
 	// Comments and keep-alive frames before it are held and sent with it; if it turns
@@ -66,10 +64,7 @@ func (a *attempt) relayStream(injectedUsage bool) bool {
 			a.att.Reason = routing.ReasonBadResponse
 			return false
 		}
-		n, err := a.resp.Body.Read(buf)
-		if n > 0 {
-			events.Push(buf[:n])
-		}
+		n, err := events.Fill(a.resp.Body)
 		if err != nil && n == 0 {
 			a.att.Reason = brokenOrTimedOut(clock, err)
 			return false
@@ -147,10 +142,11 @@ func (a *attempt) relayStream(injectedUsage bool) bool {
 		if readErr != nil || out.ClientGone && (events.Obs.Complete || readOn >= clientGoneBytes) {
 			break
 		}
-		n, err := a.resp.Body.Read(buf)
+		giveScratch(pending) // nothing to send while waiting for the upstream
+		n, err := events.Fill(a.resp.Body)
+		pending = takeScratch()
 		if n > 0 {
 			clock.activity()
-			events.Push(buf[:n])
 			if out.ClientGone {
 				readOn += n
 			}
