@@ -59,7 +59,7 @@ fuzz:
 
 # The load benchmark (bench/, README "Load benchmark"): Switchyard against a stock Caddy
 # reverse_proxy of the same Caddy version and the upstream itself, all on 127.0.0.1.
-# About six minutes (limits off, and on in memory and in a throwaway redis-server when
+# About five minutes (limits off, and on in memory and in a throwaway redis-server when
 # there is one); prints the tables and writes bench/results/latest.json.
 # Extra flags: make bench BENCH_FLAGS='-quick' (a check that it runs), '-pprof DIR'.
 STOCK_BIN := bin/caddy-stock
