@@ -33,10 +33,10 @@ const RequestIDHeader = "X-Switchyard-Request-Id"
 
 // Request variables shared by the handlers of one request.
 const (
-	varRequestID = "switchyard.request_id"
-	varIdentity  = "switchyard.identity"
-	varRoute     = "switchyard.route"
-	varLog       = "switchyard.log"
+	varIdentity = "switchyard.identity"
+	varRoute    = "switchyard.route"
+	// varLog holds the request's *requestLog, its id included.
+	varLog = "switchyard.log"
 )
 
 // route is what switchyard_model resolved, for switchyard_proxy.
@@ -72,10 +72,7 @@ func newRequestID() string {
 	return string(b[:])
 }
 
-func requestID(r *http.Request) string {
-	id, _ := caddyhttp.GetVar(r.Context(), varRequestID).(string)
-	return id
-}
+func requestID(r *http.Request) string { return logOf(r).requestID }
 
 // requestLog is what the gateway adds to the access log line of a request. It goes into
 // Caddy's extra log fields once, as one inline field, and the handlers fill it in as the
@@ -157,7 +154,6 @@ func (h *Auth) Provision(ctx caddy.Context) (err error) {
 func (h *Auth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	id := newRequestID()
 	w.Header().Set(RequestIDHeader, id)
-	caddyhttp.SetVar(r.Context(), varRequestID, id)
 	startLog(r, id)
 
 	if auth.KeyInQuery(r.URL.RawQuery, func(v string) bool { _, known := h.app.verifier.Verify(v); return known }) {

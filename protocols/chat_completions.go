@@ -32,9 +32,9 @@ var chatUsage = familyAUsage{"prompt_tokens", "prompt_tokens_details.cached_toke
 // level: model, usage, choices and any error, where separate lookups would scan it once each.
 func (chatCompletions) event(s *EventStream, ev Event) eventView {
 	var (
-		model                  gjson.Result
+		model                  gjson.Result // the first `model`, when it is a string
+		modelSeen              bool
 		usage, choices, errVal []byte
-		haveError              bool
 	)
 	w, _ := walkObject(ev.Data)
 	for {
@@ -44,23 +44,19 @@ func (chatCompletions) event(s *EventStream, ev Event) eventView {
 		}
 		switch keyText(key) {
 		case "model":
-			if !model.Exists() {
-				model = stringResult(ev.Data, start, end)
-				if !model.Exists() {
-					// Present but not a string: no later copy counts, as before.
-					model = gjson.Result{Type: gjson.Number, Raw: view(ev.Data[start:end]), Index: start}
-				}
+			if !modelSeen {
+				modelSeen, model = true, stringResult(ev.Data, start, end)
 			}
 		case "usage":
 			usage = ev.Data[start:end]
 		case "choices":
 			choices = ev.Data[start:end]
 		case "error":
-			errVal, haveError = ev.Data[start:end], true
+			errVal = ev.Data[start:end] // never empty: a value has at least one byte
 		}
 	}
 	// As the SDKs read it: an `error` that is null or false is no error.
-	if string(ev.Name) == "error" || haveError && string(errVal) != "null" && string(errVal) != "false" {
+	if string(ev.Name) == "error" || errVal != nil && string(errVal) != "null" && string(errVal) != "false" {
 		return eventView{isError: true}
 	}
 	isArray := len(choices) > 0 && choices[0] == '['
@@ -86,9 +82,6 @@ func (chatCompletions) event(s *EventStream, ev Event) eventView {
 		if s.dropUsageChunk && isArray && !hasFirst {
 			return eventView{drop: true} // the usage-only chunk the gateway asked for itself
 		}
-	}
-	if model.Type != gjson.String {
-		model = gjson.Result{}
 	}
 	return eventView{model: model}
 }

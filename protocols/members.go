@@ -66,15 +66,11 @@ func (w memberWalk) find(name string) (value []byte, start int, ok bool) {
 		if !more {
 			return nil, 0, false
 		}
-		if keyIs(key, name) {
+		if keyText(key) == name {
 			return w.b[s:e], s, true
 		}
 	}
 }
-
-// keyIs compares a key as written with a name; a key with escapes is compared
-// unescaped, as a client's parser reads it.
-func keyIs(key []byte, name string) bool { return keyText(key) == name }
 
 // keyText is a key as a client's parser reads it: itself (no copy) unless it has escapes.
 func keyText(key []byte) string {
