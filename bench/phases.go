@@ -489,6 +489,20 @@ func bodyPhase(ctx context.Context, o options, p plan, proxies []*target, res *r
 		}
 		if o.pprofDir != "" && ctx.Err() == nil {
 			_ = saveProfile(t, o.pprofDir, "allocs", "", t.name+"-body-allocs-after.pb.gz")
+			// A separate run, so profiling costs nothing in the figures above.
+			progress("profiling %s with 1 MB bodies for 5s", t.name)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				for stop := time.Now().Add(6 * time.Second); time.Now().Before(stop) && ctx.Err() == nil; {
+					_, _ = serial(ctx, t, 20, chatRequest(t.addr, "json", "", body))
+				}
+			}()
+			time.Sleep(500 * time.Millisecond)
+			if err := saveProfile(t, o.pprofDir, "profile", "?seconds=5", t.name+"-cpu-body.pb.gz"); err != nil {
+				res.errorf("profile %s: %v", t.name, err)
+			}
+			<-done
 		}
 	}
 	return out

@@ -34,76 +34,101 @@ type ParsedRequest struct {
 // valid UTF-8, nesting within MaxNesting, no key twice where the gateway reads keys) and
 // locates the fields the gateway reads. It does not decode anything else.
 func ParseRequest(family Family, body []byte) (*ParsedRequest, *APIError) {
-	p := &ParsedRequest{Body: body}
+	r := requestReader{family: family, p: &ParsedRequest{Body: body}}
+	_, err := r.read(body, true)
+	if err != nil {
+		return nil, err
+	}
+	return r.p, nil
+}
+
+// requestReader is ParseRequest's reading of a body, able to take it in pieces as they
+// arrive: each call reads on from where the last one stopped.
+type requestReader struct {
+	family  Family
+	p       *ParsedRequest
+	scanner objectScanner
+	keys    keySet
 	// The first problem of each kind, reported once the whole body scanned clean.
-	var (
-		keys                   keySet
-		duplicate, caseVariant string
-		readName, innerDup     string
-	)
-	fault := scanObject(body, func(key string, start, end int) {
-		// Parsers disagree on which copy of a duplicated key wins (first, last, or an
-		// error), so the gateway could check one value while the upstream acts on another.
-		if keys.add(key) && duplicate == "" {
-			duplicate = key
-		}
-		if name, ok := readFieldFolded(key); ok && name != key && caseVariant == "" {
-			caseVariant, readName = key, name
-		}
-		field := gjson.Parse(view(body[start:end]))
-		field.Index = start
-		switch key {
-		case "model":
-			p.model = field
-		case "messages":
-			p.messages = field
-		case "stream":
-			p.stream = field
-		case "stream_options":
-			p.streamOptions = field
-		case "max_tokens":
-			p.maxTokens = field
-		case "max_completion_tokens":
-			p.maxCompletionTokens = field
-		case "max_output_tokens":
-			p.maxOutputTokens = field
-		case "thinking":
-			p.thinking = field
-		case "background":
-			p.background = field
-		case "previous_response_id":
-			p.previousResponseID = field
-		case "conversation":
-			p.conversation = field
-		case "prompt_cache_key":
-			p.promptCacheKey = field
-		}
-		// The objects whose inner keys the gateway reads or rewrites get the same rule.
-		switch key {
-		case "stream_options", "thinking", "reasoning":
-			if body[start] == '{' && innerDup == "" {
-				var inner keySet
-				_ = scanObject(body[start:end], func(k string, _, _ int) {
-					if inner.add(k) && innerDup == "" {
-						innerDup = key + "." + k
-					}
-				})
-			}
-		}
-	})
+	duplicate, caseVariant string
+	readName, innerDup     string
+}
+
+// read takes the body so far, final when it is all of it. It answers done once the whole
+// body was read and found good, or the error it is refused with; neither until final.
+func (r *requestReader) read(body []byte, final bool) (done bool, _ *APIError) {
+	done, fault := r.scanner.scan(body, final, func(key string, start, end int) { r.member(body, key, start, end) })
+	if !final {
+		return false, nil
+	}
+	family := r.family
 	switch {
 	case fault != nil && fault.kind == faultNotObject:
-		return nil, InvalidParam(family, "", "the request body must be a JSON object")
+		return false, InvalidParam(family, "", "the request body must be a JSON object")
 	case fault != nil:
-		return nil, InvalidParam(family, "", "the request body was refused: %s", fault.Error())
-	case duplicate != "":
-		return nil, duplicateError(family, duplicate)
-	case caseVariant != "":
-		return nil, InvalidParam(family, caseVariant, "'%s' differs from the field '%s' only in case; field names are case-sensitive", caseVariant, readName)
-	case innerDup != "":
-		return nil, duplicateError(family, innerDup)
+		return false, InvalidParam(family, "", "the request body was refused: %s", fault.Error())
+	case r.duplicate != "":
+		return false, duplicateError(family, r.duplicate)
+	case r.caseVariant != "":
+		return false, InvalidParam(family, r.caseVariant, "'%s' differs from the field '%s' only in case; field names are case-sensitive", r.caseVariant, r.readName)
+	case r.innerDup != "":
+		return false, duplicateError(family, r.innerDup)
 	}
-	return p, nil
+	r.p.Body = body
+	return done, nil
+}
+
+// member records one top-level member, body[start:end] being its value.
+func (r *requestReader) member(body []byte, key string, start, end int) {
+	p := r.p
+	// Parsers disagree on which copy of a duplicated key wins (first, last, or an
+	// error), so the gateway could check one value while the upstream acts on another.
+	if r.keys.add(key) && r.duplicate == "" {
+		r.duplicate = key
+	}
+	if name, ok := readFieldFolded(key); ok && name != key && r.caseVariant == "" {
+		r.caseVariant, r.readName = key, name
+	}
+	field := gjson.Parse(view(body[start:end]))
+	field.Index = start
+	switch key {
+	case "model":
+		p.model = field
+	case "messages":
+		p.messages = field
+	case "stream":
+		p.stream = field
+	case "stream_options":
+		p.streamOptions = field
+	case "max_tokens":
+		p.maxTokens = field
+	case "max_completion_tokens":
+		p.maxCompletionTokens = field
+	case "max_output_tokens":
+		p.maxOutputTokens = field
+	case "thinking":
+		p.thinking = field
+	case "background":
+		p.background = field
+	case "previous_response_id":
+		p.previousResponseID = field
+	case "conversation":
+		p.conversation = field
+	case "prompt_cache_key":
+		p.promptCacheKey = field
+	}
+	// The objects whose inner keys the gateway reads or rewrites get the same rule.
+	switch key {
+	case "stream_options", "thinking", "reasoning":
+		if body[start] == '{' && r.innerDup == "" {
+			var inner keySet
+			_ = scanObject(body[start:end], func(k string, _, _ int) {
+				if inner.add(k) && r.innerDup == "" {
+					r.innerDup = key + "." + k
+				}
+			})
+		}
+	}
 }
 
 // fieldsRead are the top-level fields the gateway reads or rewrites in some shape.

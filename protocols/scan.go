@@ -53,140 +53,247 @@ func (f *scanFault) Error() string {
 // scanObject checks that b is exactly one JSON object, strictly as RFC 8259 has it (valid
 // UTF-8, nesting within MaxNesting), and calls visit, when set, with each top-level
 // member in order: its unescaped key (which may point into b) and where its value lies,
-// b[start:end]. It never recurses and holds one byte per open level, so any input is
-// read in bounded stack and memory; it allocates nothing for a body nested less than 16
-// levels with unescaped keys.
+// b[start:end]. It never recurses and holds one bit per open level, so any input is read
+// in bounded stack and memory; it allocates nothing for a body with unescaped keys.
 func scanObject(b []byte, visit func(key string, start, end int)) *scanFault {
-	i := skipSpace(b, 0)
-	if i >= len(b) || b[i] != '{' {
-		return &scanFault{kind: faultNotObject, offset: i}
+	var s objectScanner
+	_, f := s.scan(b, true, visit)
+	return f
+}
+
+// objectScanner is scanObject's reader, able to stop where the bytes so far end and to
+// go on when more have arrived: a request body is checked as it comes in, and checking
+// the whole of it at once is the same walk with nothing left to wait for. Its state is
+// where it is in the grammar, so a body split anywhere is read exactly as the whole.
+type objectScanner struct {
+	state scanState
+	// i is the next byte to read. Within a string it is the next byte of its content;
+	// elsewhere it is where the next token starts (a token cut short is read again).
+	i       int
+	strAt   int  // the opening quote of the string being read
+	escaped bool // whether that string holds escapes so far
+	levels  openLevels
+	valueAt int // start of the top-level member's value being read, or -1
+	members int
+	key     string
+	// safe is how far the body is known to be a valid beginning of the object, short of
+	// its closing brace.
+	safe int
+}
+
+type scanState uint8
+
+const (
+	stateStart     scanState = iota // the object's opening brace is next
+	stateValue                      // a value starts here
+	stateOpened                     // just after '{' or '['
+	stateString                     // in a string value
+	stateKey                        // a key is next
+	stateKeyString                  // in a key
+	stateColon                      // a key's colon is next
+	stateAfter                      // a value just ended
+	stateNext                       // after a value: ',' or a closing bracket is next
+	stateEnd                        // the object closed: only space may follow
+)
+
+// scan reads b from where the last call stopped, calling visit as scanObject does; b must hold the bytes given before
+// unchanged, and perhaps more. With final unset it stops where b ends and returns (false,
+// nil), to be called again with more; a body that goes wrong stops it at the token that
+// does, and the fault is reported once final is set (a cut may only look like a fault).
+// With final set b is the whole body: the result is done, or the fault that scanObject on
+// b would report.
+func (s *objectScanner) scan(b []byte, final bool, visit func(key string, start, end int)) (done bool, f *scanFault) {
+	if s.state == stateStart {
+		s.valueAt = -1
 	}
-	var (
-		openAt  [16]byte
-		open    = openAt[:0] // '{' or '[' for every level not yet closed
-		valueAt = -1         // start of the top-level member's value being read
-		members int
-		key     string
-	)
+	i := s.i
+	// stop keeps the place to go on from; at the end of a final body, a place that still
+	// needs bytes is the fault f.
+	stop := func(at int, f *scanFault) (bool, *scanFault) {
+		s.i = at
+		if s.state != stateEnd && s.levels.depth > 0 {
+			s.safe = at
+		}
+		if final {
+			return false, f
+		}
+		return false, nil
+	}
 	for {
-		// Here a value starts at i.
-		i = skipSpace(b, i)
-		if i >= len(b) {
-			return &scanFault{kind: faultSyntax, offset: i}
-		}
-		if len(open) == 1 && valueAt < 0 {
-			valueAt = i
-		}
-		switch c := b[i]; {
-		case c == '{' || c == '[':
-			if len(open) == MaxNesting {
-				return &scanFault{kind: faultTooDeep, offset: i}
+		switch s.state {
+		case stateStart:
+			i = skipSpace(b, i)
+			if i >= len(b) || b[i] != '{' {
+				if i >= len(b) && !final {
+					return stop(i, nil)
+				}
+				return stop(i, &scanFault{kind: faultNotObject, offset: i})
 			}
-			open = append(open, c)
-			i = skipSpace(b, i+1)
-			if i < len(b) && (b[i] == '}' && c == '{' || b[i] == ']' && c == '[') {
-				open = open[:len(open)-1]
+			s.state = stateValue
+		case stateValue:
+			i = skipSpace(b, i)
+			if i >= len(b) {
+				return stop(i, &scanFault{kind: faultSyntax, offset: i})
+			}
+			if s.levels.depth == 1 && s.valueAt < 0 {
+				s.valueAt = i
+			}
+			switch c := b[i]; {
+			case c == '{' || c == '[':
+				if s.levels.depth == MaxNesting {
+					return stop(i, &scanFault{kind: faultTooDeep, offset: i})
+				}
+				s.levels.push(c == '{')
 				i++
+				s.state = stateOpened
+			case c == '"':
+				s.strAt, s.escaped, s.state = i, false, stateString
+				i++
+			default:
+				end := scanPrimitive(b, i)
+				if end < 0 || end == len(b) && !final {
+					// A number or literal cut where b ends is read again with more.
+					return stop(i, &scanFault{kind: faultSyntax, offset: i})
+				}
+				i, s.state = end, stateAfter
+			}
+		case stateOpened:
+			i = skipSpace(b, i)
+			if i >= len(b) {
+				return stop(i, &scanFault{kind: faultSyntax, offset: i})
+			}
+			inObject := s.levels.inObject()
+			switch {
+			case b[i] == '}' && inObject || b[i] == ']' && !inObject:
+				s.levels.depth--
+				i++
+				s.state = stateAfter
+			case inObject:
+				s.state = stateKey
+			default:
+				s.state = stateValue
+			}
+		case stateString, stateKeyString:
+			end, escaped, closed := stringRun(b, i)
+			s.escaped = s.escaped || escaped
+			if !closed {
+				return stop(end, stringFault(b, end))
+			}
+			i = end
+			if s.state == stateString {
+				s.state = stateAfter
 				break
 			}
-			if c == '{' {
-				var f *scanFault
-				if i, f = scanKey(b, i, len(open) == 1, &key); f != nil {
-					return f
+			if s.levels.depth == 1 {
+				if s.escaped {
+					s.key = gjson.Parse(view(b[s.strAt:end])).Str
+				} else {
+					raw := b[s.strAt+1 : end-1]
+					s.key = unsafe.String(unsafe.SliceData(raw), len(raw))
 				}
 			}
-			continue
-		case c == '"':
-			end, _, f := scanString(b, i)
-			if f != nil {
-				return f
-			}
-			i = end
-		case c == '-' || c >= '0' && c <= '9':
-			end := scanNumber(b, i)
-			if end < 0 {
-				return &scanFault{kind: faultSyntax, offset: i}
-			}
-			i = end
-		case c == 't':
-			i = scanLiteral(b, i, "true")
-		case c == 'f':
-			i = scanLiteral(b, i, "false")
-		case c == 'n':
-			i = scanLiteral(b, i, "null")
-		default:
-			return &scanFault{kind: faultSyntax, offset: i}
-		}
-		if i < 0 {
-			return &scanFault{kind: faultSyntax, offset: -i - 1}
-		}
-		// A value ended at i: close containers, or move to the next element.
-		for {
-			if len(open) == 1 && valueAt >= 0 {
-				if members == maxMembers {
-					return &scanFault{kind: faultTooManyKeys, offset: valueAt}
-				}
-				members++
-				if visit != nil {
-					visit(key, valueAt, i)
-				}
-				valueAt = -1
-			}
+			s.state = stateColon
+		case stateKey:
 			i = skipSpace(b, i)
-			if len(open) == 0 {
-				if i != len(b) {
-					return &scanFault{kind: faultSyntax, offset: i}
-				}
-				return nil
+			if i >= len(b) || b[i] != '"' {
+				return stop(i, &scanFault{kind: faultSyntax, offset: i})
 			}
-			if i >= len(b) {
-				return &scanFault{kind: faultSyntax, offset: i}
-			}
-			top := open[len(open)-1]
-			if b[i] == '}' && top == '{' || b[i] == ']' && top == '[' {
-				open = open[:len(open)-1]
-				i++
-				continue
-			}
-			if b[i] != ',' {
-				return &scanFault{kind: faultSyntax, offset: i}
+			s.strAt, s.escaped, s.state = i, false, stateKeyString
+			i++
+		case stateColon:
+			i = skipSpace(b, i)
+			if i >= len(b) || b[i] != ':' {
+				return stop(i, &scanFault{kind: faultSyntax, offset: i})
 			}
 			i++
-			if top == '{' {
-				var f *scanFault
-				if i, f = scanKey(b, skipSpace(b, i), len(open) == 1, &key); f != nil {
-					return f
+			s.state = stateValue
+		case stateAfter:
+			if s.levels.depth == 1 && s.valueAt >= 0 {
+				if s.members == maxMembers {
+					return stop(i, &scanFault{kind: faultTooManyKeys, offset: s.valueAt})
 				}
+				s.members++
+				if visit != nil {
+					visit(s.key, s.valueAt, i)
+				}
+				s.valueAt = -1
 			}
-			break
+			s.state = stateNext
+			if s.levels.depth == 0 {
+				s.state = stateEnd
+			}
+		case stateNext:
+			i = skipSpace(b, i)
+			if i >= len(b) {
+				return stop(i, &scanFault{kind: faultSyntax, offset: i})
+			}
+			inObject := s.levels.inObject()
+			switch {
+			case b[i] == '}' && inObject || b[i] == ']' && !inObject:
+				if s.levels.depth == 1 {
+					s.safe = i // the closing brace waits for the whole body's verdict
+				}
+				s.levels.depth--
+				i++
+				s.state = stateAfter
+			case b[i] != ',':
+				return stop(i, &scanFault{kind: faultSyntax, offset: i})
+			case inObject:
+				i++
+				s.state = stateKey
+			default:
+				i++
+				s.state = stateValue
+			}
+		case stateEnd:
+			i = skipSpace(b, i)
+			if i != len(b) {
+				return stop(i, &scanFault{kind: faultSyntax, offset: i})
+			}
+			if !final {
+				return stop(i, nil)
+			}
+			s.i = i
+			return true, nil
 		}
 	}
 }
 
-// scanKey reads `"key" :` at i and returns the position after the colon. Only when top
-// is set (a key of the top-level object) is the key unescaped into *key; others are
-// only checked.
-func scanKey(b []byte, i int, top bool, key *string) (int, *scanFault) {
-	if i >= len(b) || b[i] != '"' {
-		return 0, &scanFault{kind: faultSyntax, offset: i}
+// openLevels is the stack of the objects and arrays not yet closed, a bit each: a fixed
+// 128 bytes for MaxNesting levels, never grown.
+type openLevels struct {
+	depth    int
+	isObject [(MaxNesting + 63) / 64]uint64
+}
+
+func (l *openLevels) push(object bool) {
+	word, bit := l.depth/64, uint(l.depth%64)
+	l.isObject[word] &^= 1 << bit
+	if object {
+		l.isObject[word] |= 1 << bit
 	}
-	end, escaped, f := scanString(b, i)
-	if f != nil {
-		return 0, f
+	l.depth++
+}
+
+// inObject reports whether the innermost open level is an object.
+func (l *openLevels) inObject() bool {
+	d := l.depth - 1
+	return l.isObject[d/64]&(1<<uint(d%64)) != 0
+}
+
+// scanPrimitive returns the end of the number or literal at i, or -1 when there is none.
+func scanPrimitive(b []byte, i int) int {
+	switch c := b[i]; {
+	case c == '-' || c >= '0' && c <= '9':
+		return scanNumber(b, i)
+	case c == 't':
+		return scanLiteral(b, i, "true")
+	case c == 'f':
+		return scanLiteral(b, i, "false")
+	case c == 'n':
+		return scanLiteral(b, i, "null")
 	}
-	if top {
-		if escaped {
-			*key = gjson.ParseBytes(b[i:end]).Str
-		} else {
-			raw := b[i+1 : end-1]
-			*key = unsafe.String(unsafe.SliceData(raw), len(raw))
-		}
-	}
-	end = skipSpace(b, end)
-	if end >= len(b) || b[end] != ':' {
-		return 0, &scanFault{kind: faultSyntax, offset: end}
-	}
-	return end + 1, nil
+	return -1
 }
 
 func skipSpace(b []byte, i int) int {
@@ -204,7 +311,18 @@ func skipSpace(b []byte, i int) int {
 // scanString checks the string that starts at b[i] (a quote) and returns the position
 // after its closing quote and whether it holds escapes.
 func scanString(b []byte, i int) (end int, escaped bool, f *scanFault) {
-	for i++; i < len(b); {
+	end, escaped, closed := stringRun(b, i+1)
+	if !closed {
+		return 0, false, stringFault(b, end)
+	}
+	return end, escaped, nil
+}
+
+// stringRun reads a string's content from i. closed, it returns the position after the
+// closing quote; otherwise the start of the first character or escape it could not
+// accept: one that is wrong, or cut where b ends.
+func stringRun(b []byte, i int) (end int, escaped, closed bool) {
+	for i < len(b) {
 		// Eight bytes at a time while none of them ends the string, escapes, is a control
 		// character or starts a multi-byte character: most of a long body's text.
 		for i+8 <= len(b) && plainASCII(binary.LittleEndian.Uint64(b[i:])) {
@@ -216,36 +334,44 @@ func scanString(b []byte, i int) (end int, escaped bool, f *scanFault) {
 		c := b[i]
 		switch {
 		case c == '"':
-			return i + 1, escaped, nil
+			return i + 1, escaped, true
 		case c == '\\':
-			escaped = true
 			if i+1 >= len(b) {
-				return 0, false, &scanFault{kind: faultSyntax, offset: i}
+				return i, escaped, false
 			}
 			switch b[i+1] {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 				i += 2
 			case 'u':
 				if i+6 > len(b) || !isHex(b[i+2]) || !isHex(b[i+3]) || !isHex(b[i+4]) || !isHex(b[i+5]) {
-					return 0, false, &scanFault{kind: faultSyntax, offset: i}
+					return i, escaped, false
 				}
 				i += 6
 			default:
-				return 0, false, &scanFault{kind: faultSyntax, offset: i}
+				return i, escaped, false
 			}
+			escaped = true
 		case c < 0x20:
-			return 0, false, &scanFault{kind: faultSyntax, offset: i}
+			return i, escaped, false
 		case c < utf8.RuneSelf:
 			i++
 		default:
 			r, size := utf8.DecodeRune(b[i:])
 			if r == utf8.RuneError && size <= 1 {
-				return 0, false, &scanFault{kind: faultUTF8, offset: i}
+				return i, escaped, false
 			}
 			i += size
 		}
 	}
-	return 0, false, &scanFault{kind: faultSyntax, offset: i}
+	return i, escaped, false
+}
+
+// stringFault is the fault of a string whose content stringRun stopped at i.
+func stringFault(b []byte, i int) *scanFault {
+	if i < len(b) && b[i] >= utf8.RuneSelf {
+		return &scanFault{kind: faultUTF8, offset: i}
+	}
+	return &scanFault{kind: faultSyntax, offset: i}
 }
 
 // plainASCII reports whether the eight bytes of w are all printable ASCII other than '"'
@@ -302,10 +428,10 @@ func digits(b []byte, i int) int {
 	return i
 }
 
-// scanLiteral returns the end of word at i, or -(i+1) when the bytes differ.
+// scanLiteral returns the end of word at i, or -1 when the bytes differ.
 func scanLiteral(b []byte, i int, word string) int {
 	if len(b)-i < len(word) || string(b[i:i+len(word)]) != word {
-		return -(i + 1)
+		return -1
 	}
 	return i + len(word)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -263,4 +264,116 @@ func TestPlainASCIIWordsAreExactlyThePlainOnes(t *testing.T) {
 		}
 		check(w)
 	}
+}
+
+// scanInPieces scans b as it would arrive cut at cuts (ascending), and records what the
+// scanner reported and how far it said the body was safe after each piece.
+func scanInPieces(b []byte, cuts []int) (visits []string, fault *scanFault, safes []int) {
+	var s objectScanner
+	visit := func(key string, start, end int) {
+		visits = append(visits, fmt.Sprintf("%s@%d-%d", key, start, end))
+	}
+	for _, c := range cuts {
+		if done, f := s.scan(b[:c], false, visit); done || f != nil {
+			panic("a body that is not final must not end the scan")
+		}
+		safes = append(safes, s.safe)
+	}
+	_, fault = s.scan(b, true, visit)
+	return visits, fault, safes
+}
+
+// checkPieces holds the piecewise scan of b to the whole one: the same members, the same
+// verdict, and a safe length that only grows, never covers bytes not yet arrived, and never
+// reaches the object's closing brace.
+func checkPieces(t *testing.T, b []byte, cuts []int) {
+	t.Helper()
+	var want []string
+	wantFault := scanObject(b, func(key string, start, end int) {
+		want = append(want, fmt.Sprintf("%s@%d-%d", key, start, end))
+	})
+	got, gotFault, safes := scanInPieces(b, cuts)
+	if !assert.Equal(t, want, got, "members of %q cut at %v", b, cuts) ||
+		!assert.Equal(t, wantFault, gotFault, "verdict on %q cut at %v", b, cuts) {
+		return
+	}
+	closing := len(b)
+	if wantFault == nil {
+		closing = bytes.LastIndexByte(b, '}')
+	}
+	last := 0
+	for k, safe := range safes {
+		require.GreaterOrEqual(t, safe, last, "safe went back on %q cut at %v", b, cuts)
+		require.LessOrEqual(t, safe, cuts[k], "safe past the bytes arrived on %q cut at %v", b, cuts)
+		require.LessOrEqual(t, safe, closing, "safe covers the closing brace of %q cut at %v", b, cuts)
+		last = safe
+	}
+}
+
+func randomCuts(r *rand.Rand, n int) []int {
+	var cuts []int
+	for at := 0; at < n; {
+		at += 1 + r.IntN(1+r.IntN(n/2+1))
+		if at < n {
+			cuts = append(cuts, at)
+		}
+	}
+	return cuts
+}
+
+func TestABodyReadInPiecesIsReadAsTheWhole(t *testing.T) {
+	bodies := [][]byte{
+		[]byte(`{"model":"m","messages":[{"role":"user","content":"h\u00e9llo \"q\" \\ ✓"}],"stream":true,"max_tokens":12.5e3}`),
+		[]byte(` { "a" : [ 1 , -2.5E+3 , true , false , null , { } , [ ] , "" ] , "b\u0041" : {"x":{"y":[[]]}} }  `),
+		[]byte(`{"m\u006fdel":"x","n":-0.0,"t":true}`),
+		[]byte(`{"a":1}{"b":2}`), []byte(`{"a":1,}`), []byte(`{"a":tru}`), []byte(`{"a":"\ud800\u12"}`),
+		[]byte("{\"a\":\"\xff\"}"), []byte("{\"a\":\"\xe2\x9c\"}"), []byte(`{"a":01}`), []byte(`{"a" 1}`),
+		[]byte(`[1]`), []byte(``), []byte(`   `), []byte(`{"a":[1,2}`), []byte(`{"a":1} x`), []byte(`{"a":-}`),
+		append(append([]byte(`{"a":`), bytes.Repeat([]byte("["), MaxNesting+5)...), bytes.Repeat([]byte("]"), MaxNesting+5)...),
+	}
+	bodies = append(bodies, chatBody(300<<10))
+	r := rand.New(rand.NewPCG(7, 14))
+	for _, b := range bodies {
+		for n := 1; n <= len(b) && n < 64; n++ { // every single cut of the short ones
+			checkPieces(t, b, []int{n})
+		}
+		for range 200 {
+			checkPieces(t, b, randomCuts(r, len(b)))
+		}
+		every := make([]int, 0, len(b))
+		for n := 1; n < len(b) && len(b) < 4096; n++ {
+			every = append(every, n)
+		}
+		checkPieces(t, b, every) // a byte at a time
+	}
+	// The scanner keeps up: all but the unfinished number at the end is known good.
+	b := chatBody(300 << 10)
+	_, _, safes := scanInPieces(b, []int{len(b) / 2, len(b) - 1})
+	assert.Equal(t, len(b)-len(`4096}`), safes[1])
+	assert.Greater(t, safes[0], len(b)/2-200)
+}
+
+// chatBody is a valid chat request of about size bytes with text, escapes and multi-byte
+// characters throughout.
+func chatBody(size int) []byte {
+	var b bytes.Buffer
+	b.WriteString(`{"model":"acme/chat","messages":[`)
+	for i := 0; b.Len() < size; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"role":"user","content":"turn %d: \"quoted\" \\ tab\t é ✓ 🙂 %s"}`, i, strings.Repeat("word ", i%50))
+	}
+	b.WriteString(`],"stream":true,"stream_options":{"include_usage":false},"max_tokens":4096}`)
+	return b.Bytes()
+}
+
+// FuzzScanInPieces: however a body is cut as it arrives, the scanner reads it as it
+// reads the whole.
+func FuzzScanInPieces(f *testing.F) {
+	f.Add([]byte(`{"model":"m","messages":[{"content":"h\u00e9 ✓"}],"n":1e5}`), uint64(3))
+	f.Add([]byte(`{"a":[1,{"b":"\"x\""}],"c":nul}`), uint64(99))
+	f.Fuzz(func(t *testing.T, b []byte, seed uint64) {
+		checkPieces(t, b, randomCuts(rand.New(rand.NewPCG(seed, 1)), len(b)))
+	})
 }
