@@ -70,3 +70,14 @@ func (r *partsReader) WriteTo(w io.Writer) (int64, error) {
 	}
 	return total, nil
 }
+
+// skip drops the first n bytes still to be read.
+func (r *partsReader) skip(n int) {
+	for ; r.i < len(r.parts) && n > 0; r.i++ {
+		if n < len(r.parts[r.i]) {
+			r.parts[r.i] = r.parts[r.i][n:]
+			return
+		}
+		n -= len(r.parts[r.i])
+	}
+}

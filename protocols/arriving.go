@@ -1,0 +1,367 @@
+package protocols
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+)
+
+// ForwardWhileArrivingMin is the smallest declared body the gateway starts forwarding
+// before all of it has arrived. Smaller bodies come in one or two reads: waiting for them
+// costs nothing worth the bookkeeping.
+const ForwardWhileArrivingMin = 64 << 10
+
+// ArrivingBody is a request body that the gateway forwards while it is still coming in.
+// It is read into one buffer sized from Content-Length and checked as it arrives by the
+// scanner every body gets. Each attempt on a candidate takes its own Forwarder, which gives
+// the bytes known good so far, with the candidate's model spliced in, and the rest only
+// once the whole body has passed every check. Until then the upstream holds a request it
+// cannot act on: it lacks at least the object's closing brace. A body that fails ends the
+// forwarding with an error, so the upstream never sees its end.
+type ArrivingBody struct {
+	op     Operation
+	buf    []byte // the declared length and one byte more, to see the end without growing
+	reader requestReader
+	// Only the reading goroutine touches these: how much of the body the scanner has
+	// been given, and whether reading is over.
+	fedAt int
+	ended bool
+	// Where the model value lies, as ReadUntilModel found it.
+	modelAt, modelEnd int
+
+	mu      sync.Mutex
+	arrived int
+	safe    int // buf[:safe] is known to begin a good body, short of its closing brace
+	state   arrivalState
+	err     *APIError
+	parsed  *ParsedRequest
+	changed chan struct{} // closed, and replaced, at every change of the above
+	onGood  []func(*ParsedRequest)
+	done    chan struct{} // closed once the body has been read and judged
+}
+
+type arrivalState uint8
+
+const (
+	stillArriving arrivalState = iota
+	arrivedGood
+	arrivedBad
+)
+
+// NewArrivingBody prepares to read a body of declared bytes for op.
+func NewArrivingBody(op Operation, declared int) *ArrivingBody {
+	a := &ArrivingBody{op: op, buf: make([]byte, declared+1), changed: make(chan struct{}), done: make(chan struct{})}
+	a.reader = requestReader{family: op.Family, p: &ParsedRequest{}}
+	return a
+}
+
+// ReadUntilModel reads from r until the body's top-level model is known as a string, and
+// returns it. ok is false when the body ended (or failed) first: then Finish gives the
+// verdict on what was read.
+func (a *ArrivingBody) ReadUntilModel(r io.Reader) (model string, ok bool) {
+	for !a.ended {
+		if m := a.reader.p.model; m.Index > 0 && m.Raw != "" && m.Raw[0] == '"' {
+			a.modelAt, a.modelEnd = m.Index, m.Index+len(m.Raw)
+			return m.Str, true
+		}
+		a.readOnce(r)
+	}
+	return "", false
+}
+
+// Finish reads the rest of the body from r where the caller waits, and gives the verdict
+// of the scan; the caller runs the other checks itself.
+func (a *ArrivingBody) Finish(r io.Reader) (*ParsedRequest, *APIError) {
+	for !a.ended {
+		a.readOnce(r)
+	}
+	a.judge(nil)
+	return a.parsed, a.err
+}
+
+// FinishWhileForwarding reads the rest of the body from r on a goroutine of its own; once
+// it is all there and scanned, check (the checks a whole body gets after its scan)
+// decides whether it is good. The caller must Wait before it lets go of r.
+func (a *ArrivingBody) FinishWhileForwarding(r io.Reader, check func(*ParsedRequest) *APIError) {
+	go func() {
+		for !a.ended {
+			a.readOnce(r)
+		}
+		a.judge(check)
+	}()
+}
+
+// judge publishes the verdict on a body read to its end, runs the callbacks of a good one,
+// and lets Wait return.
+func (a *ArrivingBody) judge(check func(*ParsedRequest) *APIError) {
+	defer close(a.done)
+	a.mu.Lock()
+	bad := a.state == arrivedBad
+	a.mu.Unlock()
+	if bad {
+		return
+	}
+	if check != nil {
+		if err := check(a.parsed); err != nil {
+			a.publish(a.arrived, a.safe, arrivedBad, err)
+			return
+		}
+	}
+	a.mu.Lock()
+	a.state = arrivedGood
+	callbacks := a.onGood
+	a.onGood = nil
+	a.notify()
+	a.mu.Unlock()
+	for _, f := range callbacks {
+		f(a.parsed)
+	}
+}
+
+// readOnce reads once, scans what it can and publishes how far the body is good. Only
+// the reading goroutine calls it; what the forwarders read changes under mu.
+func (a *ArrivingBody) readOnce(r io.Reader) {
+	declared := len(a.buf) - 1
+	n, err := r.Read(a.buf[a.arrived:])
+	arrived := a.arrived + n
+	if arrived > declared || err != nil && (err != io.EOF || arrived < declared) {
+		// A client that stopped sending, or one that sent more than Content-Length said
+		// (net/http never lets that happen).
+		a.ended = true
+		a.publish(min(arrived, declared), a.safe, arrivedBad, ErrBodyUnreadable(a.op.Family))
+		return
+	}
+	final := arrived == declared
+	// The scanner reads a token cut at the end again: it is given more only once there is
+	// at least as much new as it would read again, so a body that arrives a byte at a time
+	// costs a bounded number of passes over it.
+	if final || arrived-a.fedAt >= max(4<<10, a.fedAt-a.reader.scanner.i) {
+		_, bad := a.reader.read(a.buf[:arrived], final)
+		a.fedAt = arrived
+		if final {
+			a.ended = true
+			if bad != nil {
+				a.publish(arrived, a.reader.scanner.safe, arrivedBad, bad)
+				return
+			}
+			a.parsed = a.reader.p
+		}
+	}
+	a.publish(arrived, a.reader.scanner.safe, stillArriving, nil)
+}
+
+// publish records progress for the forwarders and wakes them.
+func (a *ArrivingBody) publish(arrived, safe int, state arrivalState, err *APIError) {
+	a.mu.Lock()
+	a.arrived, a.safe = arrived, max(a.safe, safe)
+	if state != stillArriving {
+		a.state, a.err = state, err
+	}
+	a.notify()
+	a.mu.Unlock()
+}
+
+func (a *ArrivingBody) notify() {
+	close(a.changed)
+	a.changed = make(chan struct{})
+}
+
+// WhenGood calls f with the whole body once it has passed every check, at once if it
+// already has; never for a body that fails.
+func (a *ArrivingBody) WhenGood(f func(*ParsedRequest)) {
+	a.mu.Lock()
+	if a.state == arrivedGood {
+		a.mu.Unlock()
+		f(a.parsed)
+		return
+	}
+	a.onGood = append(a.onGood, f)
+	a.mu.Unlock()
+}
+
+// Wait blocks until the whole body has been read and judged, and gives the verdict.
+func (a *ArrivingBody) Wait() (*ParsedRequest, *APIError) {
+	<-a.done
+	return a.parsed, a.err
+}
+
+// Failed is the body's error once it is known to be bad, without waiting.
+func (a *ArrivingBody) Failed() *APIError {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.state == arrivedBad {
+		return a.err
+	}
+	return nil
+}
+
+// Forwarder is the body one attempt sends upstream while the client's body arrives.
+type Forwarder struct {
+	a             *ArrivingBody
+	upstreamModel string
+	value         []byte // the candidate's model as a JSON string
+	modelAt, end  int    // where the client's model value lies in the body
+	sent          int    // bytes given so far
+	length        int64
+	rest          io.Reader // the rest of the whole body's upstream form, once it passed
+	injectedUsage bool
+	rewritten     atomic.Bool
+	delivered     atomic.Bool
+	closed        chan struct{}
+	closeOnce     sync.Once
+}
+
+// Errors a Forwarder ends with; neither is the candidate's doing.
+var (
+	// ErrBodyRefused: the client's body failed its checks, or the client stopped sending.
+	ErrBodyRefused = errors.New("the client's request body was refused")
+	// ErrBodyRewritten: the whole body needs a change among the bytes already sent (a
+	// chat stream's request for usage inside the client's own stream_options). The
+	// attempt is made again with the whole body.
+	ErrBodyRewritten = errors.New("the request body must be sent again whole")
+	errForwardClosed = errors.New("the forwarded body was closed")
+)
+
+// Forward starts the body of an attempt on a candidate that calls the model
+// upstreamModel. It must only be called after ReadUntilModel found the model.
+func (a *ArrivingBody) Forward(upstreamModel string) *Forwarder {
+	f := &Forwarder{a: a, upstreamModel: upstreamModel, value: AppendJSONString(nil, upstreamModel),
+		modelAt: a.modelAt, end: a.modelEnd, closed: make(chan struct{})}
+	f.length = -1
+	if a.op.Kind != KindChat {
+		// Only a chat stream's request for usage changes a body's length; any other body
+		// is the client's bytes with the model replaced.
+		f.length = int64(len(a.buf) - 1 - (f.end - f.modelAt) + len(f.value))
+	}
+	return f
+}
+
+// Length is the body's length in bytes, or -1 while it is not known.
+func (f *Forwarder) Length() int64 { return f.length }
+
+// Rewritten reports whether the forwarding ended with ErrBodyRewritten.
+func (f *Forwarder) Rewritten() bool { return f.rewritten.Load() }
+
+// Delivered reports whether the upstream was given the whole body.
+func (f *Forwarder) Delivered() bool { return f.delivered.Load() }
+
+// InjectedUsage reports whether the body sent asked for usage on the client's behalf;
+// known once the whole body was given.
+func (f *Forwarder) InjectedUsage() bool { return f.injectedUsage }
+
+// Close ends a Read that waits for more of the body.
+func (f *Forwarder) Close() error {
+	f.closeOnce.Do(func() { close(f.closed) })
+	return nil
+}
+
+func (f *Forwarder) Read(p []byte) (int, error) {
+	for {
+		if f.rest != nil {
+			n, err := f.rest.Read(p)
+			if err == io.EOF {
+				f.delivered.Store(true)
+			}
+			return n, err
+		}
+		a := f.a
+		a.mu.Lock()
+		state, safe, changed := a.state, a.safe, a.changed
+		a.mu.Unlock()
+		switch state {
+		case arrivedBad:
+			return 0, ErrBodyRefused
+		case arrivedGood:
+			if err := f.takeWhole(); err != nil {
+				return 0, err
+			}
+			continue
+		}
+		if n := f.copyKnownGood(p, safe); n > 0 {
+			return n, nil
+		}
+		select {
+		case <-changed:
+		case <-f.closed:
+			return 0, errForwardClosed
+		}
+	}
+}
+
+// parts are the upstream body's bytes up to the client's byte limit: the body before the
+// model, the candidate's model, the body after it.
+func (f *Forwarder) parts(limit int) [3][]byte {
+	buf := f.a.buf
+	return [3][]byte{buf[:f.modelAt], f.value, buf[f.end:max(f.end, limit)]}
+}
+
+// copyKnownGood copies into p what follows the bytes sent, up to the client's byte safe.
+func (f *Forwarder) copyKnownGood(p []byte, safe int) int {
+	skip, n := f.sent, 0
+	for _, part := range f.parts(safe) {
+		if skip >= len(part) {
+			skip -= len(part)
+			continue
+		}
+		c := copy(p[n:], part[skip:])
+		skip = 0
+		n += c
+		if n == len(p) {
+			break
+		}
+	}
+	f.sent += n
+	return n
+}
+
+// takeWhole switches to the body as the whole request has it, after checking that what
+// was sent is its beginning.
+func (f *Forwarder) takeWhole() error {
+	whole, injected := f.a.parsed.Upstream(f.a.op, f.upstreamModel)
+	if (f.length >= 0 && int64(whole.Len()) != f.length) || !f.sentBegins(whole) {
+		f.rewritten.Store(true)
+		return ErrBodyRewritten
+	}
+	f.injectedUsage = injected
+	r := whole.Reader().(*partsReader)
+	r.skip(f.sent)
+	f.rest = r
+	return nil
+}
+
+// sentBegins reports whether the bytes sent are the beginning of whole.
+func (f *Forwarder) sentBegins(whole Splice) bool {
+	if f.sent > whole.Len() {
+		return false
+	}
+	sent := f.parts(len(f.a.buf))
+	wholeParts := [3][]byte{whole.head, whole.value, whole.tail}
+	if sameBytes(sent[0], wholeParts[0]) && bytes.Equal(sent[1], wholeParts[1]) && sameBytes(sent[2], wholeParts[2]) {
+		return true // the usual case: the client's own bytes around the same model
+	}
+	a := &partsReader{parts: sent}
+	b := &partsReader{parts: wholeParts}
+	var x, y [4 << 10]byte
+	for left := f.sent; left > 0; {
+		n := min(left, len(x))
+		if _, err := io.ReadFull(a, x[:n]); err != nil {
+			return false
+		}
+		if _, err := io.ReadFull(b, y[:n]); err != nil {
+			return false
+		}
+		if !bytes.Equal(x[:n], y[:n]) {
+			return false
+		}
+		left -= n
+	}
+	return true
+}
+
+// sameBytes reports whether a and b are the same bytes of memory.
+func sameBytes(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || unsafe.SliceData(a) == unsafe.SliceData(b))
+}

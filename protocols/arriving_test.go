@@ -1,0 +1,213 @@
+package protocols
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// trickle feeds body through a pipe in random pieces, pausing before the last tail bytes
+// until release is closed (nil: no pause). A non-nil stopWith ends the body early with it.
+func trickle(body []byte, seed uint64, tail int, release <-chan struct{}, stopWith error) io.Reader {
+	pr, pw := io.Pipe()
+	go func() {
+		r := rand.New(rand.NewPCG(seed, 3))
+		head := body[:len(body)-tail]
+		for len(head) > 0 {
+			n := min(len(head), 1+r.IntN(40<<10))
+			if _, err := pw.Write(head[:n]); err != nil {
+				return
+			}
+			head = head[n:]
+		}
+		if release != nil {
+			<-release
+		}
+		if stopWith != nil {
+			pw.CloseWithError(stopWith)
+			return
+		}
+		_, _ = pw.Write(body[len(body)-tail:])
+		pw.Close()
+	}()
+	return pr
+}
+
+// forwardAll reads a forwarder to its end on a goroutine, reporting how much it has given.
+type forwarded struct {
+	mu   sync.Mutex
+	got  []byte
+	err  error
+	done chan struct{}
+}
+
+func forwardAll(f *Forwarder) *forwarded {
+	out := &forwarded{done: make(chan struct{})}
+	go func() {
+		defer close(out.done)
+		buf := make([]byte, 3000)
+		for {
+			n, err := f.Read(buf)
+			out.mu.Lock()
+			out.got = append(out.got, buf[:n]...)
+			out.mu.Unlock()
+			if err != nil {
+				if err != io.EOF {
+					out.err = err
+				}
+				return
+			}
+		}
+	}()
+	return out
+}
+
+func (f *forwarded) length() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.got)
+}
+
+// settle waits until the forwarder has given at least n bytes and then stopped growing.
+func (f *forwarded) settle(t *testing.T, n int) {
+	t.Helper()
+	require.Eventually(t, func() bool { return f.length() >= n }, 5*time.Second, time.Millisecond)
+	for last := -1; last != f.length(); time.Sleep(20 * time.Millisecond) {
+		last = f.length()
+	}
+}
+
+func TestAnArrivingBodyIsForwardedAsTheWholeBodyWouldBe(t *testing.T) {
+	bigText := strings.Repeat("a long prompt with \\\"escapes\\\" and ✓ ", 8000)
+	cases := []struct {
+		name      string
+		op        Operation
+		body      string
+		rewritten bool // the whole body needs a change among bytes already sent
+	}{
+		{"messages", Operation{Kind: KindMessages, Family: FamilyB},
+			`{"model":"claude-x","max_tokens":1024,"messages":[{"role":"user","content":"` + bigText + `"}],"stream":true}`, false},
+		{"responses", Operation{Kind: KindResponses, Family: FamilyA},
+			`{"model":"codex-x","input":"` + bigText + `","store":false}` + "\n", false},
+		{"chat, usage asked for", Operation{Kind: KindChat, Family: FamilyA},
+			`{"model":"chat-x","messages":[{"role":"user","content":"` + bigText + `"}],"stream":true,"stream_options":{"include_usage":true}}`, false},
+		{"chat, usage added at the end", Operation{Kind: KindChat, Family: FamilyA},
+			`{"model":"chat-x","messages":[{"role":"user","content":"` + bigText + `"}],"stream":true}`, false},
+		{"chat, usage added inside stream_options sent already", Operation{Kind: KindChat, Family: FamilyA},
+			`{"model":"chat-x","stream_options":{"include_obfuscation":false},"messages":[{"role":"user","content":"` + bigText + `"}],"stream":true}`, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			body := []byte(c.body)
+			want, err := ParseRequest(c.op.Family, body)
+			require.Nil(t, err)
+			wantBody, wantInjected := want.Upstream(c.op, "upstream/model-1")
+
+			release := make(chan struct{})
+			a := NewArrivingBody(c.op, len(body))
+			src := trickle(body, 1, 100, release, nil)
+			model, ok := a.ReadUntilModel(src)
+			require.True(t, ok)
+			assert.Equal(t, want.model.Str, model)
+			checked := make(chan struct{})
+			a.FinishWhileForwarding(src, func(p *ParsedRequest) *APIError { close(checked); return nil })
+			f := a.Forward("upstream/model-1")
+			out := forwardAll(f)
+
+			// All but the last 100 bytes arrived: forwarding goes on up to them, no further.
+			out.settle(t, len(body)-5<<10) // the scanner is fed every 4 KiB
+			assert.Less(t, out.length(), wantBody.Len()-100+len("upstream/model-1"), "forwarded past what arrived")
+			close(release)
+			<-out.done
+			<-checked
+			if c.rewritten {
+				assert.ErrorIs(t, out.err, ErrBodyRewritten)
+				assert.True(t, f.Rewritten())
+				return
+			}
+			require.NoError(t, out.err)
+			assert.Equal(t, string(wantBody.Bytes()), string(out.got), "the upstream gets what it gets from a body read whole")
+			assert.Equal(t, wantInjected, f.InjectedUsage())
+			if f.Length() >= 0 {
+				assert.Equal(t, int64(len(out.got)), f.Length())
+			}
+			assert.True(t, f.Delivered())
+			parsed, apiErr := a.Wait()
+			require.Nil(t, apiErr)
+			assert.Equal(t, want.model.Str, parsed.model.Str)
+		})
+	}
+}
+
+func TestAnArrivingBodyThatFailsNeverReachesItsEnd(t *testing.T) {
+	text := strings.Repeat("lorem ipsum ", 20000)
+	good := `{"model":"m","messages":[{"role":"user","content":"` + text + `"}]}`
+	op := Operation{Kind: KindMessages, Family: FamilyB}
+	for _, c := range []struct {
+		name    string
+		body    string
+		stop    error
+		refuse  bool
+		message string
+	}{
+		{"a key twice at the end", strings.TrimSuffix(good, "}") + `,"model":"other"}`, nil, false, "more than once"},
+		{"bad JSON at the end", strings.TrimSuffix(good, "}") + `,"x":tru}`, nil, false, "not valid JSON"},
+		{"a second object after it", good + `{"model":"other"}`, nil, false, "not valid JSON"},
+		{"the client stops sending", good, errors.New("connection reset"), false, "could not be read"},
+		{"the checks after the scan refuse it", good, nil, true, "refused by check"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			body := []byte(c.body)
+			release := make(chan struct{})
+			a := NewArrivingBody(op, len(body))
+			src := trickle(body, 2, 50, release, c.stop)
+			_, ok := a.ReadUntilModel(src)
+			require.True(t, ok)
+			a.FinishWhileForwarding(src, func(*ParsedRequest) *APIError {
+				if c.refuse {
+					return InvalidParam(FamilyB, "", "refused by check")
+				}
+				return nil
+			})
+			out := forwardAll(a.Forward("up"))
+			out.settle(t, len(body)-5<<10)
+			close(release)
+			<-out.done
+			assert.ErrorIs(t, out.err, ErrBodyRefused)
+			closing := bytes.LastIndexByte([]byte(good), '}')
+			assert.Less(t, len(out.got), closing-len("m")+len("up"), "the upstream got the object's end")
+			_, apiErr := a.Wait()
+			require.NotNil(t, apiErr)
+			assert.Contains(t, apiErr.Message, c.message)
+		})
+	}
+}
+
+func TestClosingAForwarderEndsItsWait(t *testing.T) {
+	body := []byte(`{"model":"m","input":"` + strings.Repeat("x", 100<<10) + `"}`)
+	release := make(chan struct{})
+	defer close(release)
+	a := NewArrivingBody(Operation{Kind: KindResponses, Family: FamilyA}, len(body))
+	src := trickle(body, 3, 10, release, nil)
+	_, ok := a.ReadUntilModel(src)
+	require.True(t, ok)
+	a.FinishWhileForwarding(src, func(*ParsedRequest) *APIError { return nil })
+	f := a.Forward("up")
+	out := forwardAll(f)
+	out.settle(t, len(body)-5<<10)
+	require.NoError(t, f.Close())
+	select {
+	case <-out.done:
+		assert.ErrorIs(t, out.err, errForwardClosed)
+	case <-time.After(5 * time.Second):
+		t.Fatal("a closed forwarder still waits for the body")
+	}
+}
