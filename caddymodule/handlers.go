@@ -44,6 +44,9 @@ type route struct {
 	op     protocols.Operation
 	model  *routing.Model
 	parsed *protocols.ParsedRequest
+	// arriving is the body still coming in, when it is forwarded as it arrives; parsed
+	// is nil until it has passed.
+	arriving *protocols.ArrivingBody
 }
 
 func loadApp(ctx caddy.Context) (*App, error) {
@@ -218,38 +221,88 @@ func (h *Model) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp
 	if !protocols.RequestEncodingOK(r.Header) {
 		return fail(protocols.ErrCompressedBody(op.Family))
 	}
-	body, err := protocols.ReadBounded(http.MaxBytesReader(w, r.Body, h.app.MaxRequestBody), r.ContentLength, int(h.app.MaxRequestBody)+1)
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return fail(protocols.ErrBodyTooLarge(op.Family, h.app.MaxRequestBody))
+	var (
+		parsed *protocols.ParsedRequest
+		apiErr *protocols.APIError
+	)
+	if declared := r.ContentLength; declared >= protocols.ForwardWhileArrivingMin && declared <= h.app.MaxRequestBody {
+		// A large body is forwarded while it arrives, once its model is known and allowed;
+		// otherwise it is read to its end here, scanned on the way in.
+		arriving := protocols.NewArrivingBody(op, int(declared))
+		if modelID, ok := arriving.ReadUntilModel(r.Body); ok {
+			if model, ok := h.app.catalog.Lookup(modelID); ok && identity.MayCall(modelID) && model.Supports(op.Family) {
+				return h.serveArriving(w, r, next, identity, op, model, arriving)
+			}
 		}
-		return fail(protocols.ErrBodyUnreadable(op.Family))
+		parsed, apiErr = arriving.Finish(r.Body)
+	} else {
+		body, err := protocols.ReadBounded(http.MaxBytesReader(w, r.Body, h.app.MaxRequestBody), r.ContentLength, int(h.app.MaxRequestBody)+1)
+		if err != nil {
+			var tooLarge *http.MaxBytesError
+			if errors.As(err, &tooLarge) {
+				return fail(protocols.ErrBodyTooLarge(op.Family, h.app.MaxRequestBody))
+			}
+			return fail(protocols.ErrBodyUnreadable(op.Family))
+		}
+		parsed, apiErr = protocols.ParseRequest(op.Family, body)
 	}
-	parsed, apiErr := protocols.ParseRequest(op.Family, body)
 	if apiErr != nil {
 		return fail(apiErr)
 	}
+	rt, modelID, apiErr := h.check(r.Header, identity, op, parsed)
+	if modelID != "" {
+		logOf(r).model = modelID
+	}
+	if apiErr != nil {
+		return fail(apiErr)
+	}
+	caddyhttp.SetVar(r.Context(), varRoute, rt)
+	return next.ServeHTTP(w, r)
+}
+
+// check runs what a scanned body must pass: a model that exists, that the key may call,
+// that is offered in the request's family, and the shape's own checks. modelID is set
+// once the model was found.
+func (h *Model) check(header http.Header, identity *auth.Identity, op protocols.Operation, parsed *protocols.ParsedRequest) (rt *route, modelID string, _ *protocols.APIError) {
 	modelID, apiErr := parsed.Model(op.Family)
 	if apiErr != nil {
-		return fail(apiErr)
+		return nil, "", apiErr
 	}
 	model, ok := h.app.catalog.Lookup(modelID)
 	if !ok || !identity.MayCall(modelID) {
-		return fail(protocols.ErrModelNotFound(op.Family, modelID))
+		return nil, "", protocols.ErrModelNotFound(op.Family, modelID)
 	}
-	logOf(r).model = modelID
 	if !model.Supports(op.Family) {
-		return fail(protocols.ErrProtocolNotOffered(op.Family, modelID))
+		return nil, modelID, protocols.ErrProtocolNotOffered(op.Family, modelID)
 	}
-	if apiErr := parsed.Validate(op, r.Header); apiErr != nil {
-		return fail(apiErr)
+	if apiErr := parsed.Validate(op, header); apiErr != nil {
+		return nil, modelID, apiErr
 	}
 	if apiErr := parsed.CheckOutputCap(op, modelID, model.MaxOutputTokens); apiErr != nil {
-		return fail(apiErr)
+		return nil, modelID, apiErr
 	}
-	caddyhttp.SetVar(r.Context(), varRoute, &route{op: op, model: model, parsed: parsed})
-	return next.ServeHTTP(w, r)
+	return &route{op: op, model: model, parsed: parsed}, modelID, nil
+}
+
+// serveArriving hands on a request whose body is still arriving: the rest is read and
+// checked beside the relay, which forwards what has passed so far and commits nothing
+// before the whole body has passed.
+func (h *Model) serveArriving(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, identity *auth.Identity,
+	op protocols.Operation, model *routing.Model, arriving *protocols.ArrivingBody) error {
+	logOf(r).model = model.ID
+	arriving.FinishWhileForwarding(r.Body, func(parsed *protocols.ParsedRequest) *protocols.APIError {
+		rt, _, apiErr := h.check(r.Header, identity, op, parsed)
+		if apiErr == nil && rt.model != model {
+			// The model was read from the same scan: not reachable.
+			return protocols.ErrBodyUnreadable(op.Family)
+		}
+		return apiErr
+	})
+	caddyhttp.SetVar(r.Context(), varRoute, &route{op: op, model: model, arriving: arriving})
+	err := next.ServeHTTP(w, r)
+	// r.Body is net/http's again once the handler returns: the reading must be over.
+	_, _ = arriving.Wait()
+	return err
 }
 
 func (h *Model) serveModels(w http.ResponseWriter, identity *auth.Identity, op protocols.Operation) error {
@@ -292,6 +345,14 @@ func (h *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Ha
 	if rt == nil {
 		return fail(protocols.ErrMisconfigured(protocols.FamilyOfPath(r.URL.Path), "switchyard_model must run before switchyard_proxy"))
 	}
+	identity, _ := caddyhttp.GetVar(r.Context(), varIdentity).(*auth.Identity)
+	if rt.arriving != nil && h.needsWholeBody(r, rt, identity) {
+		parsed, bodyErr := rt.arriving.Wait()
+		if bodyErr != nil {
+			return fail(bodyErr)
+		}
+		rt.parsed = parsed
+	}
 	req := &relay.Request{
 		Op:           rt.op,
 		ServiceModel: rt.model.ID,
@@ -299,7 +360,9 @@ func (h *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Ha
 		Header:       r.Header,
 		RawQuery:     r.URL.RawQuery,
 	}
-	identity, _ := caddyhttp.GetVar(r.Context(), varIdentity).(*auth.Identity)
+	if rt.parsed == nil {
+		req.Arriving = rt.arriving
+	}
 	requestID := requestID(r)
 	// Admission: the request's worst case is reserved against every limit on its path
 	// before any upstream is called; the answer's metered cost replaces it at the end,
@@ -309,19 +372,34 @@ func (h *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Ha
 		return fail(apiErr)
 	}
 	var usedTokens, usedMicros int64
-	req.Finalize = func(out *relay.Outcome) { usedTokens, usedMicros = h.meter(rt, identity, requestID, out) }
+	req.Finalize = func(out *relay.Outcome) {
+		rt.parsed = req.Parsed // an arriving body has passed before any answer commits
+		usedTokens, usedMicros = h.meter(rt, identity, requestID, out)
+	}
 	// Deferred, so that the reservation is released on every way out of the relay.
 	defer func() { settle(reservation, usedTokens, usedMicros) }()
 	// A conversation goes back to the candidate that served it last, while it is
 	// healthy: thinking signatures and prompt caches only hold there.
 	var conversation string
 	if aff := h.app.affinity; aff != nil {
-		if id := rt.parsed.ConversationID(r.Header, h.app.affinityHeader()); id != "" {
+		if id := protocols.ConversationID(rt.parsed, r.Header, h.app.affinityHeader()); id != "" {
 			conversation = routing.ConversationKey(rt.model.ID, rt.op.Family, id)
 			req.Preferred, _ = aff.Get(conversation, time.Now())
 		}
 	}
 	outcome, apiErr := relay.Serve(r.Context(), w, req, h.app.upstreamsFor(rt.model, rt.op.Family))
+	if conversation == "" && h.app.affinity != nil && req.Parsed != nil && rt.parsed == nil {
+		// A body forwarded as it arrived: its conversation is known now, for the next turn.
+		if id := protocols.ConversationID(req.Parsed, r.Header, h.app.affinityHeader()); id != "" {
+			conversation = routing.ConversationKey(rt.model.ID, rt.op.Family, id)
+		}
+	}
+	if rt.arriving != nil && outcome.Served == nil {
+		// A body that failed is the client's answer, whatever the candidates did.
+		if _, bodyErr := rt.arriving.Wait(); bodyErr != nil {
+			apiErr = bodyErr
+		}
+	}
 	if conversation != "" && outcome.Served != nil && outcome.StreamError == nil {
 		h.app.affinity.Set(conversation, outcome.Served.Identity, time.Now())
 	}
@@ -342,6 +420,18 @@ func (h *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Ha
 		return fail(apiErr)
 	}
 	return nil
+}
+
+// needsWholeBody reports whether the request must be read to its end before any
+// candidate is called: a limit reserves its worst case, which needs the output cap
+// wherever the body puts it; and among several candidates, conversation affinity without
+// a session header takes its id from the body (prompt_cache_key).
+func (h *Proxy) needsWholeBody(r *http.Request, rt *route, identity *auth.Identity) bool {
+	if h.app.limiter != nil && identity != nil && len(h.app.checksFor(identity, rt.model.ID)) > 0 {
+		return true
+	}
+	return h.app.affinity != nil && len(h.app.upstreamsFor(rt.model, rt.op.Family)) > 1 &&
+		protocols.ConversationID(nil, r.Header, h.app.affinityHeader()) == ""
 }
 
 // Errors is the `switchyard_errors` handler, for `handle_errors`: it writes the

@@ -206,7 +206,7 @@ type Forwarder struct {
 	modelAt, end  int    // where the client's model value lies in the body
 	sent          int    // bytes given so far
 	length        int64
-	rest          io.Reader // the rest of the whole body's upstream form, once it passed
+	rest          *partsReader // the rest of the whole body's upstream form, once it passed
 	injectedUsage bool
 	rewritten     atomic.Bool
 	delivered     atomic.Bool
@@ -262,7 +262,7 @@ func (f *Forwarder) Read(p []byte) (int, error) {
 	for {
 		if f.rest != nil {
 			n, err := f.rest.Read(p)
-			if err == io.EOF {
+			if err == io.EOF || f.rest.empty() {
 				f.delivered.Store(true)
 			}
 			return n, err

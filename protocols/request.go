@@ -173,8 +173,9 @@ func (p *ParsedRequest) Model(family Family) (string, *APIError) {
 var conversationHeaders = []string{"X-Claude-Code-Session-Id", "Session-Id"}
 
 // ConversationID returns the id of the conversation a request belongs to, or "" when it
-// carries none. extraHeader, when set, is checked first: an operator's own header.
-func (p *ParsedRequest) ConversationID(h http.Header, extraHeader string) string {
+// carries none. extraHeader, when set, is checked first: an operator's own header. p may
+// be nil, for a body not read yet: then only the headers count.
+func ConversationID(p *ParsedRequest, h http.Header, extraHeader string) string {
 	if extraHeader != "" {
 		if v := h.Get(extraHeader); v != "" {
 			return v
@@ -185,7 +186,7 @@ func (p *ParsedRequest) ConversationID(h http.Header, extraHeader string) string
 			return v
 		}
 	}
-	if p.promptCacheKey.Type == gjson.String && p.promptCacheKey.Str != "" {
+	if p != nil && p.promptCacheKey.Type == gjson.String && p.promptCacheKey.Str != "" {
 		return "pck:" + p.promptCacheKey.Str
 	}
 	return ""

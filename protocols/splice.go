@@ -81,3 +81,13 @@ func (r *partsReader) skip(n int) {
 		n -= len(r.parts[r.i])
 	}
 }
+
+// empty reports whether nothing is left to read.
+func (r *partsReader) empty() bool {
+	for _, p := range r.parts[r.i:] {
+		if len(p) > 0 {
+			return false
+		}
+	}
+	return true
+}

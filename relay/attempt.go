@@ -56,13 +56,59 @@ func (c *attemptClock) stop() { c.timer.Stop() }
 
 // run makes the attempt and reports whether it committed an answer to the client.
 func (a *attempt) run() bool {
+	req, cand := a.req, a.up.Candidate
+	if req.Arriving != nil && req.Parsed == nil {
+		if committed := a.send(nil); committed || !a.again {
+			return committed
+		}
+		// The whole body needs a change among the bytes already sent: the candidate did
+		// nothing wrong, and gets it again whole.
+		*a.att = Attempt{Candidate: cand.Name}
+	}
+	return a.send(req.Parsed)
+}
+
+// awaitingBody stands for the first-byte limit while the client's body still arrives:
+// the limit starts once the whole body has passed, so a slow client never makes a
+// candidate look slow.
+const awaitingBody = 24 * time.Hour
+
+// send sends the request with the whole body parsed, or, when it is nil, with the body
+// forwarded as it arrives; it reports whether an answer was committed to the client.
+func (a *attempt) send(parsed *protocols.ParsedRequest) bool {
 	req, up, cand := a.req, a.up, a.up.Candidate
-	body, injectedUsage := req.Parsed.Upstream(req.Op, cand.UpstreamModel)
 	// The upstream call is not tied to the client's context directly: before commit a
 	// departing client cancels it at once, after commit it is read on briefly for usage.
 	attemptCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	a.clock = startClock(firstByteLimit(cand, req.Parsed.Streamed()), idleLimit(cand), cancel)
+
+	var (
+		body          io.ReadCloser
+		openBody      func() (io.ReadCloser, error) // the transport may open it again on a new connection
+		length        int64
+		injectedUsage bool
+		fw            *protocols.Forwarder // the body forwarded as it arrives, when it is
+	)
+	if parsed != nil {
+		whole, injected := parsed.Upstream(req.Op, cand.UpstreamModel)
+		openBody = func() (io.ReadCloser, error) { return io.NopCloser(whole.Reader()), nil }
+		body, _ = openBody()
+		length, injectedUsage = int64(whole.Len()), injected
+		a.clock = startClock(firstByteLimit(cand, parsed.Streamed()), idleLimit(cand), cancel)
+	} else {
+		openBody = func() (io.ReadCloser, error) { fw = req.Arriving.Forward(cand.UpstreamModel); return fw, nil }
+		body, _ = openBody()
+		length = fw.Length()
+		a.clock = startClock(awaitingBody, idleLimit(cand), cancel)
+		var ended atomic.Bool
+		defer ended.Store(true)
+		clock := a.clock
+		req.Arriving.WhenGood(func(p *protocols.ParsedRequest) {
+			if !ended.Load() {
+				clock.timer.Reset(firstByteLimit(cand, p.Streamed()))
+			}
+		})
+	}
 	defer a.clock.stop()
 	stopWatching := context.AfterFunc(a.ctx, func() {
 		if a.clock.committed.Load() {
@@ -80,9 +126,9 @@ func (a *attempt) run() bool {
 		ProtoMajor:    1,
 		ProtoMinor:    1,
 		Header:        protocols.UpstreamRequestHeader(req.Header, cand.Protocol, cand.Credential),
-		Body:          io.NopCloser(body.Reader()),
-		GetBody:       func() (io.ReadCloser, error) { return io.NopCloser(body.Reader()), nil },
-		ContentLength: int64(body.Len()),
+		Body:          body,
+		GetBody:       openBody,
+		ContentLength: length,
 		Host:          up.host,
 	}).WithContext(attemptCtx)
 	if upReq.Header.Get("Content-Type") == "" {
@@ -90,6 +136,36 @@ func (a *attempt) run() bool {
 	}
 
 	resp, err := up.transport.RoundTrip(upReq)
+	if fw != nil {
+		// Whatever came back, the answer is not looked at before the whole body passed.
+		if err != nil {
+			switch {
+			case req.Arriving.Failed() != nil:
+				a.bodyFailed(req.Arriving.Failed())
+			case fw.Rewritten():
+				a.again = true
+			default:
+				a.att.Reason = classifyTransportError(err, a.clock)
+				a.att.Blameless = !fw.Delivered() && !isDialError(err)
+			}
+			return false
+		}
+		whole, bodyErr := req.Arriving.Wait()
+		if bodyErr != nil {
+			resp.Body.Close()
+			a.bodyFailed(bodyErr)
+			return false
+		}
+		req.Parsed = whole
+		// An answer that came before the upstream had the whole body is only the
+		// candidate's to answer for when it is a good one.
+		a.att.Blameless = !fw.Delivered()
+		if fw.Delivered() {
+			injectedUsage = fw.InjectedUsage()
+		} else {
+			_, injectedUsage = whole.Upstream(req.Op, cand.UpstreamModel)
+		}
+	}
 	if err != nil {
 		a.att.Reason = classifyTransportError(err, a.clock)
 		return false
@@ -104,6 +180,7 @@ func (a *attempt) run() bool {
 		_, _ = io.CopyN(io.Discard, resp.Body, 64<<10)
 		return false
 	}
+	a.att.Blameless = false
 
 	a.scrub = protocols.Scrubber{UpstreamModel: cand.UpstreamModel, ServiceModel: req.ServiceModel, Secrets: up.secrets}.WithAccountIDs(resp.Header)
 	switch {
@@ -155,8 +232,12 @@ type attempt struct {
 
 	// Set as the attempt runs.
 	clock *attemptClock
-	resp  *http.Response
-	scrub protocols.Scrubber
+	// again asks for the attempt to be made once more with the whole body; bodyErr is the
+	// client's error when its body failed while it was being forwarded.
+	again   bool
+	bodyErr *protocols.APIError
+	resp    *http.Response
+	scrub   protocols.Scrubber
 }
 
 // commit sends the status line and headers: from here on the answer is the client's.
@@ -241,6 +322,18 @@ func isJSON(mediaType string) bool {
 func mediaType(h http.Header) string {
 	ct, _, _ := strings.Cut(h.Get("Content-Type"), ";")
 	return strings.TrimSpace(ct)
+}
+
+// bodyFailed ends the attempt with the client's own error: its body failed while it was
+// being forwarded.
+func (a *attempt) bodyFailed(err *protocols.APIError) {
+	a.att.Reason, a.bodyErr = routing.ReasonClientBody, err
+}
+
+// isDialError reports a failure to connect at all, which no client can cause.
+func isDialError(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // classifyTransportError tells a connection failure from a timeout.

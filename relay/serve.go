@@ -24,8 +24,11 @@ const (
 type Request struct {
 	Op           protocols.Operation
 	ServiceModel string
-	// Parsed is the client's body with its top-level fields located.
-	Parsed   *protocols.ParsedRequest
+	// Parsed is the client's body with its top-level fields located. It is nil while
+	// Arriving is still coming in, and set once it has passed.
+	Parsed *protocols.ParsedRequest
+	// Arriving, when set, is a large body forwarded while the client still sends it.
+	Arriving *protocols.ArrivingBody
 	Header   http.Header
 	RawQuery string
 	// Preferred is the Identity of the candidate that served this conversation last;
@@ -46,6 +49,10 @@ type Attempt struct {
 	Duration  time.Duration
 	// RetryAfter is the upstream's retry hint in seconds, when it gave one.
 	RetryAfter float64
+	// Blameless is a failure that came while the client's body was still being
+	// forwarded: a slow client could have caused it, so the candidate's health does not
+	// move (a failed dial is always the candidate's).
+	Blameless bool
 }
 
 // Outcome describes how a request went, for logs, metrics, health and metering.
@@ -126,7 +133,8 @@ func Serve(ctx context.Context, w http.ResponseWriter, req *Request, upstreams [
 		// attempt, its own included. Attempts has room for every upstream: no reallocation.
 		out.Attempts = append(out.Attempts, Attempt{Candidate: up.Candidate.Name})
 		att := &out.Attempts[len(out.Attempts)-1]
-		committed := (&attempt{ctx: ctx, w: w, req: req, up: up, out: out, att: att, start: start}).run()
+		try := &attempt{ctx: ctx, w: w, req: req, up: up, out: out, att: att, start: start}
+		committed := try.run()
 		now := time.Now()
 		att.Duration = now.Sub(attemptStart)
 
@@ -145,6 +153,12 @@ func Serve(ctx context.Context, w http.ResponseWriter, req *Request, upstreams [
 			health.Release(admission)
 			out.ClientGone = true
 			return out, nil
+		case att.Reason == routing.ReasonClientBody:
+			health.Release(admission)
+			return out, try.bodyErr
+		case att.Blameless:
+			health.Release(admission)
+			continue
 		case att.Reason == routing.ReasonNotOffered:
 			// Not the candidate's failure: it simply lacks this sub-operation.
 			health.Release(admission)

@@ -24,6 +24,10 @@ const (
 	ReasonInBand     Reason = "inband_error" // a stream whose first event is an error
 	ReasonBrokenBody Reason = "broken_body"  // the body ended or failed before it was complete
 	ReasonClientGone Reason = "client_gone"  // the client left during the attempt: not the candidate's fault
+	// ReasonClientBody is a request body that failed its checks, or stopped coming, while
+	// it was being forwarded: the request ends with the client's error, and the
+	// candidate's health does not move.
+	ReasonClientBody Reason = "client_body"
 	// ReasonBadResponse is an answer that is not what was asked for: a 1xx or 3xx, a 2xx
 	// that is neither JSON nor the stream asked for, JSON that does not parse, or a body
 	// or event over the gateway's limits. Its bytes never reach the client.

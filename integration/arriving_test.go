@@ -1,0 +1,218 @@
+package integration
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/tidwall/gjson"
+
+	"github.com/switchyard-gw/switchyard/simulator"
+)
+
+// watchedUpstream is the simulator behind a counter of the request body bytes it has
+// received so far, and of the bodies it received whole (the only ones it could act on).
+type watchedUpstream struct {
+	*upstream
+	received atomic.Int64
+	whole    atomic.Int64
+	bodies   chan []byte
+}
+
+func newWatchedUpstream(t *testing.T) *watchedUpstream {
+	w := &watchedUpstream{upstream: &upstream{}, bodies: make(chan []byte, 16)}
+	sim := simulator.New(simulator.Config{APIKey: upstreamCred})
+	w.Server = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(&countingReader{r: r.Body, n: &w.received})
+		if err != nil {
+			return // an unfinished request: nothing to act on
+		}
+		w.whole.Add(1)
+		w.bodies <- body
+		r.Body = io.NopCloser(strings.NewReader(string(body)))
+		sim.ServeHTTP(rw, r)
+	}))
+	t.Cleanup(w.Close)
+	return w
+}
+
+type countingReader struct {
+	r io.Reader
+	n *atomic.Int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// slowClient sends a request by hand: the headers and the body's first part, then the
+// rest when told. It returns the status and body of the answer.
+type slowClient struct {
+	conn net.Conn
+	rest string
+}
+
+func startSlowRequest(t *testing.T, g *gateway, path, body string, first int, headers ...string) *slowClient {
+	t.Helper()
+	host := strings.TrimPrefix(g.base, "http://")
+	conn, err := net.Dial("tcp", host)
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close() })
+	head := "POST " + path + " HTTP/1.1\r\nHost: " + host + "\r\nAuthorization: Bearer " + testKey +
+		"\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n"
+	if strings.HasPrefix(path, "/v1/messages") {
+		head += "anthropic-version: 2023-06-01\r\n"
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		head += headers[i] + ": " + headers[i+1] + "\r\n"
+	}
+	_, err = io.WriteString(conn, head+"\r\n"+body[:first])
+	require.NoError(t, err)
+	return &slowClient{conn: conn, rest: body[first:]}
+}
+
+func (c *slowClient) finish(t *testing.T) (int, string) {
+	t.Helper()
+	_, err := io.WriteString(c.conn, c.rest)
+	require.NoError(t, err)
+	return c.answer(t)
+}
+
+func (c *slowClient) answer(t *testing.T) (int, string) {
+	t.Helper()
+	require.NoError(t, c.conn.SetReadDeadline(time.Now().Add(10*time.Second)))
+	resp, err := http.ReadResponse(bufio.NewReader(c.conn), nil)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(b)
+}
+
+// largeChat is a chat request of about size bytes, model first as coding agents send it.
+func largeChat(model string, size int, tail string) string {
+	text := strings.Repeat("Refactor the relay so it reads less; keep \\\"every\\\" check. ✓ ", size/64)
+	return `{"model":"` + model + `","messages":[{"role":"user","content":"` + text + `"}]` + tail + `}`
+}
+
+func TestALargeBodyReachesTheUpstreamWhileTheClientStillSendsIt(t *testing.T) {
+	up := newWatchedUpstream(t)
+	models := "\t\tmodel big-a {\n" + candidate("main", "family_a", up.URL+"/v1", upstreamPrefix+"-big") + "\t\t}\n" +
+		"\t\tmodel big-b {\n" + candidate("main", "family_b", up.URL, upstreamPrefix+"-big") + "\t\t}\n"
+	g := startGatewayWith(t, up.upstream, models, "")
+
+	for _, c := range []struct{ path, body string }{
+		{"/v1/chat/completions", largeChat("big-a", 600<<10, `,"max_tokens":64`)},
+		{"/v1/chat/completions", largeChat("big-a", 600<<10, `,"stream":true`)},
+		{"/v1/messages", largeChat("big-b", 600<<10, `,"max_tokens":64`)},
+	} {
+		up.received.Store(0)
+		client := startSlowRequest(t, g, c.path, c.body, len(c.body)/2)
+		// Half the body sent, and the upstream gets it now, not when the client is done.
+		require.Eventually(t, func() bool { return up.received.Load() > int64(len(c.body))/3 }, 5*time.Second, 5*time.Millisecond,
+			"the upstream saw nothing of a body half sent")
+		assert.Less(t, up.received.Load(), int64(len(c.body)/2)+64, "the upstream got bytes the client has not sent")
+		status, answer := client.finish(t)
+		require.Equal(t, 200, status, answer)
+		assert.Contains(t, answer, `"model":"big-`)
+		assert.NotContains(t, answer, upstreamPrefix)
+
+		// The upstream got the client's body with only the model changed: byte for byte
+		// what it gets when the body is read whole first.
+		got := <-up.bodies
+		want := strings.NewReplacer(`"model":"big-a"`, `"model":"`+upstreamPrefix+`-big"`,
+			`"model":"big-b"`, `"model":"`+upstreamPrefix+`-big"`).Replace(c.body)
+		if strings.Contains(c.body, `"stream":true`) {
+			want = strings.TrimSuffix(want, "}") + `,"stream_options":{"include_usage":true}}`
+		}
+		assert.Equal(t, want, string(got))
+	}
+	g.assertNoCircuitOpen(t, "", true)
+}
+
+func TestALargeBodyThatFailsAtItsEndReachesNoUpstream(t *testing.T) {
+	up := newWatchedUpstream(t)
+	models := "\t\tmodel big-a {\n" + candidate("main", "family_a", up.URL+"/v1", upstreamPrefix+"-big") + "\t\t}\n" +
+		"\t\tmodel big-b {\n" + candidate("main", "family_b", up.URL, upstreamPrefix+"-big") + "\t\t}\n"
+	g := startGatewayWith(t, up.upstream, models, "")
+
+	for _, c := range []struct {
+		name, path, body, want string
+		status                 int
+	}{
+		{"the model twice", "/v1/chat/completions", largeChat("big-a", 300<<10, `,"model":"big-a"`), "more than once", 400},
+		{"JSON broken at the end", "/v1/messages", largeChat("big-b", 300<<10, `,"max_tokens":64,"x":tru`), "not valid JSON", 400},
+		{"an output cap that is not a number", "/v1/messages", largeChat("big-b", 300<<10, `,"max_tokens":"many"`), "max_tokens", 400},
+		{"bad UTF-8 at the end", "/v1/chat/completions", largeChat("big-a", 300<<10, ",\"user\":\"\xff\""), "UTF-8", 400},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			up.received.Store(0)
+			client := startSlowRequest(t, g, c.path, c.body, len(c.body)-40)
+			require.Eventually(t, func() bool { return up.received.Load() > int64(len(c.body))/2 }, 5*time.Second, 5*time.Millisecond)
+			status, answer := client.finish(t)
+			require.Equal(t, c.status, status, answer)
+			assert.Contains(t, gjson.Get(answer, "error.message").Str, c.want)
+			assert.Equal(t, map[bool]string{true: "error", false: ""}[c.path == "/v1/messages"], gjson.Get(answer, "type").Str,
+				"the error is in the family's envelope")
+		})
+	}
+
+	t.Run("the client leaves halfway", func(t *testing.T) {
+		body := largeChat("big-a", 300<<10, "")
+		up.received.Store(0)
+		client := startSlowRequest(t, g, "/v1/chat/completions", body, len(body)/2)
+		require.Eventually(t, func() bool { return up.received.Load() > int64(len(body))/3 }, 5*time.Second, 5*time.Millisecond)
+		client.conn.Close()
+		time.Sleep(200 * time.Millisecond)
+	})
+
+	assert.Zero(t, up.whole.Load(), "an upstream received a whole body it could act on")
+	g.assertNoCircuitOpen(t, "", true)
+	// The gateway still serves the model.
+	r := g.call(t, "POST", "/v1/chat/completions", largeChat("big-a", 100<<10, ""))
+	assert.Equal(t, 200, r.Status, "%s", r.Body)
+}
+
+func TestASlowClientNeverMakesACandidateLookSlow(t *testing.T) {
+	up := newWatchedUpstream(t)
+	// A first-byte limit far shorter than the client takes to send its body.
+	models := "\t\tmodel big-a {\n" + candidate("main", "family_a", up.URL+"/v1", upstreamPrefix+"-big", "first_byte_timeout 300ms") + "\t\t}\n"
+	g := startGatewayWith(t, up.upstream, models, "")
+	body := largeChat("big-a", 300<<10, `,"stream":true`)
+	client := startSlowRequest(t, g, "/v1/chat/completions", body, len(body)/2)
+	time.Sleep(800 * time.Millisecond)
+	status, answer := client.finish(t)
+	require.Equal(t, 200, status, answer)
+	assert.Contains(t, answer, "data: [DONE]")
+	g.assertNoCircuitOpen(t, "", true)
+}
+
+func TestALargeBodyFailsOverWhileItArrives(t *testing.T) {
+	up := newWatchedUpstream(t)
+	// The first candidate refuses connections; the second serves.
+	models := "\t\tmodel big-a {\n" +
+		candidate("refused", "family_a", "http://127.0.0.1:1/v1", upstreamPrefix+"-dead", "priority 1") +
+		candidate("main", "family_a", up.URL+"/v1", upstreamPrefix+"-big", "priority 2") + "\t\t}\n"
+	g := startGatewayWith(t, up.upstream, models, "")
+	body := largeChat("big-a", 400<<10, "")
+	// Among several candidates a session header lets conversation affinity choose
+	// without the body's prompt_cache_key, as Claude Code and Codex send it.
+	client := startSlowRequest(t, g, "/v1/chat/completions", body, len(body)/2, "Session-Id", "conversation-1")
+	require.Eventually(t, func() bool { return up.received.Load() > int64(len(body))/3 }, 5*time.Second, 5*time.Millisecond,
+		"the second candidate did not get the body while it arrived")
+	status, answer := client.finish(t)
+	require.Equal(t, 200, status, answer)
+	got := <-up.bodies
+	assert.Equal(t, strings.Replace(body, `"model":"big-a"`, `"model":"`+upstreamPrefix+`-big"`, 1), string(got))
+}
