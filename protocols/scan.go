@@ -162,13 +162,12 @@ func (s *objectScanner) scan(b []byte, final bool, visit func(key string, start,
 			if i >= len(b) {
 				return stop(i, &scanFault{kind: faultSyntax, offset: i})
 			}
-			inObject := s.levels.inObject()
 			switch {
-			case b[i] == '}' && inObject || b[i] == ']' && !inObject:
+			case s.levels.closedBy(b[i]):
 				s.levels.depth--
 				i++
 				s.state = stateAfter
-			case inObject:
+			case s.levels.inObject():
 				s.state = stateKey
 			default:
 				s.state = stateValue
@@ -227,9 +226,8 @@ func (s *objectScanner) scan(b []byte, final bool, visit func(key string, start,
 			if i >= len(b) {
 				return stop(i, &scanFault{kind: faultSyntax, offset: i})
 			}
-			inObject := s.levels.inObject()
 			switch {
-			case b[i] == '}' && inObject || b[i] == ']' && !inObject:
+			case s.levels.closedBy(b[i]):
 				if s.levels.depth == 1 {
 					s.safe = i // the closing brace waits for the whole body's verdict
 				}
@@ -238,7 +236,7 @@ func (s *objectScanner) scan(b []byte, final bool, visit func(key string, start,
 				s.state = stateAfter
 			case b[i] != ',':
 				return stop(i, &scanFault{kind: faultSyntax, offset: i})
-			case inObject:
+			case s.levels.inObject():
 				i++
 				s.state = stateKey
 			default:
@@ -279,6 +277,11 @@ func (l *openLevels) push(object bool) {
 func (l *openLevels) inObject() bool {
 	d := l.depth - 1
 	return l.isObject[d/64]&(1<<uint(d%64)) != 0
+}
+
+// closedBy reports whether c closes the innermost open level.
+func (l *openLevels) closedBy(c byte) bool {
+	return c == '}' && l.inObject() || c == ']' && !l.inObject()
 }
 
 // scanPrimitive returns the end of the number or literal at i, or -1 when there is none.
