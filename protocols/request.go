@@ -52,6 +52,8 @@ type requestReader struct {
 	// The first problem of each kind, reported once the whole body scanned clean.
 	duplicate, caseVariant string
 	readName, innerDup     string
+	// doomed: the body is known bad before its end; it is not forwarded.
+	doomed bool
 }
 
 // read takes the body so far, final when it is all of it. It answers done once the whole
@@ -59,6 +61,7 @@ type requestReader struct {
 func (r *requestReader) read(body []byte, final bool) (done bool, _ *APIError) {
 	done, fault := r.scanner.scan(body, final, func(key string, start, end int) { r.member(body, key, start, end) })
 	if !final {
+		r.doomed = r.doomed || fault != nil
 		return false, nil
 	}
 	family := r.family

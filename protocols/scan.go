@@ -114,7 +114,8 @@ func (s *objectScanner) scan(b []byte, final bool, visit func(key string, start,
 		if s.state != stateEnd && s.levels.depth > 0 {
 			s.safe = at
 		}
-		if final {
+		// Too deep or too many keys stays so whatever follows: said at once.
+		if final || f != nil && (f.kind == faultTooDeep || f.kind == faultTooManyKeys) {
 			return false, f
 		}
 		return false, nil

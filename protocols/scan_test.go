@@ -274,7 +274,7 @@ func scanInPieces(b []byte, cuts []int) (visits []string, fault *scanFault, safe
 		visits = append(visits, fmt.Sprintf("%s@%d-%d", key, start, end))
 	}
 	for _, c := range cuts {
-		if done, f := s.scan(b[:c], false, visit); done || f != nil {
+		if done, f := s.scan(b[:c], false, visit); done || f != nil && f.kind != faultTooDeep && f.kind != faultTooManyKeys {
 			panic("a body that is not final must not end the scan")
 		}
 		safes = append(safes, s.safe)
