@@ -388,12 +388,6 @@ func (h *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Ha
 		}
 	}
 	outcome, apiErr := relay.Serve(r.Context(), w, req, h.app.upstreamsFor(rt.model, rt.op.Family))
-	if conversation == "" && h.app.affinity != nil && req.Parsed != nil && rt.parsed == nil {
-		// A body forwarded as it arrived: its conversation is known now, for the next turn.
-		if id := protocols.ConversationID(req.Parsed, r.Header, h.app.affinityHeader()); id != "" {
-			conversation = routing.ConversationKey(rt.model.ID, rt.op.Family, id)
-		}
-	}
 	if rt.arriving != nil && outcome.Served == nil {
 		// A body that failed is the client's answer, whatever the candidates did.
 		if _, bodyErr := rt.arriving.Wait(); bodyErr != nil {

@@ -106,7 +106,7 @@ func (a *ArrivingBody) judge(check func(*ParsedRequest) *APIError) {
 	}
 	if check != nil {
 		if err := check(a.parsed); err != nil {
-			a.publish(a.arrived, a.safe, arrivedBad, err)
+			a.fail(err)
 			return
 		}
 	}
@@ -124,14 +124,14 @@ func (a *ArrivingBody) judge(check func(*ParsedRequest) *APIError) {
 // readOnce reads once, scans what it can and publishes how far the body is good. Only
 // the reading goroutine calls it; what the forwarders read changes under mu.
 func (a *ArrivingBody) readOnce(r io.Reader) {
-	declared := len(a.buf) - 1
+	declared := a.declared()
 	n, err := r.Read(a.buf[a.arrived:])
 	arrived := a.arrived + n
 	if arrived > declared || err != nil && (err != io.EOF || arrived < declared) {
 		// A client that stopped sending, or one that sent more than Content-Length said
 		// (net/http never lets that happen).
 		a.ended = true
-		a.publish(min(arrived, declared), a.safe, arrivedBad, ErrBodyUnreadable(a.op.Family))
+		a.fail(ErrBodyUnreadable(a.op.Family))
 		return
 	}
 	final := arrived == declared
@@ -144,7 +144,7 @@ func (a *ArrivingBody) readOnce(r io.Reader) {
 		if final {
 			a.ended = true
 			if bad != nil {
-				a.publish(arrived, a.reader.scanner.safe, arrivedBad, bad)
+				a.fail(bad)
 				return
 			}
 			a.parsed = a.reader.p
@@ -152,6 +152,12 @@ func (a *ArrivingBody) readOnce(r io.Reader) {
 	}
 	a.publish(arrived, a.reader.scanner.safe, stillArriving, nil)
 }
+
+// declared is the body's length as Content-Length gave it.
+func (a *ArrivingBody) declared() int { return len(a.buf) - 1 }
+
+// fail ends the body with the client's error; nothing more of it is forwarded.
+func (a *ArrivingBody) fail(err *APIError) { a.publish(a.arrived, a.safe, arrivedBad, err) }
 
 // publish records progress for the forwarders and wakes them.
 func (a *ArrivingBody) publish(arrived, safe int, state arrivalState, err *APIError) {
@@ -234,7 +240,7 @@ func (a *ArrivingBody) Forward(upstreamModel string) *Forwarder {
 	if a.op.Kind != KindChat {
 		// Only a chat stream's request for usage changes a body's length; any other body
 		// is the client's bytes with the model replaced.
-		f.length = int64(len(a.buf) - 1 - (f.end - f.modelAt) + len(f.value))
+		f.length = int64(a.declared() - (f.end - f.modelAt) + len(f.value))
 	}
 	return f
 }

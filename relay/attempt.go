@@ -136,38 +136,37 @@ func (a *attempt) send(parsed *protocols.ParsedRequest) bool {
 	}
 
 	resp, err := up.transport.RoundTrip(upReq)
+	// What came back before the upstream had the whole body may be a slow client's doing:
+	// then only a good answer (or a failed dial) is the candidate's to answer for.
+	early := fw != nil && !fw.Delivered()
 	if fw != nil {
-		// Whatever came back, the answer is not looked at before the whole body passed.
-		if err != nil {
-			switch {
-			case req.Arriving.Failed() != nil:
-				a.bodyFailed(req.Arriving.Failed())
-			case fw.Rewritten():
-				a.again = true
-			default:
-				a.att.Reason = classifyTransportError(err, a.clock)
-				a.att.Blameless = !fw.Delivered() && !isDialError(err)
+		bodyErr := req.Arriving.Failed()
+		if err == nil {
+			// The answer is not looked at before the whole body has passed.
+			var whole *protocols.ParsedRequest
+			if whole, bodyErr = req.Arriving.Wait(); bodyErr != nil {
+				resp.Body.Close()
+			} else {
+				req.Parsed = whole
+				if fw.Delivered() {
+					injectedUsage = fw.InjectedUsage()
+				} else {
+					_, injectedUsage = whole.Upstream(req.Op, cand.UpstreamModel)
+				}
 			}
-			return false
 		}
-		whole, bodyErr := req.Arriving.Wait()
-		if bodyErr != nil {
-			resp.Body.Close()
-			a.bodyFailed(bodyErr)
+		switch {
+		case bodyErr != nil:
+			a.att.Reason, a.bodyErr = routing.ReasonClientBody, bodyErr
 			return false
-		}
-		req.Parsed = whole
-		// An answer that came before the upstream had the whole body is only the
-		// candidate's to answer for when it is a good one.
-		a.att.Blameless = !fw.Delivered()
-		if fw.Delivered() {
-			injectedUsage = fw.InjectedUsage()
-		} else {
-			_, injectedUsage = whole.Upstream(req.Op, cand.UpstreamModel)
+		case err != nil && fw.Rewritten():
+			a.again = true
+			return false
 		}
 	}
 	if err != nil {
 		a.att.Reason = classifyTransportError(err, a.clock)
+		a.att.Blameless = early && !isDialError(err)
 		return false
 	}
 	defer resp.Body.Close()
@@ -176,11 +175,11 @@ func (a *attempt) send(parsed *protocols.ParsedRequest) bool {
 	mt := mediaType(resp.Header)
 	if a.att.Reason = classifyStatus(req.Op, resp.StatusCode, mt); a.att.Reason != routing.ReasonNone {
 		a.att.RetryAfter = routing.RetryAfterSeconds(resp.Header)
+		a.att.Blameless = early
 		// Read a little so the connection can be reused; the body is not shown to anyone.
 		_, _ = io.CopyN(io.Discard, resp.Body, 64<<10)
 		return false
 	}
-	a.att.Blameless = false
 
 	a.scrub = protocols.Scrubber{UpstreamModel: cand.UpstreamModel, ServiceModel: req.ServiceModel, Secrets: up.secrets}.WithAccountIDs(resp.Header)
 	switch {
@@ -322,12 +321,6 @@ func isJSON(mediaType string) bool {
 func mediaType(h http.Header) string {
 	ct, _, _ := strings.Cut(h.Get("Content-Type"), ";")
 	return strings.TrimSpace(ct)
-}
-
-// bodyFailed ends the attempt with the client's own error: its body failed while it was
-// being forwarded.
-func (a *attempt) bodyFailed(err *protocols.APIError) {
-	a.att.Reason, a.bodyErr = routing.ReasonClientBody, err
 }
 
 // isDialError reports a failure to connect at all, which no client can cause.
