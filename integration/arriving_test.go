@@ -216,3 +216,55 @@ func TestALargeBodyFailsOverWhileItArrives(t *testing.T) {
 	got := <-up.bodies
 	assert.Equal(t, strings.Replace(body, `"model":"big-a"`, `"model":"`+upstreamPrefix+`-big"`, 1), string(got))
 }
+
+func TestASlowUploadHoldsNoUpstreamConnection(t *testing.T) {
+	up := newWatchedUpstream(t)
+	var requests, unfinished atomic.Int64
+	inner := up.Config.Handler
+	up.Config.Handler = http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		before := up.whole.Load()
+		inner.ServeHTTP(rw, r)
+		if up.whole.Load() == before {
+			unfinished.Add(1)
+		}
+	})
+	models := "\t\tmodel big-a {\n" + candidate("main", "family_a", up.URL+"/v1", upstreamPrefix+"-big") + "\t\t}\n"
+	g := startGatewayWith(t, up.upstream, models, "")
+	body := largeChat("big-a", 300<<10, `,"stream":true`)
+	client := startSlowRequest(t, g, "/v1/chat/completions", body, len(body)/2)
+	require.Eventually(t, func() bool { return up.received.Load() > int64(len(body))/3 }, 5*time.Second, 5*time.Millisecond)
+	// The client stops sending: within a little more than the stall limit the gateway
+	// lets go of the upstream request it could not finish.
+	require.Eventually(t, func() bool { return unfinished.Load() == 1 }, 3*time.Second, 10*time.Millisecond,
+		"the upstream is still held by a client that stopped sending")
+	status, answer := client.finish(t)
+	require.Equal(t, 200, status, answer)
+	assert.Contains(t, answer, "data: [DONE]")
+	assert.Contains(t, answer, `"usage":`, "the usage the gateway meters came back")
+	// The same candidate got the body again, whole, once the client had sent it.
+	assert.Equal(t, int64(2), requests.Load())
+	want := strings.Replace(body, `"model":"big-a"`, `"model":"`+upstreamPrefix+`-big"`, 1)
+	assert.Equal(t, strings.TrimSuffix(want, "}")+`,"stream_options":{"include_usage":true}}`, string(<-up.bodies))
+	g.assertNoCircuitOpen(t, "", true)
+}
+
+func TestAnArrivingChatStreamWhoseUsageRequestWasSentIsSentAgainWhole(t *testing.T) {
+	up := newWatchedUpstream(t)
+	models := "\t\tmodel big-a {\n" + candidate("main", "family_a", up.URL+"/v1", upstreamPrefix+"-big") + "\t\t}\n"
+	g := startGatewayWith(t, up.upstream, models, "")
+	// stream_options comes before the messages, without include_usage: the gateway must
+	// add it inside an object the upstream already has.
+	text := strings.Repeat("Explain the diff line by line. ", 300<<10/32)
+	body := `{"model":"big-a","stream":true,"stream_options":{"include_obfuscation":false},"messages":[{"role":"user","content":"` + text + `"}]}`
+	client := startSlowRequest(t, g, "/v1/chat/completions", body, len(body)/2)
+	require.Eventually(t, func() bool { return up.received.Load() > int64(len(body))/3 }, 5*time.Second, 5*time.Millisecond)
+	status, answer := client.finish(t)
+	require.Equal(t, 200, status, answer)
+	assert.Contains(t, answer, "data: [DONE]")
+	got := string(<-up.bodies)
+	assert.Contains(t, got, `"include_usage":true`)
+	assert.Contains(t, got, `"model":"`+upstreamPrefix+`-big"`)
+	assert.Equal(t, int64(1), up.whole.Load(), "the upstream got one whole body")
+	g.assertNoCircuitOpen(t, "", true)
+}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 )
 
@@ -13,6 +14,16 @@ import (
 // before all of it has arrived. Smaller bodies come in one or two reads: waiting for them
 // costs nothing worth the bookkeeping.
 const ForwardWhileArrivingMin = 64 << 10
+
+// How long an upstream is kept waiting on a body that the client is still sending. A
+// forwarder gives up once no byte has come for forwardStall, or once the body has taken
+// longer than forwardStall plus its length at forwardMinRate. The attempt is then made
+// again with the whole body once it is in, as for a small body: a slow client costs its
+// own time, never a held upstream connection. Variables only so tests can shorten them.
+var (
+	forwardStall   = time.Second
+	forwardMinRate = 1 << 20 // bytes a second
+)
 
 // ArrivingBody is a request body that the gateway forwards while it is still coming in.
 // It is read into one buffer sized from Content-Length and checked as it arrives by the
@@ -33,6 +44,8 @@ type ArrivingBody struct {
 	modelAt, modelEnd int
 
 	mu      sync.Mutex
+	start   time.Time // when reading began
+	lastAt  time.Time // when the last bytes arrived
 	arrived int
 	safe    int // buf[:safe] is known to begin a good body, short of its closing brace
 	state   arrivalState
@@ -53,7 +66,9 @@ const (
 
 // NewArrivingBody prepares to read a body of declared bytes for op.
 func NewArrivingBody(op Operation, declared int) *ArrivingBody {
-	a := &ArrivingBody{op: op, buf: make([]byte, declared+1), changed: make(chan struct{}), done: make(chan struct{})}
+	now := time.Now()
+	a := &ArrivingBody{op: op, buf: make([]byte, declared+1), start: now, lastAt: now,
+		changed: make(chan struct{}), done: make(chan struct{})}
 	a.reader = requestReader{family: op.Family, p: &ParsedRequest{}}
 	return a
 }
@@ -162,6 +177,9 @@ func (a *ArrivingBody) fail(err *APIError) { a.publish(a.arrived, a.safe, arrive
 // publish records progress for the forwarders and wakes them.
 func (a *ArrivingBody) publish(arrived, safe int, state arrivalState, err *APIError) {
 	a.mu.Lock()
+	if arrived > a.arrived {
+		a.lastAt = time.Now()
+	}
 	a.arrived, a.safe = arrived, max(a.safe, safe)
 	if state != stillArriving {
 		a.state, a.err = state, err
@@ -214,7 +232,8 @@ type Forwarder struct {
 	length        int64
 	rest          *partsReader // the rest of the whole body's upstream form, once it passed
 	injectedUsage bool
-	rewritten     atomic.Bool
+	giveUpAt      time.Time // the latest the body may be whole, at the client's slowest
+	wholeAgain    atomic.Bool
 	delivered     atomic.Bool
 	closed        chan struct{}
 	closeOnce     sync.Once
@@ -228,6 +247,9 @@ var (
 	// chat stream's request for usage inside the client's own stream_options). The
 	// attempt is made again with the whole body.
 	ErrBodyRewritten = errors.New("the request body must be sent again whole")
+	// ErrBodyStalled: the client sends too slowly to keep an upstream waiting on it. The
+	// attempt is made again once the whole body is in.
+	ErrBodyStalled   = errors.New("the client's body arrives too slowly to forward as it comes")
 	errForwardClosed = errors.New("the forwarded body was closed")
 )
 
@@ -236,6 +258,7 @@ var (
 func (a *ArrivingBody) Forward(upstreamModel string) *Forwarder {
 	f := &Forwarder{a: a, upstreamModel: upstreamModel, value: AppendJSONString(nil, upstreamModel),
 		modelAt: a.modelAt, end: a.modelEnd, closed: make(chan struct{})}
+	f.giveUpAt = a.start.Add(forwardStall + time.Duration(a.declared())*time.Second/time.Duration(forwardMinRate))
 	f.length = -1
 	if a.op.Kind != KindChat {
 		// Only a chat stream's request for usage changes a body's length; any other body
@@ -248,8 +271,10 @@ func (a *ArrivingBody) Forward(upstreamModel string) *Forwarder {
 // Length is the body's length in bytes, or -1 while it is not known.
 func (f *Forwarder) Length() int64 { return f.length }
 
-// Rewritten reports whether the forwarding ended with ErrBodyRewritten.
-func (f *Forwarder) Rewritten() bool { return f.rewritten.Load() }
+// SendWholeAgain reports whether the forwarding ended with ErrBodyRewritten or
+// ErrBodyStalled: the attempt is to be made again, on the same candidate, with the whole
+// body once it is in.
+func (f *Forwarder) SendWholeAgain() bool { return f.wholeAgain.Load() }
 
 // Delivered reports whether the upstream was given the whole body.
 func (f *Forwarder) Delivered() bool { return f.delivered.Load() }
@@ -275,7 +300,7 @@ func (f *Forwarder) Read(p []byte) (int, error) {
 		}
 		a := f.a
 		a.mu.Lock()
-		state, safe, changed := a.state, a.safe, a.changed
+		state, safe, changed, lastAt := a.state, a.safe, a.changed, a.lastAt
 		a.mu.Unlock()
 		switch state {
 		case arrivedBad:
@@ -289,11 +314,20 @@ func (f *Forwarder) Read(p []byte) (int, error) {
 		if n := f.copyKnownGood(p, safe); n > 0 {
 			return n, nil
 		}
+		patience := min(time.Until(lastAt.Add(forwardStall)), time.Until(f.giveUpAt))
+		if patience <= 0 {
+			f.wholeAgain.Store(true)
+			return 0, ErrBodyStalled
+		}
+		timer := time.NewTimer(patience)
 		select {
 		case <-changed:
+		case <-timer.C:
 		case <-f.closed:
+			timer.Stop()
 			return 0, errForwardClosed
 		}
+		timer.Stop()
 	}
 }
 
@@ -328,7 +362,7 @@ func (f *Forwarder) copyKnownGood(p []byte, safe int) int {
 func (f *Forwarder) takeWhole() error {
 	whole, injected := f.a.parsed.Upstream(f.a.op, f.upstreamModel)
 	if (f.length >= 0 && int64(whole.Len()) != f.length) || !f.sentBegins(whole) {
-		f.rewritten.Store(true)
+		f.wholeAgain.Store(true)
 		return ErrBodyRewritten
 	}
 	f.injectedUsage = injected

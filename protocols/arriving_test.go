@@ -130,7 +130,7 @@ func TestAnArrivingBodyIsForwardedAsTheWholeBodyWouldBe(t *testing.T) {
 			<-checked
 			if c.rewritten {
 				assert.ErrorIs(t, out.err, ErrBodyRewritten)
-				assert.True(t, f.Rewritten())
+				assert.True(t, f.SendWholeAgain())
 				return
 			}
 			require.NoError(t, out.err)
@@ -210,4 +210,75 @@ func TestClosingAForwarderEndsItsWait(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("a closed forwarder still waits for the body")
 	}
+}
+
+// patienceForTest shortens how long a forwarder waits on a slow client.
+func patienceForTest(t *testing.T, stall time.Duration, minRate int) {
+	oldStall, oldRate := forwardStall, forwardMinRate
+	forwardStall, forwardMinRate = stall, minRate
+	t.Cleanup(func() { forwardStall, forwardMinRate = oldStall, oldRate })
+}
+
+func TestAForwarderGivesUpOnAClientTooSlowToWaitFor(t *testing.T) {
+	body := []byte(`{"model":"m","input":"` + strings.Repeat("x", 200<<10) + `"}`)
+	op := Operation{Kind: KindResponses, Family: FamilyA}
+
+	t.Run("no byte for the stall limit", func(t *testing.T) {
+		patienceForTest(t, 150*time.Millisecond, 1<<30)
+		release := make(chan struct{})
+		a := NewArrivingBody(op, len(body))
+		src := trickle(body, 4, 1000, release, nil)
+		_, ok := a.ReadUntilModel(src)
+		require.True(t, ok)
+		a.FinishWhileForwarding(src, func(*ParsedRequest) *APIError { return nil })
+		f := a.Forward("up")
+		out := forwardAll(f)
+		select {
+		case <-out.done:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the forwarder still waits on a client that stopped sending")
+		}
+		assert.ErrorIs(t, out.err, ErrBodyStalled)
+		assert.True(t, f.SendWholeAgain())
+		assert.False(t, f.Delivered())
+		// The body itself is still good once the client sends the rest.
+		close(release)
+		parsed, apiErr := a.Wait()
+		require.Nil(t, apiErr)
+		assert.Equal(t, "m", parsed.model.Str)
+	})
+
+	t.Run("bytes keep coming, too slowly for the body's length", func(t *testing.T) {
+		// At 100 KiB/s a 200 KiB body may take at most 2 s plus the stall limit; this
+		// client sends a byte every 50 ms, never stalling.
+		patienceForTest(t, 300*time.Millisecond, 100<<10)
+		pr, pw := io.Pipe()
+		go func() {
+			if _, err := pw.Write(body[:100<<10]); err != nil {
+				return
+			}
+			for _, c := range body[100<<10:] {
+				time.Sleep(50 * time.Millisecond)
+				if _, err := pw.Write([]byte{c}); err != nil {
+					return
+				}
+			}
+		}()
+		defer pw.CloseWithError(errors.New("test over"))
+		a := NewArrivingBody(op, len(body))
+		_, ok := a.ReadUntilModel(pr)
+		require.True(t, ok)
+		a.FinishWhileForwarding(pr, func(*ParsedRequest) *APIError { return nil })
+		f := a.Forward("up")
+		begun := time.Now()
+		out := forwardAll(f)
+		select {
+		case <-out.done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the forwarder waits on a trickling client without end")
+		}
+		assert.ErrorIs(t, out.err, ErrBodyStalled)
+		assert.Less(t, time.Since(begun), 4*time.Second)
+		assert.Greater(t, time.Since(begun), time.Second, "gave up before the body's time was up")
+	})
 }

@@ -61,9 +61,16 @@ func (a *attempt) run() bool {
 		if committed := a.send(nil); committed || !a.again {
 			return committed
 		}
-		// The whole body needs a change among the bytes already sent: the candidate did
-		// nothing wrong, and gets it again whole.
+		// The body came too slowly to forward as it arrived, or needs a change among the
+		// bytes already sent: the candidate did nothing wrong, and gets it again whole
+		// once all of it is in.
 		*a.att = Attempt{Candidate: cand.Name}
+		whole, bodyErr := req.Arriving.Wait()
+		if bodyErr != nil {
+			a.att.Reason, a.bodyErr = routing.ReasonClientBody, bodyErr
+			return false
+		}
+		req.Parsed = whole
 	}
 	return a.send(req.Parsed)
 }
@@ -140,6 +147,13 @@ func (a *attempt) send(parsed *protocols.ParsedRequest) bool {
 	// then only a good answer (or a failed dial) is the candidate's to answer for.
 	early := fw != nil && !fw.Delivered()
 	if fw != nil {
+		if fw.SendWholeAgain() {
+			if err == nil {
+				resp.Body.Close() // whatever it says, it was not said to the whole body
+			}
+			a.again = true
+			return false
+		}
 		bodyErr := req.Arriving.Failed()
 		if err == nil {
 			// The answer is not looked at before the whole body has passed.
@@ -155,12 +169,8 @@ func (a *attempt) send(parsed *protocols.ParsedRequest) bool {
 				}
 			}
 		}
-		switch {
-		case bodyErr != nil:
+		if bodyErr != nil {
 			a.att.Reason, a.bodyErr = routing.ReasonClientBody, bodyErr
-			return false
-		case err != nil && fw.Rewritten():
-			a.again = true
 			return false
 		}
 	}
