@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"slices"
+	"sync"
 
 	"github.com/tidwall/gjson"
 )
@@ -14,7 +15,7 @@ import (
 const MaxEventSize = 8 << 20
 
 // Event is one complete server-sent event as the upstream wrote it. Its slices point into
-// the EventStream's buffer and are valid until the next Push.
+// the EventStream's buffer and are valid until the next Push, Fill or Release.
 type Event struct {
 	Raw  []byte // the whole event, terminator included
 	Name []byte // value of the `event:` line; nil when the event has none
@@ -36,8 +37,10 @@ type EventStream struct {
 	scrub          Scrubber
 	secrets        secretFinder // the scrubber's secrets, searched per event
 
-	buf []byte
-	off int // start of the first unconsumed byte in buf
+	buf []byte // nil while no byte is held: it comes from eventBufs only while needed
+	off int    // start of the first unconsumed byte in buf
+	// probe is what a wait for the upstream reads into while nothing is held.
+	probe [1]byte
 	// overflowed is set once an event exceeded MaxEventSize.
 	overflowed bool
 
@@ -59,25 +62,80 @@ func NewEventStream(kind Kind, serviceModel string, dropUsageChunk bool, scrub S
 		secrets:        newSecretFinder(scrub.Secrets),
 		LastSequence:   -1,
 		Obs:            Observation{Billable: kind.generates()},
-		buf:            make([]byte, 0, 2048),
 	}
+}
+
+// Event buffers are shared: a stream holds one only while it has bytes of an event in
+// hand, so ten thousand streams waiting on their upstreams hold none, and each read can
+// still take everything the upstream connection has buffered.
+var eventBufs = sync.Pool{New: func() any { b := make([]byte, 0, eventBufSize); return &b }}
+
+const (
+	eventBufSize = 8 << 10
+	// maxPooledEventBuf is the largest buffer given back; one grown for a huge event is
+	// left to the garbage collector.
+	maxPooledEventBuf = 64 << 10
+)
+
+func (s *EventStream) holdBuffer() {
+	if s.buf == nil {
+		s.buf = (*eventBufs.Get().(*[]byte))[:0]
+	}
+}
+
+// Release gives the stream's buffer back when it holds no unread byte; Events taken
+// before are no longer valid. The relay calls it when the stream ends.
+func (s *EventStream) Release() {
+	if s.buf == nil || s.off < len(s.buf) {
+		return
+	}
+	if cap(s.buf) <= maxPooledEventBuf {
+		b := s.buf[:0]
+		eventBufs.Put(&b)
+	}
+	s.buf, s.off = nil, 0
 }
 
 // Push adds bytes read from the upstream.
 func (s *EventStream) Push(p []byte) {
+	s.holdBuffer()
 	s.compact()
 	s.buf = append(s.buf, p...)
 }
 
-// minRead is the least room Fill reads into: events are small, and the upstream
-// connection's own reader holds what has arrived.
-const minRead = 1 << 10
+// minRead is the least room Fill reads into: the upstream connection's reader holds up to
+// 4 KiB, and taking all of it at once means one write to the client for all of it.
+const minRead = 4 << 10
 
-// Fill reads once from r straight into the stream's buffer, sparing the relay a read
-// buffer of its own (held by every open stream) and a copy of every byte. It grows the
-// buffer only when an incomplete event leaves less than minRead free.
+// Fill reads what the upstream has sent straight into the stream's buffer, sparing the
+// relay a read buffer of its own and a copy of every byte. Events taken before are no
+// longer valid.
+//
+// When no byte of an event is held, it first waits for one byte without holding a
+// buffer, then takes one and reads whatever else has arrived. That second read can only
+// wait when the bytes in hand complete no event, so no complete event is held back by it.
 func (s *EventStream) Fill(r io.Reader) (int, error) {
+	s.Release()
+	if s.buf == nil {
+		n, err := r.Read(s.probe[:])
+		if n == 0 {
+			return 0, err
+		}
+		s.holdBuffer()
+		s.buf = append(s.buf, s.probe[0])
+		if err != nil || eventEnd(s.buf) >= 0 {
+			return n, err
+		}
+		m, err := s.readMore(r)
+		return n + m, err
+	}
 	s.compact()
+	return s.readMore(r)
+}
+
+// readMore reads once into the buffer's free room, growing it when an incomplete event
+// leaves less than minRead free.
+func (s *EventStream) readMore(r io.Reader) (int, error) {
 	if cap(s.buf)-len(s.buf) < minRead {
 		s.buf = slices.Grow(s.buf, max(cap(s.buf), minRead))
 	}

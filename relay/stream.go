@@ -44,7 +44,7 @@ func (a *attempt) relayStream(injectedUsage bool) bool {
 	req, out, clock := a.req, a.out, a.clock
 	events := protocols.NewEventStream(req.Op.Kind, req.ServiceModel, injectedUsage, a.scrub)
 	pending := takeScratch()
-	defer func() { giveScratch(pending) }()
+	defer func() { giveScratch(pending); events.Release() }()
 
 	// The gate: nothing is committed until an event that carries data is in hand.
 	// Comments and keep-alive frames before it are held and sent with it; if it turns

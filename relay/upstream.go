@@ -87,7 +87,7 @@ func NewUpstream(modelID string, c *routing.Candidate, opts Options) *Upstream {
 		// Each open stream keeps its connection's buffers: small ones keep ten thousand
 		// streams affordable, and large reads and writes bypass them anyway.
 		WriteBufferSize: 2 << 10,
-		ReadBufferSize:  2 << 10,
+		ReadBufferSize:  4 << 10,
 	}
 	secrets := []string{c.BaseURL.Host}
 	if h := c.BaseURL.Hostname(); h != c.BaseURL.Host {
