@@ -1,6 +1,7 @@
 package protocols
 
 import (
+	"bytes"
 	"fmt"
 	"net/http"
 
@@ -28,62 +29,192 @@ func (chatCompletions) Answer(_ Kind, body []byte) (gjson.Result, Observation) {
 var chatUsage = familyAUsage{"prompt_tokens", "prompt_tokens_details.cached_tokens",
 	"prompt_tokens_details.cache_write_tokens", "completion_tokens", "completion_tokens_details.reasoning_tokens"}
 
-// event reads a chat chunk, the most frequent event there is, in one pass over its top
-// level: model, usage, choices and any error, where separate lookups would scan it once each.
+// event reads a chat chunk, the most frequent event there is, in one pass: model, usage
+// and any error at the top level, and the first choice's delta inside choices, where
+// separate lookups would scan it once each.
+//
+// The members before choices (id, object, created, model, …) are the same bytes in
+// nearly every chunk of a stream: once a chunk begins with exactly the bytes the last one
+// had up to its choices, what those members say is known, and the walk starts at choices.
+// Identical bytes read identically, so this changes no result.
 func (chatCompletions) event(s *EventStream, ev Event) eventView {
 	var (
-		model                  gjson.Result // the first `model`, when it is a string
-		modelSeen              bool
-		usage, choices, errVal []byte
+		model                gjson.Result // the first `model`, when it is a string
+		modelSeen            bool
+		modelStart, modelEnd int
+		usage, errVal        []byte
+		choices              chatChoices
+		choicesSeen          bool
 	)
-	w, _ := walkObject(ev.Data)
+	data := ev.Data
+	w, _ := walkObject(data)
+	head := &s.chunkHead
+	if len(head.prefix) > 0 && bytes.HasPrefix(data, head.prefix) {
+		modelSeen = head.modelSeen
+		if modelSeen {
+			model = stringResult(data, head.modelStart, head.modelEnd)
+		}
+		end := 0
+		choices, end = readChoices(data, len(head.prefix))
+		choicesSeen = true
+		w.resume(end)
+	}
 	for {
-		key, start, end, ok := w.next()
+		key, start, ok := w.nextKey()
 		if !ok {
 			break
 		}
+		end := 0
 		switch keyText(key) {
 		case "model":
-			if !modelSeen {
-				modelSeen, model = true, stringResult(ev.Data, start, end)
+			end = skipJSONValue(data, start)
+			if !modelSeen && end >= 0 {
+				modelSeen, model = true, stringResult(data, start, end)
+				modelStart, modelEnd = start, end
 			}
-		case "usage":
-			usage = ev.Data[start:end]
 		case "choices":
-			choices = ev.Data[start:end]
+			if !choicesSeen && usage == nil && errVal == nil {
+				// What comes before the first choices is the head the next chunks
+				// probably repeat.
+				head.remember(data[:start], modelSeen, modelStart, modelEnd)
+			}
+			choices, end = readChoices(data, start)
+			choicesSeen = true
+		case "usage":
+			end = skipJSONValue(data, start)
+			usage = data[start:max(start, end)]
 		case "error":
-			errVal = ev.Data[start:end] // never empty: a value has at least one byte
+			end = skipJSONValue(data, start)
+			errVal = data[start:max(start, end)]
+		default:
+			end = skipJSONValue(data, start)
 		}
+		if end < 0 {
+			break
+		}
+		w.resume(end)
 	}
 	// As the SDKs read it: an `error` that is null or false is no error.
-	if string(ev.Name) == "error" || errVal != nil && string(errVal) != "null" && string(errVal) != "false" {
+	if string(ev.Name) == "error" || len(errVal) > 0 && string(errVal) != "null" && string(errVal) != "false" {
 		return eventView{isError: true}
 	}
-	isArray := len(choices) > 0 && choices[0] == '['
-	first, hasFirst := firstElement(choices)
-	if hasFirst {
-		if delta, ok := member(first, "delta"); ok {
-			content, _ := member(delta, "content")
-			reasoning, _ := member(delta, "reasoning_content")
-			var arguments []byte
-			if calls, ok := member(delta, "tool_calls"); ok {
-				if call, ok := firstElement(calls); ok {
-					if fn, ok := member(call, "function"); ok {
-						arguments, _ = member(fn, "arguments")
-					}
-				}
-			}
-			s.Obs.OutputChars += stringLen(content) + stringLen(arguments)
-			s.Obs.ThinkingChars += stringLen(reasoning)
-		}
-	}
+	s.Obs.OutputChars += stringLen(choices.content) + stringLen(choices.arguments)
+	s.Obs.ThinkingChars += stringLen(choices.reasoning)
 	if len(usage) > 0 && usage[0] == '{' {
 		s.Obs.setFamilyAUsage(gjson.Result{Type: gjson.JSON, Raw: view(usage)}, chatUsage)
-		if s.dropUsageChunk && isArray && !hasFirst {
+		if s.dropUsageChunk && choices.isArray && !choices.hasFirst {
 			return eventView{drop: true} // the usage-only chunk the gateway asked for itself
 		}
 	}
 	return eventView{model: model}
+}
+
+// chunkHead is what a stream's chat chunks repeat before their choices, as the last full
+// walk found it.
+type chunkHead struct {
+	prefix               []byte // the bytes up to where the choices value starts
+	modelSeen            bool
+	modelStart, modelEnd int // the model value, when the head has one
+}
+
+// maxChunkHead bounds the head a stream keeps; a longer one is not remembered.
+const maxChunkHead = 512
+
+func (h *chunkHead) remember(prefix []byte, modelSeen bool, modelStart, modelEnd int) {
+	if len(prefix) > maxChunkHead {
+		h.prefix = h.prefix[:0]
+		return
+	}
+	h.prefix = append(h.prefix[:0], prefix...)
+	h.modelSeen, h.modelStart, h.modelEnd = modelSeen, modelStart, modelEnd
+}
+
+// chatChoices is what a chunk's choices say to metering.
+type chatChoices struct {
+	isArray, hasFirst             bool
+	content, reasoning, arguments []byte // the first choice's delta text, as written
+}
+
+// readChoices reads the choices value starting at b[start] in one pass, and returns where
+// it ends (-1 when it is broken).
+func readChoices(b []byte, start int) (c chatChoices, end int) {
+	if start >= len(b) || b[start] != '[' {
+		return c, skipJSONValue(b, start)
+	}
+	c.isArray = true
+	i := skipSpace(b, start+1)
+	if i < len(b) && b[i] == ']' {
+		return c, i + 1
+	}
+	c.hasFirst = i < len(b)
+	if i < len(b) && b[i] == '{' {
+		w := memberWalk{b: b, i: i + 1}
+		var delta []byte
+		for {
+			key, s, e, ok := w.next()
+			if !ok {
+				break
+			}
+			if delta == nil && keyText(key) == "delta" {
+				delta = b[s:e]
+			}
+		}
+		if end = w.objectEnd(); end < 0 {
+			return chatChoices{}, -1
+		}
+		c.readDelta(delta)
+	} else if end = skipJSONValue(b, i); end < 0 {
+		return chatChoices{}, -1
+	}
+	// The other choices, if any, are passed over.
+	for i = skipSpace(b, end); i < len(b); i = skipSpace(b, end) {
+		switch b[i] {
+		case ']':
+			return c, i + 1
+		case ',':
+			if end = skipJSONValue(b, skipSpace(b, i+1)); end < 0 {
+				return chatChoices{}, -1
+			}
+		default:
+			return chatChoices{}, -1
+		}
+	}
+	return chatChoices{}, -1
+}
+
+// readDelta takes the text members of a choice's delta in one pass over it.
+func (c *chatChoices) readDelta(delta []byte) {
+	w, ok := walkObject(delta)
+	if !ok {
+		return
+	}
+	var calls []byte
+	var contentSeen, reasoningSeen, callsSeen bool
+	for {
+		key, s, e, ok := w.next()
+		if !ok {
+			break
+		}
+		switch keyText(key) {
+		case "content":
+			if !contentSeen {
+				contentSeen, c.content = true, delta[s:e]
+			}
+		case "reasoning_content":
+			if !reasoningSeen {
+				reasoningSeen, c.reasoning = true, delta[s:e]
+			}
+		case "tool_calls":
+			if !callsSeen {
+				callsSeen, calls = true, delta[s:e]
+			}
+		}
+	}
+	if call, ok := firstElement(calls); ok {
+		if fn, ok := member(call, "function"); ok {
+			c.arguments, _ = member(fn, "arguments")
+		}
+	}
 }
 
 func (chatCompletions) IsError(ev Event) bool {

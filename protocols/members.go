@@ -33,30 +33,57 @@ func walkObject(b []byte) (memberWalk, bool) {
 // where its value lies, b[start:end]. It stops (ok false) at the object's end or at
 // anything that is not a member.
 func (w *memberWalk) next() (key []byte, start, end int, ok bool) {
+	key, start, ok = w.nextKey()
+	if !ok {
+		return nil, 0, 0, false
+	}
+	end = skipJSONValue(w.b, start)
+	if end < 0 {
+		return nil, 0, 0, false
+	}
+	w.i = end
+	return key, start, end, true
+}
+
+// nextKey returns the next member's key and where its value starts, leaving the value for
+// the caller to read: it must then call resume with the value's end.
+func (w *memberWalk) nextKey() (key []byte, start int, ok bool) {
 	b := w.b
 	i := skipSpace(b, w.i)
 	if i < len(b) && b[i] == ',' {
 		i = skipSpace(b, i+1)
 	}
 	if i >= len(b) || b[i] != '"' {
-		return nil, 0, 0, false
+		return nil, 0, false
 	}
 	keyEnd := skipJSONString(b, i)
 	if keyEnd < 0 {
-		return nil, 0, 0, false
+		return nil, 0, false
 	}
 	key = b[i+1 : keyEnd-1]
 	i = skipSpace(b, keyEnd)
 	if i >= len(b) || b[i] != ':' {
-		return nil, 0, 0, false
+		return nil, 0, false
 	}
-	start = skipSpace(b, i+1)
-	end = skipJSONValue(b, start)
+	return key, skipSpace(b, i+1), true
+}
+
+// resume goes on after a value that ends at end; a negative end ends the walk.
+func (w *memberWalk) resume(end int) {
 	if end < 0 {
-		return nil, 0, 0, false
+		end = len(w.b) // nothing more is read as a member
 	}
 	w.i = end
-	return key, start, end, true
+}
+
+// objectEnd is the end of the object being walked, once next has returned its last member;
+// -1 when it does not close there.
+func (w *memberWalk) objectEnd() int {
+	i := skipSpace(w.b, w.i)
+	if i < len(w.b) && w.b[i] == '}' {
+		return i + 1
+	}
+	return -1
 }
 
 // find returns the value of the first member named name.

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/tidwall/gjson"
 )
 
@@ -128,4 +129,72 @@ func compareChatEvent(t *testing.T, data []byte, drop bool) {
 		got.model.Index != want.model.Index || a.Obs != b.Obs {
 		t.Fatalf("chunk %s\nwalker: %+v %+v\ngjson:  %+v %+v", data, got, a.Obs, want, b.Obs)
 	}
+}
+
+// sameHeadChunks share their bytes up to choices, as the chunks of one stream do, and
+// differ after it: choices, usage, error, a later model, a duplicate choices.
+var sameHeadChunks = []string{
+	`{"id":"c9","object":"chat.completion.chunk","created":7,"model":"gpt-4o","choices":[{"index":0,"delta":{"content":"one"}}],"usage":null}`,
+	`{"id":"c9","object":"chat.completion.chunk","created":7,"model":"gpt-4o","choices":[{"index":0,"delta":{"content":"three words here"}}],"usage":null}`,
+	`{"id":"c9","object":"chat.completion.chunk","created":7,"model":"gpt-4o","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4}}`,
+	`{"id":"c9","object":"chat.completion.chunk","created":7,"model":"gpt-4o","choices":[{"delta":{}}],"error":{"message":"late"}}`,
+	`{"id":"c9","object":"chat.completion.chunk","created":7,"model":"gpt-4o","choices":[{"delta":{"content":"a"}}],"choices":[{"delta":{"content":"bb"}}]}`,
+	`{"id":"c9","object":"chat.completion.chunk","created":7,"model":"gpt-4o","choices":[{"delta":{"reasoning_content":"hm"}},{"delta":{"content":"second choice"}}]}`,
+	`{"id":"c9","object":"chat.completion.chunk","created":7,"model":"gpt-4o-other","choices":[{"delta":{"content":"x"}}]}`,
+	`{"id":"c9","object":"chat.completion.chunk","created":7,"model":"gpt-4o","choices":[{"delta":{"content":"x"}}]`,
+	`{"id":"c9","object":"chat.completion.chunk","created":7,"usage":{"prompt_tokens":1},"model":"gpt-4o","choices":[{"delta":{"content":"y"}}]}`,
+	`{"id":"c9","object":"chat.completion.chunk","created":7,"choices":[{"delta":{"content":"z"}}],"model":"after"}`,
+}
+
+// compareAfter reads b in a stream that read a first and in a fresh one: a chunk reads
+// the same whatever came before it.
+func compareAfter(t *testing.T, a, b []byte) {
+	t.Helper()
+	seq, fresh := &EventStream{dropUsageChunk: true}, &EventStream{dropUsageChunk: true}
+	chatCompletions{}.event(seq, Event{Data: a})
+	before := seq.Obs
+	got := chatCompletions{}.event(seq, Event{Data: b})
+	want := chatCompletions{}.event(fresh, Event{Data: b})
+	delta := Observation{OutputChars: seq.Obs.OutputChars - before.OutputChars, ThinkingChars: seq.Obs.ThinkingChars - before.ThinkingChars}
+	if got.isError != want.isError || got.drop != want.drop || got.model.Raw != want.model.Raw || got.model.Index != want.model.Index ||
+		delta.OutputChars != fresh.Obs.OutputChars || delta.ThinkingChars != fresh.Obs.ThinkingChars ||
+		(fresh.Obs.Usage != Usage{} && seq.Obs.Usage != fresh.Obs.Usage) {
+		t.Fatalf("chunk %s after %s\nin sequence: %+v %+v\nalone:       %+v %+v", b, a, got, seq.Obs, want, fresh.Obs)
+	}
+}
+
+func TestAChatChunkReadsTheSameWhateverCameBefore(t *testing.T) {
+	chunks := append(append([]string(nil), sameHeadChunks...), chatChunks...)
+	for _, a := range chunks {
+		for _, b := range chunks {
+			compareAfter(t, []byte(a), []byte(b))
+		}
+	}
+	// Every valid one of them still reads as gjson reads it, after any other.
+	for _, a := range chunks {
+		for _, b := range sameHeadChunks {
+			if !json.Valid([]byte(b)) {
+				continue
+			}
+			s, ref := &EventStream{dropUsageChunk: true}, &EventStream{dropUsageChunk: true}
+			chatCompletions{}.event(s, Event{Data: []byte(a)})
+			got, want := chatCompletions{}.event(s, Event{Data: []byte(b)}), chatEventByGjson(ref, Event{Data: []byte(b)})
+			assert.Equal(t, want.model.Raw, got.model.Raw, "%s after %s", b, a)
+			assert.Equal(t, want.model.Index, got.model.Index, "%s after %s", b, a)
+			assert.Equal(t, want.isError, got.isError, "%s after %s", b, a)
+			assert.Equal(t, want.drop, got.drop, "%s after %s", b, a)
+		}
+	}
+}
+
+// FuzzChatChunkAfterAnother holds a stream's reading of a chunk to a fresh reading of it,
+// whatever chunk came before: what the stream remembers of its chunks changes no result.
+func FuzzChatChunkAfterAnother(f *testing.F) {
+	for i, a := range sameHeadChunks {
+		f.Add([]byte(a), []byte(sameHeadChunks[(i+1)%len(sameHeadChunks)]))
+		f.Add([]byte(a), []byte(chatChunks[i%len(chatChunks)]))
+	}
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		compareAfter(t, a, b)
+	})
 }

@@ -44,6 +44,9 @@ type EventStream struct {
 	// overflowed is set once an event exceeded MaxEventSize.
 	overflowed bool
 
+	// chunkHead lets a chat stream's chunks skip what they repeat.
+	chunkHead chunkHead
+
 	// LastSequence is the highest Responses sequence_number seen, -1 before any.
 	LastSequence int64
 	// Obs is what the stream carried so far; Obs.Complete is set once the stream's
