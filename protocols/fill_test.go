@@ -71,3 +71,24 @@ func TestFillGivesEveryCompleteEventWithoutWaitingForMore(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, `{"d":4}`, string(ev.Data))
 }
+
+func TestASecretIsFoundWhereverItMeetsTheHeadEventsRepeat(t *testing.T) {
+	secret := "secret.host:8443"
+	scrub := Scrubber{UpstreamModel: "up-x", ServiceModel: "svc", Secrets: []string{secret, "cred-123"}}
+	head := `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","model":"up-x","choices":[{"delta":{"content":"`
+	// The first event is clean but ends its head with the secret's first k bytes; the
+	// second repeats all of that and goes on with the rest of the secret, so the secret
+	// begins inside the bytes the two share.
+	for k := 0; k < len(secret); k++ {
+		clean := head + secret[:k] + `~plain words"}}]}` + "\n\n"
+		second := head + secret + `"}}]}` + "\n\n"
+		s := NewEventStream(KindChat, "svc", false, scrub)
+		s.Push([]byte(clean + second))
+		var out []byte
+		for ev, ok := s.Next(); ok; ev, ok = s.Next() {
+			out, _ = s.AppendRewritten(out, ev)
+		}
+		assert.NotContains(t, string(out), secret, "the first %d bytes of the secret shared", k)
+		assert.Contains(t, string(out), "plain words")
+	}
+}

@@ -40,6 +40,15 @@ func newSecretFinder(secrets []string) secretFinder {
 	return f
 }
 
+// longest is the length of the longest secret searched.
+func (f secretFinder) longest() int {
+	n := 0
+	for _, s := range f {
+		n = max(n, len(s.text))
+	}
+	return n
+}
+
 // in reports whether b holds one of the secrets.
 func (f secretFinder) in(b []byte) bool {
 	for _, s := range f {

@@ -2,6 +2,7 @@ package protocols
 
 import (
 	"bytes"
+	"encoding/binary"
 	"io"
 	"slices"
 	"sync"
@@ -36,6 +37,9 @@ type EventStream struct {
 	dropUsageChunk bool
 	scrub          Scrubber
 	secrets        secretFinder // the scrubber's secrets, searched per event
+	// cleanHead is the start of the last event found free of secrets: bytes a new event
+	// shares with it from its first byte need no search (see AppendRewritten).
+	cleanHead []byte
 
 	buf []byte // nil while no byte is held: it comes from eventBufs only while needed
 	off int    // start of the first unconsumed byte in buf
@@ -263,7 +267,7 @@ func (s *EventStream) ErrorEvent(e *APIError) []byte {
 // AppendRewritten appends the event as the client must see it to dst. keep is false when
 // the event must not reach the client at all (the usage chunk the gateway asked for).
 func (s *EventStream) AppendRewritten(dst []byte, ev Event) (out []byte, keep bool) {
-	if s.secrets.in(ev.Raw) {
+	if s.holdsSecret(ev.Raw) {
 		// Rare: parse the masked copy, whose slices stay valid for this call.
 		ev = parseEvent(s.scrub.ScrubSecrets(ev.Raw))
 	}
@@ -282,6 +286,41 @@ func (s *EventStream) AppendRewritten(dst []byte, ev Event) (out []byte, keep bo
 		return dst, false
 	}
 	return s.appendSpliced(dst, ev, v.model), true
+}
+
+// holdsSecret reports whether raw holds one of the candidate's secrets. Events of a stream
+// mostly begin with the same bytes (a chat chunk's id, object, created and model): a
+// secret that lay wholly within the bytes raw shares with the last clean event would have
+// been in that event too, so the search starts where a secret could first end past them.
+func (s *EventStream) holdsSecret(raw []byte) bool {
+	if len(s.secrets) == 0 {
+		return false
+	}
+	from := max(0, commonPrefix(raw, s.cleanHead)-s.secrets.longest()+1)
+	if s.secrets.in(raw[from:]) {
+		s.cleanHead = s.cleanHead[:0]
+		return true
+	}
+	s.cleanHead = append(s.cleanHead[:0], raw[:min(len(raw), maxCleanHead)]...)
+	return false
+}
+
+// maxCleanHead bounds the copy of the last clean event a stream keeps.
+const maxCleanHead = 512
+
+// commonPrefix is how many bytes a and b share from their first.
+func commonPrefix(a, b []byte) int {
+	n := min(len(a), len(b))
+	i := 0
+	for ; i+8 <= n; i += 8 {
+		if binary.LittleEndian.Uint64(a[i:]) != binary.LittleEndian.Uint64(b[i:]) {
+			break
+		}
+	}
+	for i < n && a[i] == b[i] {
+		i++
+	}
+	return i
 }
 
 // appendSpliced appends ev with the model value found in its data replaced.
