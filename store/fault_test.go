@@ -243,3 +243,33 @@ func TestFingerprintLeavesThePasswordOut(t *testing.T) {
 	assert.NotContains(t, a, "secret")
 	assert.NotEqual(t, Fingerprint(DriverSQLite, "/a/x.db"), Fingerprint(DriverSQLite, "/b/x.db"))
 }
+
+// A batch of any size is stored whole and once: it goes in as statements of 256, 128,
+// …, 1 rows, and a record written again is skipped.
+func TestEveryBatchSizeIsStoredExactlyOnce(t *testing.T) {
+	f := newFixture(t, DriverSQLite)
+	s := f.open(t)
+	ctx := context.Background()
+	db := s.ref.Load().backend.(*sqliteBackend).r
+	count := func() (n int) {
+		require.NoError(t, db.QueryRowContext(ctx, `SELECT count(*) FROM usage_records`).Scan(&n))
+		return n
+	}
+	total, position := 0, int64(0)
+	for _, size := range []int{1, 2, 3, 77, 255, 256, 257, 511, 1000} {
+		batch := make([]metering.Record, size)
+		for i := range batch {
+			batch[i] = metering.Record{RequestID: fmt.Sprintf("sy_%d_%d", size, i), Model: "m", Status: 200 + i, Time: time.Now()}
+		}
+		position += int64(size)
+		require.NoError(t, s.WriteUsage(ctx, "j", position, batch))
+		total += size
+		assert.Equal(t, total, count(), "after a batch of %d", size)
+		// The same batch again (a retry after a crash) adds nothing.
+		require.NoError(t, s.WriteUsage(ctx, "j", position, batch))
+		assert.Equal(t, total, count(), "after a batch of %d written twice", size)
+	}
+	var outputs int64
+	require.NoError(t, db.QueryRowContext(ctx, `SELECT sum(status - 200) FROM usage_records WHERE request_id LIKE 'sy_1000_%'`).Scan(&outputs))
+	assert.Equal(t, int64(999*1000/2), outputs, "every row of the largest batch holds its own values")
+}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"modernc.org/sqlite"
@@ -33,6 +34,9 @@ const sqliteReaders = 4
 type sqliteBackend struct {
 	w *sql.DB
 	r *sql.DB
+
+	stmtMu sync.Mutex
+	stmts  *sqliteStatements // prepared on first use
 }
 
 func openSQLite(ctx context.Context, file string) (*sqliteBackend, error) {
@@ -108,6 +112,12 @@ func openSQLite(ctx context.Context, file string) (*sqliteBackend, error) {
 }
 
 func (b *sqliteBackend) close() error {
+	b.stmtMu.Lock()
+	if b.stmts != nil {
+		b.stmts.close()
+		b.stmts = nil
+	}
+	b.stmtMu.Unlock()
 	return errors.Join(b.r.Close(), b.w.Close())
 }
 

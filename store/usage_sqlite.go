@@ -16,12 +16,12 @@ import (
 // (the ledger's default) takes four statements instead of a thousand.
 const sqliteUsageChunk = 256
 
-// sqliteInsertUsage holds the INSERT statement's text for each number of rows, built
-// once.
+// sqliteInsertUsage holds the INSERT statement's text for each power of two of rows up
+// to sqliteUsageChunk, built once.
 var sqliteInsertUsage = sync.OnceValue(func() []string {
 	row := "(" + strings.TrimSuffix(strings.Repeat("?, ", usageColumnCount), ", ") + ")"
 	out := make([]string, sqliteUsageChunk+1)
-	for n := 1; n <= sqliteUsageChunk; n++ {
+	for n := 1; n <= sqliteUsageChunk; n *= 2 {
 		// ON CONFLICT names request_id: a duplicate request is skipped, while a NULL
 		// in a NOT NULL column or a failed CHECK still fails the statement (INSERT OR
 		// IGNORE would silently skip those rows too).
@@ -36,38 +36,78 @@ const sqliteUpsertJournal = `INSERT INTO ledger_journals (journal_id, position, 
 	ON CONFLICT (journal_id) DO UPDATE SET position = max(position, excluded.position), updated_at = excluded.updated_at`
 
 func (b *sqliteBackend) writeUsage(ctx context.Context, journalID string, upTo int64, records []metering.Record, now time.Time) error {
+	// A batch goes in as statements of 256, 128, …, 1 rows, each prepared once for the
+	// life of the store: preparing a statement of n rows is parsing n × 19 placeholders,
+	// which cost the ledger more than the inserts themselves. They are prepared before
+	// the transaction takes the one writer connection.
+	stmts, err := b.insertStatements(ctx)
+	if err != nil {
+		return err
+	}
 	tx, err := b.w.BeginTx(ctx, nil) // BEGIN IMMEDIATE, like every write
 	if err != nil {
 		return err
 	}
 	defer func() { _ = tx.Rollback() }()
-	var full *sql.Stmt // the statement for a whole chunk, prepared once per batch
 	args := make([]any, 0, usageColumnCount*min(len(records), sqliteUsageChunk))
-	for start := 0; start < len(records); start += sqliteUsageChunk {
-		part := records[start:min(start+sqliteUsageChunk, len(records))]
+	for start := 0; start < len(records); {
+		rows := sqliteUsageChunk
+		for rows > len(records)-start {
+			rows /= 2
+		}
 		args = args[:0]
-		for i := range part {
-			args = appendSQLiteUsage(args, &part[i])
+		for i := range records[start : start+rows] {
+			args = appendSQLiteUsage(args, &records[start+i])
 		}
-		if len(part) == sqliteUsageChunk {
-			if full == nil {
-				if full, err = tx.PrepareContext(ctx, sqliteInsertUsage()[sqliteUsageChunk]); err != nil {
-					return err
-				}
-				defer full.Close()
-			}
-			_, err = full.ExecContext(ctx, args...)
-		} else {
-			_, err = tx.ExecContext(ctx, sqliteInsertUsage()[len(part)], args...)
-		}
-		if err != nil {
+		if _, err := tx.StmtContext(ctx, stmts.insert[rows]).ExecContext(ctx, args...); err != nil {
 			return err
 		}
+		start += rows
 	}
-	if _, err := tx.ExecContext(ctx, sqliteUpsertJournal, journalID, upTo, now.UnixMicro()); err != nil {
+	if _, err := tx.StmtContext(ctx, stmts.journal).ExecContext(ctx, journalID, upTo, now.UnixMicro()); err != nil {
 		return err
 	}
 	return tx.Commit()
+}
+
+// sqliteStatements are the ledger's prepared statements: INSERTs of 1, 2, 4, …, 256 rows,
+// and the journal position's upsert.
+type sqliteStatements struct {
+	insert  map[int]*sql.Stmt
+	journal *sql.Stmt
+}
+
+func (b *sqliteBackend) insertStatements(ctx context.Context) (*sqliteStatements, error) {
+	b.stmtMu.Lock()
+	defer b.stmtMu.Unlock()
+	if b.stmts != nil {
+		return b.stmts, nil
+	}
+	st := &sqliteStatements{insert: map[int]*sql.Stmt{}}
+	var err error
+	for rows := 1; rows <= sqliteUsageChunk && err == nil; rows *= 2 {
+		st.insert[rows], err = b.w.PrepareContext(ctx, sqliteInsertUsage()[rows])
+	}
+	if err == nil {
+		st.journal, err = b.w.PrepareContext(ctx, sqliteUpsertJournal)
+	}
+	if err != nil {
+		st.close()
+		return nil, err
+	}
+	b.stmts = st
+	return st, nil
+}
+
+func (st *sqliteStatements) close() {
+	for _, s := range st.insert {
+		if s != nil {
+			_ = s.Close()
+		}
+	}
+	if st.journal != nil {
+		_ = st.journal.Close()
+	}
 }
 
 // appendSQLiteUsage appends r's values in usageColumns' order.
