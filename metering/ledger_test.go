@@ -1,6 +1,7 @@
 package metering
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -390,4 +391,45 @@ func TestRecordsArriveOnceWhetherFromMemoryOrTheJournal(t *testing.T) {
 		require.Equal(t, want.Candidate, got.Candidate, "record %d", i)
 		require.True(t, want.Time.Equal(got.Time), "record %d", i)
 	}
+}
+
+// Appends from many goroutines at once share writes to the journal, and each record is
+// still journaled whole, once, and delivered once, whether the writer takes it from
+// memory or reads it back.
+func TestConcurrentAppendsAreEachJournaledOnce(t *testing.T) {
+	sink := newMemorySink()
+	dir := t.TempDir()
+	l, err := OpenLedger(context.Background(), dir, sink, Options{Interval: 5 * time.Millisecond, BatchRecords: 64})
+	require.NoError(t, err)
+	const writers, each = 16, 250
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				assert.NoError(t, l.Append(record(w*each+i)))
+			}
+		}()
+	}
+	wg.Wait()
+	eventually(t, "every record", func() bool { return sink.count() == writers*each })
+	assert.Empty(t, sink.deliveredMoreThanOnce())
+	require.NoError(t, l.Close())
+
+	// The journal holds one whole line per record, none twice.
+	files, err := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	require.NoError(t, err)
+	seen := map[string]bool{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		for _, line := range bytes.Split(bytes.TrimSuffix(b, []byte("\n")), []byte("\n")) {
+			var r Record
+			require.NoError(t, json.Unmarshal(line, &r), "a journal line is not a record: %q", line)
+			assert.False(t, seen[r.RequestID], "journaled twice: %s", r.RequestID)
+			seen[r.RequestID] = true
+		}
+	}
+	assert.Len(t, seen, writers*each)
 }
