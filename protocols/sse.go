@@ -38,7 +38,7 @@ type EventStream struct {
 	scrub          Scrubber
 	secrets        secretFinder // the scrubber's secrets, searched per event
 	// cleanHead is the start of the last event found free of secrets: bytes a new event
-	// shares with it from its first byte need no search (see AppendRewritten).
+	// shares with it from its first byte need no search (see holdsSecret).
 	cleanHead []byte
 
 	buf []byte // nil while no byte is held: it comes from eventBufs only while needed
