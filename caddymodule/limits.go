@@ -314,21 +314,13 @@ type limitMetrics struct {
 	rejections *prometheus.CounterVec
 }
 
-var (
-	limitMetricsOnce sync.Once
-	limitMetricsSet  *limitMetrics
-)
-
-func loadLimitMetrics() *limitMetrics {
-	limitMetricsOnce.Do(func() {
-		limitMetricsSet = &limitMetrics{rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "switchyard", Name: "limit_rejections_total",
-			Help: "Requests refused by the gateway's own limits before any upstream call, by service model and limit " +
-				"(key_requests, key_tokens, key_concurrency, key_budget, the same for project_, or unavailable).",
-		}, []string{"model", "limit"})}
-	})
-	return limitMetricsSet
-}
+var loadLimitMetrics = sync.OnceValue(func() *limitMetrics {
+	return &limitMetrics{rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "switchyard", Name: "limit_rejections_total",
+		Help: "Requests refused by the gateway's own limits before any upstream call, by service model and limit " +
+			"(key_requests, key_tokens, key_concurrency, key_budget, the same for project_, or unavailable).",
+	}, []string{"model", "limit"})}
+})
 
 func (m *limitMetrics) register(reg prometheus.Registerer) error {
 	return registerCollectors(reg, m.rejections)

@@ -95,26 +95,18 @@ type usageMetrics struct {
 	cost   *prometheus.CounterVec
 }
 
-var (
-	usageOnce sync.Once
-	usage     *usageMetrics
-)
-
-func loadUsageMetrics() *usageMetrics {
-	usageOnce.Do(func() {
-		usage = &usageMetrics{
-			tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
-				Namespace: "switchyard", Name: "tokens_total",
-				Help: "Tokens metered, by service model, key id and kind (input, cached_input, cache_write, output, reasoning).",
-			}, []string{"model", "key_id", "kind"}),
-			cost: prometheus.NewCounterVec(prometheus.CounterOpts{
-				Namespace: "switchyard", Name: "cost_micros_total",
-				Help: "Cost metered, in micro-units of the configured currency, by service model and key id.",
-			}, []string{"model", "key_id"}),
-		}
-	})
-	return usage
-}
+var loadUsageMetrics = sync.OnceValue(func() *usageMetrics {
+	return &usageMetrics{
+		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "switchyard", Name: "tokens_total",
+			Help: "Tokens metered, by service model, key id and kind (input, cached_input, cache_write, output, reasoning).",
+		}, []string{"model", "key_id", "kind"}),
+		cost: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "switchyard", Name: "cost_micros_total",
+			Help: "Cost metered, in micro-units of the configured currency, by service model and key id.",
+		}, []string{"model", "key_id"}),
+	}
+})
 
 func (m *usageMetrics) register(reg prometheus.Registerer) error {
 	return registerCollectors(reg, m.tokens, m.cost)

@@ -23,37 +23,30 @@ type gatewayMetrics struct {
 	circuits  circuitCollector
 }
 
-var (
-	metricsOnce sync.Once
-	metrics     *gatewayMetrics
-)
-
-func loadMetrics() *gatewayMetrics {
-	metricsOnce.Do(func() {
-		const ns = "switchyard"
-		metrics = &gatewayMetrics{
-			requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-				Namespace: ns, Name: "requests_total",
-				Help: "Requests that reached candidate selection, by service model, protocol, the candidate that served (none when none did) and outcome.",
-			}, []string{"model", "protocol", "candidate", "outcome"}),
-			attempts: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-				Namespace: ns, Name: "attempts_per_request",
-				Help:    "Candidates tried per request.",
-				Buckets: []float64{0, 1, 2, 3, 4, 6, 8},
-			}, []string{"model", "protocol"}),
-			failovers: prometheus.NewCounterVec(prometheus.CounterOpts{
-				Namespace: ns, Name: "failovers_total",
-				Help: "Attempts that failed before the first byte and moved the request on, by candidate and reason.",
-			}, []string{"model", "candidate", "reason"}),
-			ttfb: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-				Namespace: ns, Name: "time_to_first_byte_seconds",
-				Help:    "Time from the request reaching the relay to its first byte sent to the client, by serving candidate.",
-				Buckets: prometheus.ExponentialBuckets(0.005, 2.5, 12),
-			}, []string{"model", "candidate"}),
-		}
-	})
-	return metrics
-}
+// loadMetrics gives the process-wide collectors, made on first use.
+var loadMetrics = sync.OnceValue(func() *gatewayMetrics {
+	const ns = "switchyard"
+	return &gatewayMetrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Name: "requests_total",
+			Help: "Requests that reached candidate selection, by service model, protocol, the candidate that served (none when none did) and outcome.",
+		}, []string{"model", "protocol", "candidate", "outcome"}),
+		attempts: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: ns, Name: "attempts_per_request",
+			Help:    "Candidates tried per request.",
+			Buckets: []float64{0, 1, 2, 3, 4, 6, 8},
+		}, []string{"model", "protocol"}),
+		failovers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Name: "failovers_total",
+			Help: "Attempts that failed before the first byte and moved the request on, by candidate and reason.",
+		}, []string{"model", "candidate", "reason"}),
+		ttfb: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: ns, Name: "time_to_first_byte_seconds",
+			Help:    "Time from the request reaching the relay to its first byte sent to the client, by serving candidate.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2.5, 12),
+		}, []string{"model", "candidate"}),
+	}
+})
 
 // register adds the collectors to a configuration's registry; one that is already there
 // (a second handler of the same configuration) is fine.

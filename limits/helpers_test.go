@@ -34,12 +34,6 @@ func (c *clock) Add(d time.Duration) {
 	c.mu.Unlock()
 }
 
-func (c *clock) Set(t time.Time) {
-	c.mu.Lock()
-	c.t = t
-	c.mu.Unlock()
-}
-
 // ledger stands for the store's ledger: what requests cost, when they ended.
 type ledger struct {
 	mu      sync.Mutex

@@ -23,11 +23,6 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	require.Eventually(t, cond, 10*time.Second, 10*time.Millisecond, "waiting for %s", what)
 }
 
-// pendingZero reports whether the ledger holds nothing the sink has not confirmed.
-func pendingZero(l *Ledger) func() bool {
-	return func() bool { return l.Stats().PendingBytes == 0 }
-}
-
 // sinkState is what a test reads from a memorySink, under its lock.
 func (s *memorySink) state() (delivered map[string]int, sent int, positions map[string]int64) {
 	s.mu.Lock()

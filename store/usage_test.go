@@ -132,14 +132,6 @@ func (f *fixture) usageRows(t testing.TB) [][]any {
 	return rows
 }
 
-func recordIDs(rows [][]any) []string {
-	var ids []string
-	for _, r := range rows {
-		ids = append(ids, fmt.Sprint(r[0]))
-	}
-	return ids
-}
-
 // numbered returns n distinct records of one key and model.
 func numbered(prefix string, n int, at time.Time) []metering.Record {
 	out := make([]metering.Record, n)
