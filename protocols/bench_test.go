@@ -55,6 +55,15 @@ func chatStream(n int) []byte {
 	return b.Bytes()
 }
 
+// documentRequest is a chat request of size bytes whose user message is one long plain
+// text, a document to summarise (the body of make bench's 1 MB phase).
+func documentRequest(size int) []byte {
+	head := `{"model":"acme/chat","messages":[{"role":"system","content":"Summarise the document."},{"role":"user","content":"`
+	tail := `"}],"max_completion_tokens":512}`
+	text := strings.Repeat("gateway latency request stream token proxy upstream model ", size/58+1)
+	return []byte(head + text[:size-len(head)-len(tail)] + tail)
+}
+
 var benchSizes = []struct {
 	name string
 	size int
@@ -169,6 +178,7 @@ func BenchmarkUpstreamBody(b *testing.B) {
 			body{"chat/" + sz.name + "/stream+include_usage", opChat, chatRequest(sz.size, true)},
 			body{"responses/" + sz.name, opResponses, responsesRequest(sz.size)})
 	}
+	bodies = append(bodies, body{"chat/1MB/document", opChat, documentRequest(1 << 20)})
 	for _, bd := range bodies {
 		b.Run(bd.name, func(b *testing.B) {
 			b.ReportAllocs()

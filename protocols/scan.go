@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -328,8 +329,13 @@ func scanString(b []byte, i int) (end int, escaped bool, f *scanFault) {
 func stringRun(b []byte, i int) (end int, escaped, closed bool) {
 	for i < len(b) {
 		// Eight bytes at a time while none of them ends the string, escapes, is a control
-		// character or starts a multi-byte character: most of a long body's text.
-		for i+8 <= len(b) && plainASCII(binary.LittleEndian.Uint64(b[i:])) {
+		// character or starts a multi-byte character: most of a long body's text. A word
+		// that holds one goes straight to the first such byte.
+		for i+8 <= len(b) {
+			if m := specialBytes(binary.LittleEndian.Uint64(b[i:])); m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+				break
+			}
 			i += 8
 		}
 		if i >= len(b) {
@@ -378,13 +384,15 @@ func stringFault(b []byte, i int) *scanFault {
 	return &scanFault{kind: faultSyntax, offset: i}
 }
 
-// plainASCII reports whether the eight bytes of w are all printable ASCII other than '"'
-// and '\\' (the usual word-at-a-time tests: each flags a byte exactly when one exists).
-func plainASCII(w uint64) bool {
+// specialBytes flags, in the high bit of each byte, the bytes of w (read little-endian)
+// that are not printable ASCII or are '"' or '\\'. It is zero exactly when the eight
+// bytes are all plain. A flag can be false only above a true one (a borrow carries
+// upwards), so the lowest flag is always the first special byte.
+func specialBytes(w uint64) uint64 {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
 	hasZero := func(v uint64) uint64 { return (v - ones) & ^v & highs }
 	control := (w - 0x20*ones) & ^w & highs
-	return (w&highs | control | hasZero(w^('"'*ones)) | hasZero(w^('\\'*ones))) == 0
+	return w&highs | control | hasZero(w^('"'*ones)) | hasZero(w^('\\'*ones))
 }
 
 func isHex(c byte) bool {

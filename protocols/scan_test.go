@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -228,17 +229,24 @@ func TestDuplicateKeysFoldCaseAtEverySize(t *testing.T) {
 	}
 }
 
-// The word-at-a-time test lets through exactly the words whose eight bytes the string
-// scanner would step over one by one.
-func TestPlainASCIIWordsAreExactlyThePlainOnes(t *testing.T) {
+// The word-at-a-time test passes exactly the words whose eight bytes the string scanner
+// would step over one by one, and otherwise points at the first byte it would stop at.
+func TestSpecialBytesFlagsTheFirstByteTheScannerStopsAt(t *testing.T) {
 	plain := func(c byte) bool { return c >= 0x20 && c < 0x80 && c != '"' && c != '\\' }
 	check := func(word [8]byte) {
-		want := true
-		for _, c := range word {
-			want = want && plain(c)
+		first := -1
+		for i, c := range word {
+			if !plain(c) {
+				first = i
+				break
+			}
 		}
-		if got := plainASCII(binary.LittleEndian.Uint64(word[:])); got != want {
-			t.Fatalf("%q: word test says %v", word[:], got)
+		m := specialBytes(binary.LittleEndian.Uint64(word[:]))
+		if (m == 0) != (first < 0) {
+			t.Fatalf("%q: word test says %#x", word[:], m)
+		}
+		if m != 0 && bits.TrailingZeros64(m)>>3 != first {
+			t.Fatalf("%q: lowest flag on byte %d, first special byte is %d", word[:], bits.TrailingZeros64(m)>>3, first)
 		}
 	}
 	for pos := 0; pos < 8; pos++ {
