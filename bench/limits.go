@@ -211,7 +211,7 @@ func startLimitVariants(ctx context.Context, o options, tmp, upAddr string, res 
 	}
 	var out []*target
 	if want[limitsMemory] {
-		t, err := startProxy(ctx, limitsMemory, o.switchyard, filepath.Join(tmp, limitsMemory), upAddr, "")
+		t, err := startProxy(ctx, limitsMemory, o.switchyard, filepath.Join(tmp, limitsMemory), "http://"+upAddr, "")
 		if err != nil {
 			return out, nil, err
 		}
@@ -236,7 +236,7 @@ func startLimitVariants(ctx context.Context, o options, tmp, upAddr string, res 
 	if v, err := exec.Command(bin, "--version").Output(); err == nil {
 		res.Limits.RedisVersion = strings.TrimSpace(string(v))
 	}
-	t, err := startProxy(ctx, limitsRedis, o.switchyard, filepath.Join(tmp, limitsRedis), upAddr, rs.url())
+	t, err := startProxy(ctx, limitsRedis, o.switchyard, filepath.Join(tmp, limitsRedis), "http://"+upAddr, rs.url())
 	if err != nil {
 		rs.stop()
 		return out, nil, err

@@ -108,6 +108,7 @@ func main() {
 	flag.DurationVar(&memChurn, "mem-churn", memChurn, "longest a proxy holding streams serves requests before its resident memory is read (it stops after two GC cycles)")
 	memDrip := flag.Duration("mem-drip", 0, "interval between the events of each held stream (default: the plan's)")
 	flag.StringVar(&memProtocols, "mem-protocols", memProtocols, "protocols the memory phase uses, comma-separated (h1, h2c)")
+	flag.StringVar(&memUpstreams, "mem-upstreams", memUpstreams, "how the proxies reach the upstream in the memory phase, comma-separated (h2 over TLS, h1 in clear)")
 	flag.StringVar(&memProxies, "mem-proxies", memProxies, "proxies the memory phase measures, comma-separated (stock, switchyard)")
 	flag.BoolVar(&memTrace, "mem-trace", false, "print resident memory every second while streams settle")
 	flag.StringVar(&limitVariants, "limits", limitVariants, "Switchyard-with-limits variants the latency, throughput and stream phases add, comma-separated (limits_memory, limits_redis); empty for none")
@@ -219,12 +220,12 @@ func run(ctx context.Context, o options, p plan, quick bool) error {
 	progress("Caddy %s on both proxies; %d cores; file limit %d", swVersion, runtime.NumCPU(), fdLimit)
 
 	cpu0 := machineCPU()
-	up, upAddr, err := startUpstream(tmp)
+	up, upAddr, upTLSAddr, err := startUpstream(tmp)
 	if err != nil {
 		return err
 	}
 	defer up.stop()
-	progress("fixed upstream on %s", upAddr)
+	progress("fixed upstream on %s (HTTP/1.1) and %s (TLS, HTTP/2)", upAddr, upTLSAddr)
 
 	if o.want("latency") || o.want("throughput") || o.want("stream") || o.want("paced") || o.want("body") || o.want("agent") {
 		if err := runLoadPhases(ctx, o, p, tmp, upAddr, res); err != nil {
@@ -232,7 +233,7 @@ func run(ctx context.Context, o options, p plan, quick bool) error {
 		}
 	}
 	if o.want("memory") && ctx.Err() == nil {
-		res.Memory = runMemory(ctx, o, p, tmp, upAddr, fdLimit, res)
+		res.Memory = runMemory(ctx, o, p, tmp, upAddr, upTLSAddr, fdLimit, res)
 	}
 	if ctx.Err() != nil {
 		res.Errors = append(res.Errors, "stopped early: "+ctx.Err().Error())
@@ -269,12 +270,12 @@ func run(ctx context.Context, o options, p plan, quick bool) error {
 
 // runLoadPhases starts both proxies once and runs every request-driven phase on them.
 func runLoadPhases(ctx context.Context, o options, p plan, tmp, upAddr string, res *results) error {
-	stock, err := startProxy(ctx, "stock", o.stock, filepath.Join(tmp, "stock"), upAddr, "")
+	stock, err := startProxy(ctx, "stock", o.stock, filepath.Join(tmp, "stock"), "http://"+upAddr, "")
 	if err != nil {
 		return err
 	}
 	defer stock.proc.stop()
-	sw, err := startProxy(ctx, "switchyard", o.switchyard, filepath.Join(tmp, "switchyard"), upAddr, "")
+	sw, err := startProxy(ctx, "switchyard", o.switchyard, filepath.Join(tmp, "switchyard"), "http://"+upAddr, "")
 	if err != nil {
 		return err
 	}

@@ -17,7 +17,7 @@ import (
 // behind a TLS front end) up to the plan's top level, and over HTTP/1.1 at its own
 // levels. Every proxy starts fresh, so its idle figure is its own and nothing is left
 // from the load phases.
-func runMemory(ctx context.Context, o options, p plan, tmp, upAddr string, fdLimit uint64, res *results) *memoryResult {
+func runMemory(ctx context.Context, o options, p plan, tmp, upAddr, upTLSAddr string, fdLimit uint64, res *results) *memoryResult {
 	out := &memoryResult{DripInterval: p.MemDrip.String(), FileLimit: fdLimit}
 	// Over HTTP/1.1 a proxy needs two descriptors per stream (client and upstream side),
 	// plus a margin for its listeners, store and logs.
@@ -31,28 +31,36 @@ func runMemory(ctx context.Context, o options, p plan, tmp, upAddr string, fdLim
 			}
 			if top := p.MemLevels[len(p.MemLevels)-1]; top > h1Max {
 				out.Notes = append(out.Notes, fmt.Sprintf(
-					"%d streams over HTTP/1.1 would take %d descriptors in the proxy (a client and an upstream connection each) besides its own, more than this machine's hard limit of %d open files (raising it needs CAP_SYS_RESOURCE); over HTTP/2 they share a few dozen client connections",
+					"%d streams over HTTP/1.1 to an HTTP/1.1 upstream would take %d descriptors in the proxy (a client and an upstream connection each) besides its own, more than this machine's hard limit of %d open files (raising it needs CAP_SYS_RESOURCE); over HTTP/2 they share a few dozen client connections",
 					top, 2*top, fdLimit))
 			}
 		}
-		for _, name := range strings.Split(memProxies, ",") {
-			if ctx.Err() != nil {
-				return out
+		for _, upProto := range strings.Split(memUpstreams, ",") {
+			upURL := map[string]string{"h2": "https://" + upTLSAddr, "h1": "http://" + upAddr}[upProto]
+			if upURL == "" {
+				res.errorf("memory: unknown upstream protocol %q", upProto)
+				continue
 			}
-			bin := o.stock
-			if name == "switchyard" {
-				bin = o.switchyard
+			for _, name := range strings.Split(memProxies, ",") {
+				if ctx.Err() != nil {
+					return out
+				}
+				bin := o.stock
+				if name == "switchyard" {
+					bin = o.switchyard
+				}
+				dir := filepath.Join(tmp, "mem-"+name+"-"+proto+"-up"+upProto)
+				run := memoryRun(ctx, o, p, name, bin, proto, upProto, upURL, levels, dir, upAddr, res)
+				out.Runs = append(out.Runs, run)
 			}
-			run := memoryRun(ctx, o, p, name, bin, proto, levels, filepath.Join(tmp, "mem-"+name+"-"+proto), upAddr, res)
-			out.Runs = append(out.Runs, run)
 		}
 	}
 	return out
 }
 
-func memoryRun(ctx context.Context, o options, p plan, name, bin, proto string, levels []int, dir, upAddr string, res *results) *memRun {
-	run := &memRun{Proxy: name, Protocol: proto}
-	t, err := startProxy(ctx, name, bin, dir, upAddr, "")
+func memoryRun(ctx context.Context, o options, p plan, name, bin, proto, upProto, upURL string, levels []int, dir, upAddr string, res *results) *memRun {
+	run := &memRun{Proxy: name, Protocol: proto, Upstream: upProto}
+	t, err := startProxy(ctx, name, bin, dir, upURL, "")
 	if err != nil {
 		res.errorf("memory %s %s: %v", name, proto, err)
 		run.Error = err.Error()
@@ -286,6 +294,7 @@ var (
 	memTrace    = false
 	// The memory phase's protocols and proxies (flags, for experiments).
 	memProtocols = "h2c,h1"
+	memUpstreams = "h2,h1"
 	memProxies   = "stock,switchyard"
 )
 

@@ -138,24 +138,30 @@ func (t *target) isSwitchyard() bool {
 // hasLimits says whether t is Switchyard with the bench key's limits on.
 func (t *target) hasLimits() bool { return t.name == limitsMemory || t.name == limitsRedis }
 
-// upstreamProc starts the fixed-response upstream (this binary's `upstream` subcommand).
-func startUpstream(dir string) (*proc, string, error) {
+// upstreamCA is the fixed upstream's TLS certificate (PEM), which every proxy trusts
+// through SSL_CERT_FILE.
+var upstreamCA string
+
+// startUpstream starts the fixed-response upstream (this binary's `upstream` subcommand)
+// and returns its cleartext address and its TLS one (host:port each).
+func startUpstream(dir string) (p *proc, plain, secure string, err error) {
 	exe, err := os.Executable()
 	if err != nil {
-		return nil, "", err
+		return nil, "", "", err
 	}
-	cmd := exec.Command(exe, "upstream")
+	upstreamCA = filepath.Join(dir, "upstream-ca.pem")
+	cmd := exec.Command(exe, "upstream", "-ca", upstreamCA)
 	stdin, err := cmd.StdinPipe() // closed when the harness exits; the upstream follows
 	if err != nil {
-		return nil, "", err
+		return nil, "", "", err
 	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, "", err
+		return nil, "", "", err
 	}
-	p, err := startProc("upstream", cmd, filepath.Join(dir, "upstream.log"))
+	p, err = startProc("upstream", cmd, filepath.Join(dir, "upstream.log"))
 	if err != nil {
-		return nil, "", err
+		return nil, "", "", err
 	}
 	_ = stdin
 	line := make(chan string, 1)
@@ -165,15 +171,16 @@ func startUpstream(dir string) (*proc, string, error) {
 		_, _ = io.Copy(io.Discard, stdout)
 	}()
 	select {
-	case addr := <-line:
-		if addr == "" {
+	case l := <-line:
+		addrs := strings.Fields(l)
+		if len(addrs) != 2 {
 			p.stop()
-			return nil, "", errors.New("upstream printed no address")
+			return nil, "", "", fmt.Errorf("upstream printed %q, not its two addresses", l)
 		}
-		return p, addr, nil
+		return p, addrs[0], addrs[1], nil
 	case <-time.After(10 * time.Second):
 		p.stop()
-		return nil, "", errors.New("upstream did not start within 10s")
+		return nil, "", "", errors.New("upstream did not start within 10s")
 	}
 }
 
@@ -257,7 +264,7 @@ func switchyardCaddyfile(listen, admin, upstream, dbPath string, limits bool, re
 			price input 0.15 cached_input 0.075 output 0.60
 			candidate primary {
 				protocol family_a
-				url http://%s/v1
+				url %s/v1
 				upstream_model %s
 				credential sk-upstream-bench-credential-0000
 			}
@@ -272,7 +279,7 @@ func switchyardCaddyfile(listen, admin, upstream, dbPath string, limits bool, re
 			price input 3 cached_input 0.30 cache_write 3.75 output 15
 			candidate primary {
 				protocol family_b
-				url http://%s
+				url %s
 				upstream_model %s
 				credential sk-upstream-bench-credential-0000
 			}
@@ -287,7 +294,7 @@ func switchyardCaddyfile(listen, admin, upstream, dbPath string, limits bool, re
 			price input 1.25 cached_input 0.125 output 10 reasoning 10
 			candidate primary {
 				protocol family_a
-				url http://%s/v1
+				url %s/v1
 				upstream_model %s
 				credential sk-upstream-bench-credential-0000
 			}
@@ -307,8 +314,9 @@ http://%s {
 		benchClaudeModel, upstream, upstreamMessagesModel, benchCodexModel, upstream, upstreamResponsesModel, listen)
 }
 
-// startProxy writes the Caddyfile, starts the binary with its data and config folders in
-// dir, and waits until a request through it succeeds. redisURL is where limits_redis
+// startProxy writes the Caddyfile for a proxy in front of upstream (a base URL, http or
+// https), starts the binary with its data and config folders in dir, and waits until a
+// request through it succeeds. redisURL is where limits_redis
 // keeps its counters.
 func startProxy(ctx context.Context, name, bin, dir, upstream, redisURL string) (*target, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -347,7 +355,8 @@ func startProxy(ctx context.Context, name, bin, dir, upstream, redisURL string) 
 	cmd := exec.Command(bin, "run", "--config", cfgPath, "--adapter", "caddyfile")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(),
-		"HOME="+dir, "XDG_DATA_HOME="+filepath.Join(dir, "data"), "XDG_CONFIG_HOME="+filepath.Join(dir, "config"))
+		"HOME="+dir, "XDG_DATA_HOME="+filepath.Join(dir, "data"), "XDG_CONFIG_HOME="+filepath.Join(dir, "config"),
+		"SSL_CERT_FILE="+upstreamCA)
 	p, err := startProc(name, cmd, filepath.Join(dir, "caddy.log"))
 	if err != nil {
 		return nil, err

@@ -169,8 +169,11 @@ type memoryResult struct {
 }
 
 type memRun struct {
-	Proxy          string         `json:"proxy"`
-	Protocol       string         `json:"protocol"`
+	Proxy    string `json:"proxy"`
+	Protocol string `json:"protocol"`
+	// Upstream is how the proxy reaches the upstream: "h2" over TLS (what every hosted
+	// provider speaks), "h1" in clear (a model server on the next machine).
+	Upstream       string         `json:"upstream"`
 	IdleRSS        int64          `json:"idle_rss_bytes"`
 	Idle           runtimeFigures `json:"idle"`
 	Levels         []*memLevel    `json:"levels"`
@@ -202,12 +205,12 @@ type memLevel struct {
 	GoroutinesPerStream float64 `json:"goroutines_per_stream"`
 }
 
-func (m *memoryResult) run(proxy, proto string) *memRun {
+func (m *memoryResult) run(proxy, proto, upstream string) *memRun {
 	if m == nil {
 		return nil
 	}
 	for _, r := range m.Runs {
-		if r.Proxy == proxy && r.Protocol == proto {
+		if r.Proxy == proxy && r.Protocol == proto && r.Upstream == upstream {
 			return r
 		}
 	}
@@ -224,6 +227,12 @@ type check struct {
 	Target string  `json:"target"`
 	Met    bool    `json:"met"`
 }
+
+// clientProtoNames and upstreamNames name the memory phase's two sides in the tables.
+var (
+	clientProtoNames = map[string]string{"h1": "HTTP/1.1", "h2c": "h2c"}
+	upstreamNames    = map[string]string{"h2": "upstream HTTP/2 over TLS", "h1": "upstream HTTP/1.1"}
+)
 
 // memGoalKiB is issue 14's bound on Switchyard's resident memory per open stream.
 const memGoalKiB = 64
@@ -246,17 +255,19 @@ func (r *results) evaluate() {
 		add(14, "Added latency p99, concurrency 1, Switchyard ÷ stock Caddy", l.AddedP99Ratio, "×", "≤ 1.10", l.AddedP99Ratio > 0 && l.AddedP99Ratio <= 1.10)
 	}
 	if m := r.Memory; m != nil {
-		// The top level of each protocol: 10,000 streams over h2c, 1,000 over HTTP/1.1.
+		// The top level of each protocol: 10,000 streams over h2c, 1,000 over HTTP/1.1,
+		// with each way of reaching the upstream.
 		for _, proto := range []string{"h2c", "h1"} {
-			run := m.run("switchyard", proto)
-			if run == nil || len(run.Levels) == 0 {
-				continue
+			for _, up := range []string{"h2", "h1"} {
+				run := m.run("switchyard", proto, up)
+				if run == nil || len(run.Levels) == 0 {
+					continue
+				}
+				lv := run.Levels[len(run.Levels)-1]
+				add(14, fmt.Sprintf("Switchyard RSS per open stream, steady, %d streams over %s, %s", lv.Streams, clientProtoNames[proto], upstreamNames[up]),
+					round(lv.PerStreamBytes/1024, 1), "KiB", fmt.Sprintf("≤ %d", memGoalKiB),
+					lv.Open >= lv.Streams && lv.PerStreamBytes > 0 && lv.PerStreamBytes <= memGoalKiB*1024)
 			}
-			lv := run.Levels[len(run.Levels)-1]
-			name := map[string]string{"h1": "HTTP/1.1", "h2c": "h2c"}[proto]
-			add(14, fmt.Sprintf("Switchyard RSS per open stream, steady, %d streams over %s", lv.Streams, name),
-				round(lv.PerStreamBytes/1024, 1), "KiB", fmt.Sprintf("≤ %d", memGoalKiB),
-				lv.Open >= lv.Streams && lv.PerStreamBytes > 0 && lv.PerStreamBytes <= memGoalKiB*1024)
 		}
 	}
 	if b := r.Body; b != nil {
@@ -358,21 +369,23 @@ func (r *results) markdown() string {
 	}
 	if m := r.Memory; m != nil {
 		for _, proto := range []string{"h2c", "h1"} {
-			st, sw := m.run("stock", proto), m.run("switchyard", proto)
-			if st == nil || sw == nil {
-				continue
-			}
-			name := map[string]string{"h1": "HTTP/1.1", "h2c": "HTTP/2 (h2c)"}[proto]
-			for i := range sw.Levels {
-				if i >= len(st.Levels) {
-					break
+			for _, up := range []string{"h2", "h1"} {
+				st, sw := m.run("stock", proto, up), m.run("switchyard", proto, up)
+				if st == nil || sw == nil {
+					continue
 				}
-				a, c := st.Levels[i], sw.Levels[i]
-				row(fmt.Sprintf("**RSS per open stream**, %s, %d streams, steady", name, c.Streams), "", kib(a.PerStreamBytes), kib(c.PerStreamBytes), times(ratio(c.PerStreamBytes, a.PerStreamBytes)))
-				row(fmt.Sprintf("RSS per open stream, %s, %d streams, just opened", name, c.Streams), "", kib(a.PerStreamAtOpen), kib(c.PerStreamAtOpen), times(ratio(c.PerStreamAtOpen, a.PerStreamAtOpen)))
+				name := clientProtoNames[proto] + ", " + upstreamNames[up]
+				for i := range sw.Levels {
+					if i >= len(st.Levels) {
+						break
+					}
+					a, c := st.Levels[i], sw.Levels[i]
+					row(fmt.Sprintf("**RSS per open stream**, %d streams over %s, steady", c.Streams, name), "", kib(a.PerStreamBytes), kib(c.PerStreamBytes), times(ratio(c.PerStreamBytes, a.PerStreamBytes)))
+					row(fmt.Sprintf("RSS per open stream, %d streams over %s, just opened", c.Streams, name), "", kib(a.PerStreamAtOpen), kib(c.PerStreamAtOpen), times(ratio(c.PerStreamAtOpen, a.PerStreamAtOpen)))
+				}
+				row(fmt.Sprintf("Streams held / events lost, %s", name), "",
+					fmt.Sprintf("%d / %d", lastOpen(st), st.EventsLost), fmt.Sprintf("%d / %d", lastOpen(sw), sw.EventsLost), "")
 			}
-			row(fmt.Sprintf("Streams held / events lost, %s", name), "",
-				fmt.Sprintf("%d / %d", lastOpen(st), st.EventsLost), fmt.Sprintf("%d / %d", lastOpen(sw), sw.EventsLost), "")
 		}
 	}
 	if bd := r.Body; bd != nil {

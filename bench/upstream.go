@@ -2,11 +2,20 @@ package main
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	_ "embed"
 	"encoding/json"
+	"encoding/pem"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -345,21 +354,38 @@ func writeJSON(w http.ResponseWriter, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// runUpstream is the `upstream` subcommand: it serves on 127.0.0.1, prints its address
-// on the first line of stdout, and exits when stdin closes (its parent went away) or on
-// SIGTERM.
+// runUpstream is the `upstream` subcommand: it serves on two 127.0.0.1 ports, cleartext
+// (HTTP/1.1) and TLS (HTTP/2 by ALPN, as every hosted provider answers), prints both
+// addresses on the first line of stdout, and exits when stdin closes (its parent went
+// away) or on SIGTERM. The TLS certificate is made at start and its PEM written to -ca,
+// which the proxies trust through SSL_CERT_FILE.
 func runUpstream(args []string) error {
 	fs := flag.NewFlagSet("upstream", flag.ContinueOnError)
+	caPath := fs.String("ca", "", "where to write the TLS listener's certificate (PEM)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if *caPath == "" {
+		return errors.New("-ca is required")
+	}
 	debug.SetGCPercent(400)
+	cert, err := selfSignedLoopback(*caPath)
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: newUpstream(), ReadHeaderTimeout: 10 * time.Second}
-	fmt.Println(ln.Addr().String())
+	tlsLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	h := newUpstream()
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	tlsSrv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,
+		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}}}
+	fmt.Println(ln.Addr().String(), tlsLn.Addr().String())
 	go func() {
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		os.Exit(0)
@@ -370,5 +396,39 @@ func runUpstream(args []string) error {
 		<-sig
 		os.Exit(0)
 	}()
+	go func() {
+		if err := tlsSrv.ServeTLS(tlsLn, "", ""); err != nil {
+			fmt.Fprintln(os.Stderr, "upstream tls:", err)
+			os.Exit(1)
+		}
+	}()
 	return srv.Serve(ln)
+}
+
+// selfSignedLoopback makes a certificate for 127.0.0.1 that is its own authority and
+// writes it, PEM-encoded, to path.
+func selfSignedLoopback(path string) (tls.Certificate, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "switchyard bench upstream"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
 }
