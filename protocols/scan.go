@@ -330,13 +330,21 @@ func stringRun(b []byte, i int) (end int, escaped, closed bool) {
 	for i < len(b) {
 		// Eight bytes at a time while none of them ends the string, escapes, is a control
 		// character or starts a multi-byte character: most of a long body's text. A word
-		// that holds one goes straight to the first such byte.
-		for i+8 <= len(b) {
+		// that holds one goes straight to the first such byte. Once a run has lasted four
+		// words it is likely a long plain text: blocks of 32 bytes are tested at a step
+		// until one holds a special byte, which the word loop then finds. Text dense with
+		// escapes never pays for a block test.
+		for words := 0; i+8 <= len(b); {
 			if m := specialBytes(binary.LittleEndian.Uint64(b[i:])); m != 0 {
 				i += bits.TrailingZeros64(m) >> 3
 				break
 			}
 			i += 8
+			if words++; words == 4 {
+				for i+32 <= len(b) && plainBlock(b[i:i+32]) {
+					i += 32
+				}
+			}
 		}
 		if i >= len(b) {
 			break
@@ -393,6 +401,13 @@ func specialBytes(w uint64) uint64 {
 	hasZero := func(v uint64) uint64 { return (v - ones) & ^v & highs }
 	control := (w - 0x20*ones) & ^w & highs
 	return w&highs | control | hasZero(w^('"'*ones)) | hasZero(w^('\\'*ones))
+}
+
+// plainBlock reports whether none of the 32 bytes of w is special (see specialBytes).
+func plainBlock(w []byte) bool {
+	_ = w[31]
+	return specialBytes(binary.LittleEndian.Uint64(w))|specialBytes(binary.LittleEndian.Uint64(w[8:]))|
+		specialBytes(binary.LittleEndian.Uint64(w[16:]))|specialBytes(binary.LittleEndian.Uint64(w[24:])) == 0
 }
 
 func isHex(c byte) bool {

@@ -274,6 +274,68 @@ func TestSpecialBytesFlagsTheFirstByteTheScannerStopsAt(t *testing.T) {
 	}
 }
 
+// stringRunByteByByte is stringRun as the grammar states it, one byte at a time.
+func stringRunByteByByte(b []byte, i int) (end int, escaped, closed bool) {
+	for i < len(b) {
+		c := b[i]
+		switch {
+		case c == '"':
+			return i + 1, escaped, true
+		case c == '\\':
+			if i+1 >= len(b) {
+				return i, escaped, false
+			}
+			switch b[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if i+6 > len(b) || !isHex(b[i+2]) || !isHex(b[i+3]) || !isHex(b[i+4]) || !isHex(b[i+5]) {
+					return i, escaped, false
+				}
+				i += 6
+			default:
+				return i, escaped, false
+			}
+			escaped = true
+		case c < 0x20:
+			return i, escaped, false
+		case c < utf8.RuneSelf:
+			i++
+		default:
+			r, size := utf8.DecodeRune(b[i:])
+			if r == utf8.RuneError && size <= 1 {
+				return i, escaped, false
+			}
+			i += size
+		}
+	}
+	return i, escaped, false
+}
+
+// A special byte anywhere in a long plain run stops the string scanner exactly where the
+// grammar says, whichever word or block it falls in and wherever the run is cut.
+func TestStringRunStopsAtEverySpecialByteOfALongRun(t *testing.T) {
+	specials := []string{`"`, `\n`, `\u00e9`, `\x`, "\x1f", "é", "\xff", "\xc3"}
+	for _, sp := range specials {
+		for pos := 0; pos < 140; pos++ {
+			run := []byte(strings.Repeat("plain text ", 20)[:pos] + sp + strings.Repeat("more words ", 10) + `"`)
+			for _, cut := range []int{len(run), pos + len(sp)/2, pos + 40, pos + 67} {
+				if cut > len(run) {
+					continue
+				}
+				for start := 0; start < 9 && start <= pos; start++ {
+					b := run[:cut]
+					e1, x1, c1 := stringRun(b, start)
+					e2, x2, c2 := stringRunByteByByte(b, start)
+					if e1 != e2 || x1 != x2 || c1 != c2 {
+						t.Fatalf("%q at %d, cut at %d, from %d: got (%d %v %v), want (%d %v %v)", sp, pos, cut, start, e1, x1, c1, e2, x2, c2)
+					}
+				}
+			}
+		}
+	}
+}
+
 // scanInPieces scans b as it would arrive cut at cuts (ascending), and records what the
 // scanner reported and how far it said the body was safe after each piece.
 func scanInPieces(b []byte, cuts []int) (visits []string, fault *scanFault, safes []int) {
