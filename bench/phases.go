@@ -240,6 +240,9 @@ func throughputPhase(ctx context.Context, o options, p plan, targets []*target, 
 			redisCmds[t.name] += m.redisCmds
 			redisScripts[t.name] += m.redisScripts
 			tt.RoundRPS = append(tt.RoundRPS, round(float64(len(l))/elapsed.Seconds(), 0))
+			if len(l) > 0 {
+				tt.RoundCPUPerRequestUs = append(tt.RoundCPUPerRequestUs, round(c/float64(len(l))*1e6, 1))
+			}
 		}
 	}
 	for _, t := range targets {
@@ -261,6 +264,10 @@ func throughputPhase(ctx context.Context, o options, p plan, targets []*target, 
 	}
 	out.RPSRatio = round(ratio(out.Targets["switchyard"].RPS, out.Targets["stock"].RPS), 3)
 	out.CPURatio = round(ratio(out.Targets["switchyard"].CPUPerRequestUs, out.Targets["stock"].CPUPerRequestUs), 3)
+	if sw, st := out.Targets["switchyard"], out.Targets["stock"]; sw != nil && st != nil {
+		out.RoundRPSRatios = pairedRatios(sw.RoundRPS, st.RoundRPS)
+		out.RoundCPURatios = pairedRatios(sw.RoundCPUPerRequestUs, st.RoundCPUPerRequestUs)
+	}
 
 	if o.pprofDir != "" && ctx.Err() == nil {
 		// A separate run, so profiling costs nothing in the figures above.
@@ -308,6 +315,9 @@ func streamPhase(ctx context.Context, o options, p plan, targets []*target, res 
 			wall[t.name] += elapsed
 			out.Targets[t.name].RoundRate = append(out.Targets[t.name].RoundRate, round(float64(len(l))/elapsed.Seconds(), 0))
 			st := out.Targets[t.name]
+			if len(l) > 0 {
+				st.RoundCPUPerStreamUs = append(st.RoundCPUPerStreamUs, round(c/float64(len(l))*1e6, 1))
+			}
 			st.Errors += failed
 			if failed > 0 {
 				res.errorf("stream %s: %d requests failed", t.name, failed)
@@ -333,6 +343,10 @@ func streamPhase(ctx context.Context, o options, p plan, targets []*target, res 
 	}
 	out.CPURatio = round(ratio(out.Targets["switchyard"].CPUPerStreamUs, out.Targets["stock"].CPUPerStreamUs), 3)
 	out.RateRatio = round(ratio(out.Targets["switchyard"].StreamsPerSecond, out.Targets["stock"].StreamsPerSecond), 3)
+	if sw, st := out.Targets["switchyard"], out.Targets["stock"]; sw != nil && st != nil {
+		out.RoundRateRatios = pairedRatios(sw.RoundRate, st.RoundRate)
+		out.RoundCPURatios = pairedRatios(sw.RoundCPUPerStreamUs, st.RoundCPUPerStreamUs)
+	}
 	if o.pprofDir != "" && ctx.Err() == nil {
 		for _, t := range targets {
 			if t.name != "stock" && t.name != "switchyard" {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -85,14 +86,20 @@ type throughputResult struct {
 	Targets          map[string]*tpTarget `json:"targets"`
 	RPSRatio         float64              `json:"rps_ratio"`
 	CPURatio         float64              `json:"cpu_per_request_ratio"`
+	// The same ratios within each round, whose two proxies ran minutes apart at most:
+	// their spread shows how much the machine's neighbours moved the totals.
+	RoundRPSRatios []float64 `json:"round_rps_ratios,omitempty"`
+	RoundCPURatios []float64 `json:"round_cpu_per_request_ratios,omitempty"`
 }
 
 type tpTarget struct {
-	RPS             float64   `json:"requests_per_second"`
-	RoundRPS        []float64 `json:"round_requests_per_second"`
-	Latency         dist      `json:"latency"`
-	CPUPerRequestUs float64   `json:"cpu_per_request_us,omitempty"`
-	CPUCores        float64   `json:"cpu_cores_used,omitempty"`
+	RPS      float64   `json:"requests_per_second"`
+	RoundRPS []float64 `json:"round_requests_per_second"`
+	// RoundCPUPerRequestUs is the CPU per request of each round.
+	RoundCPUPerRequestUs []float64 `json:"round_cpu_per_request_us,omitempty"`
+	Latency              dist      `json:"latency"`
+	CPUPerRequestUs      float64   `json:"cpu_per_request_us,omitempty"`
+	CPUCores             float64   `json:"cpu_cores_used,omitempty"`
 	// The redis-server's own CPU, commands (those run by scripts included) and script
 	// calls (the gateway's round trips) per request (limits in Redis only).
 	RedisCPUPerRequestUs    float64 `json:"redis_cpu_per_request_us,omitempty"`
@@ -110,6 +117,9 @@ type streamResult struct {
 	Targets          map[string]*strTarget `json:"targets"`
 	CPURatio         float64               `json:"cpu_per_stream_ratio"`
 	RateRatio        float64               `json:"streams_per_second_ratio"`
+	// The same ratios within each round (see throughputResult).
+	RoundCPURatios  []float64 `json:"round_cpu_per_stream_ratios,omitempty"`
+	RoundRateRatios []float64 `json:"round_streams_per_second_ratios,omitempty"`
 }
 
 type strTarget struct {
@@ -118,8 +128,10 @@ type strTarget struct {
 	// round's wall time (the workers stream back to back).
 	StreamsPerSecond float64   `json:"streams_per_second"`
 	RoundRate        []float64 `json:"round_streams_per_second"`
-	CPUPerStreamUs   float64   `json:"cpu_per_stream_us,omitempty"`
-	CPUPerEventUs    float64   `json:"cpu_per_event_us,omitempty"`
+	// RoundCPUPerStreamUs is the CPU per stream of each round.
+	RoundCPUPerStreamUs []float64 `json:"round_cpu_per_stream_us,omitempty"`
+	CPUPerStreamUs      float64   `json:"cpu_per_stream_us,omitempty"`
+	CPUPerEventUs       float64   `json:"cpu_per_event_us,omitempty"`
 	// The redis-server's own CPU per stream (limits in Redis only).
 	RedisCPUPerStreamUs float64 `json:"redis_cpu_per_stream_us,omitempty"`
 	Errors              int     `json:"errors"`
@@ -349,15 +361,15 @@ func (r *results) markdown() string {
 	}
 	if t := r.Throughput; t != nil {
 		d, st, sw := t.Targets["direct"], t.Targets["stock"], t.Targets["switchyard"]
-		row(fmt.Sprintf("**CPU per request**, concurrency %d", t.Concurrency), "", us(st.CPUPerRequestUs), us(sw.CPUPerRequestUs), times(t.CPURatio))
-		row(fmt.Sprintf("**Throughput**, concurrency %d", t.Concurrency), fmt.Sprintf("%.0f/s", d.RPS), fmt.Sprintf("%.0f/s", st.RPS), fmt.Sprintf("%.0f/s", sw.RPS), times(t.RPSRatio))
+		row(fmt.Sprintf("**CPU per request**, concurrency %d", t.Concurrency), "", us(st.CPUPerRequestUs), us(sw.CPUPerRequestUs), times(t.CPURatio)+spread(t.RoundCPURatios))
+		row(fmt.Sprintf("**Throughput**, concurrency %d", t.Concurrency), fmt.Sprintf("%.0f/s", d.RPS), fmt.Sprintf("%.0f/s", st.RPS), fmt.Sprintf("%.0f/s", sw.RPS), times(t.RPSRatio)+spread(t.RoundRPSRatios))
 		row(fmt.Sprintf("Latency p99, concurrency %d", t.Concurrency), us(d.Latency.P99), us(st.Latency.P99), us(sw.Latency.P99), "")
 	}
 	if s := r.Stream; s != nil {
 		d, st, sw := s.Targets["direct"], s.Targets["stock"], s.Targets["switchyard"]
 		row(fmt.Sprintf("Stream of %d events unpaced, p50 (concurrency %d)", s.EventsPerStream, s.Concurrency), us(d.Duration.P50), us(st.Duration.P50), us(sw.Duration.P50), "")
-		row("CPU per stream", "", us(st.CPUPerStreamUs), us(sw.CPUPerStreamUs), times(s.CPURatio))
-		row(fmt.Sprintf("**Streams per second**, concurrency %d", s.Concurrency), fmt.Sprintf("%.0f/s", d.StreamsPerSecond), fmt.Sprintf("%.0f/s", st.StreamsPerSecond), fmt.Sprintf("%.0f/s", sw.StreamsPerSecond), times(s.RateRatio))
+		row("CPU per stream", "", us(st.CPUPerStreamUs), us(sw.CPUPerStreamUs), times(s.CPURatio)+spread(s.RoundCPURatios))
+		row(fmt.Sprintf("**Streams per second**, concurrency %d", s.Concurrency), fmt.Sprintf("%.0f/s", d.StreamsPerSecond), fmt.Sprintf("%.0f/s", st.StreamsPerSecond), fmt.Sprintf("%.0f/s", sw.StreamsPerSecond), times(s.RateRatio)+spread(s.RoundRateRatios))
 	}
 	if p := r.Paced; p != nil {
 		d, st, sw := p.Targets["direct"], p.Targets["stock"], p.Targets["switchyard"]
@@ -427,6 +439,15 @@ func (r *results) markdown() string {
 		fmt.Fprintf(&b, "\n%d errors during the run (first: %s)\n", len(r.Errors), r.Errors[0])
 	}
 	return b.String()
+}
+
+// spread is the range of per-round ratios beside a total's ratio, when there are several.
+func spread(ratios []float64) string {
+	if len(ratios) < 2 {
+		return ""
+	}
+	lo, hi := slices.Min(ratios), slices.Max(ratios)
+	return fmt.Sprintf(" (rounds %s–%s)", times(lo), times(hi))
 }
 
 func lastOpen(r *memRun) int {

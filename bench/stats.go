@@ -63,3 +63,15 @@ func round(v float64, places int) float64 {
 	p := math.Pow(10, float64(places))
 	return math.Round(v*p) / p
 }
+
+// pairedRatios divides a by b round by round (rounds both measured), rounded as the
+// totals' ratios are.
+func pairedRatios(a, b []float64) []float64 {
+	var out []float64
+	for i := range min(len(a), len(b)) {
+		if b[i] > 0 {
+			out = append(out, round(a[i]/b[i], 3))
+		}
+	}
+	return out
+}
