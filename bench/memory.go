@@ -140,7 +140,7 @@ func memoryRun(ctx context.Context, o options, p plan, name, bin, proto, upProto
 			go func() {
 				defer close(profiled)
 				secs := max(1, int(memChurnMin/time.Second))
-				file := fmt.Sprintf("%s-cpu-holding-%s-%d.pb.gz", name, proto, launched)
+				file := fmt.Sprintf("%s-cpu-holding-%s-up%s-%d.pb.gz", name, proto, upProto, launched)
 				if err := saveProfile(t, o.pprofDir, "profile", fmt.Sprintf("?seconds=%d", secs), file); err != nil {
 					res.errorf("profile %s: %v", file, err)
 				}
@@ -169,7 +169,7 @@ func memoryRun(ctx context.Context, o options, p plan, name, bin, proto, upProto
 		}
 	}
 	if o.pprofDir != "" {
-		_ = saveProfile(t, o.pprofDir, "heap", "", fmt.Sprintf("%s-heap-%s-%d.pb.gz", name, proto, launched))
+		_ = saveProfile(t, o.pprofDir, "heap", "", fmt.Sprintf("%s-heap-%s-up%s-%d.pb.gz", name, proto, upProto, launched))
 	}
 
 	// Let every stream finish, then check that each one got every event the upstream sent.
