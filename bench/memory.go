@@ -15,8 +15,9 @@ import (
 // runMemory holds many streams open through each proxy and reads the proxy's resident
 // memory at each level: over cleartext HTTP/2 (many streams on a few connections, as
 // behind a TLS front end) up to the plan's top level, and over HTTP/1.1 at its own
-// levels. Every proxy starts fresh, so its idle figure is its own and nothing is left
-// from the load phases.
+// levels; each time with the upstream over TLS (HTTP/2) and in clear (HTTP/1.1). Every
+// proxy starts fresh, so its idle figure is its own and nothing is left from the load
+// phases.
 func runMemory(ctx context.Context, o options, p plan, tmp, upAddr, upTLSAddr string, fdLimit uint64, res *results) *memoryResult {
 	out := &memoryResult{DripInterval: p.MemDrip.String(), FileLimit: fdLimit}
 	// Over HTTP/1.1 a proxy needs two descriptors per stream (client and upstream side),
@@ -60,9 +61,10 @@ func runMemory(ctx context.Context, o options, p plan, tmp, upAddr, upTLSAddr st
 
 func memoryRun(ctx context.Context, o options, p plan, name, bin, proto, upProto, upURL string, levels []int, dir, upAddr string, res *results) *memRun {
 	run := &memRun{Proxy: name, Protocol: proto, Upstream: upProto}
+	who := fmt.Sprintf("%s over %s, upstream %s", name, proto, upProto)
 	t, err := startProxy(ctx, name, bin, dir, upURL, "")
 	if err != nil {
-		res.errorf("memory %s %s: %v", name, proto, err)
+		res.errorf("memory, %s: %v", who, err)
 		run.Error = err.Error()
 		return run
 	}
@@ -121,7 +123,7 @@ func memoryRun(ctx context.Context, o options, p plan, name, bin, proto, upProto
 		if ctx.Err() != nil {
 			break
 		}
-		progress("memory, %s over %s: opening streams up to %d", name, proto, level)
+		progress("memory, %s: opening streams up to %d", who, level)
 		start := time.Now()
 		for ; launched < level && ctx.Err() == nil; launched++ {
 			open(launched)
@@ -160,11 +162,11 @@ func memoryRun(ctx context.Context, o options, p plan, name, bin, proto, upProto
 			lv.StackPerStream = round(float64(lv.StackInuse-run.Idle.StackInuse)/n, 0)
 			lv.GoroutinesPerStream = round(float64(lv.Goroutines-run.Idle.Goroutines)/n, 2)
 		}
-		progress("memory, %s over %s: %d open, %d failed; RSS %.1f MiB (%.1f MiB when opened, idle %.1f MiB); per stream %.1f KiB RSS (%.1f KiB when opened), %.1f KiB heap in use, %.1f KiB stacks, %.1f goroutines",
-			name, proto, lv.Open, lv.Failed, float64(lv.RSS)/(1<<20), float64(lv.RSSAtOpen)/(1<<20), float64(run.IdleRSS)/(1<<20),
+		progress("memory, %s: %d open, %d failed; RSS %.1f MiB (%.1f MiB when opened, idle %.1f MiB); per stream %.1f KiB RSS (%.1f KiB when opened), %.1f KiB heap in use, %.1f KiB stacks, %.1f goroutines",
+			who, lv.Open, lv.Failed, float64(lv.RSS)/(1<<20), float64(lv.RSSAtOpen)/(1<<20), float64(run.IdleRSS)/(1<<20),
 			lv.PerStreamBytes/1024, lv.PerStreamAtOpen/1024, lv.HeapPerStream/1024, lv.StackPerStream/1024, lv.GoroutinesPerStream)
 		if lv.Failed > 0 {
-			res.errorf("memory %s %s: %d streams failed to open at level %d", name, proto, lv.Failed, level)
+			res.errorf("memory, %s: %d streams failed to open at level %d", who, lv.Failed, level)
 			break
 		}
 	}
@@ -174,19 +176,19 @@ func memoryRun(ctx context.Context, o options, p plan, name, bin, proto, upProto
 
 	// Let every stream finish, then check that each one got every event the upstream sent.
 	if err := releaseGroup(upAddr, group); err != nil {
-		res.errorf("memory %s %s: release: %v", name, proto, err)
+		res.errorf("memory, %s: release: %v", who, err)
 	}
 	waited := make(chan struct{})
 	go func() { readers.Wait(); close(waited) }()
 	select {
 	case <-waited:
 	case <-time.After(90 * time.Second):
-		res.errorf("memory %s %s: streams still open 90s after release", name, proto)
+		res.errorf("memory, %s: streams still open 90s after release", who)
 	case <-ctx.Done():
 	}
 	counts, err := fetchCounts(upAddr, group)
 	if err != nil {
-		res.errorf("memory %s %s: counts: %v", name, proto, err)
+		res.errorf("memory, %s: counts: %v", who, err)
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -203,10 +205,10 @@ func memoryRun(ctx context.Context, o options, p plan, name, bin, proto, upProto
 	}
 	run.Streams = len(results)
 	if run.EventsLost > 0 || run.Incomplete > 0 {
-		res.errorf("memory %s %s: %d events lost, %d streams incomplete", name, proto, run.EventsLost, run.Incomplete)
+		res.errorf("memory, %s: %d events lost, %d streams incomplete", who, run.EventsLost, run.Incomplete)
 	}
-	progress("memory, %s over %s: %d streams, %d events sent, %d received, %d lost, %d incomplete",
-		name, proto, run.Streams, run.EventsSent, run.EventsReceived, run.EventsLost, run.Incomplete)
+	progress("memory, %s: %d streams, %d events sent, %d received, %d lost, %d incomplete",
+		who, run.Streams, run.EventsSent, run.EventsReceived, run.EventsLost, run.Incomplete)
 	return run
 }
 
