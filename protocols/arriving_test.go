@@ -182,8 +182,10 @@ func TestAnArrivingBodyThatFailsNeverReachesItsEnd(t *testing.T) {
 			close(release)
 			<-out.done
 			assert.ErrorIs(t, out.err, ErrBodyRefused)
-			closing := bytes.LastIndexByte([]byte(good), '}')
-			assert.Less(t, len(out.got), closing-len("m")+len("up"), "the upstream got the object's end")
+			// Everything short of the closing brace may have gone (the check runs once the
+			// scan has passed the whole body); the brace itself never does.
+			closingInForwarded := bytes.LastIndexByte([]byte(good), '}') - len("m") + len("up")
+			assert.LessOrEqual(t, len(out.got), closingInForwarded, "the upstream got the object's end")
 			_, apiErr := a.Wait()
 			require.NotNil(t, apiErr)
 			assert.Contains(t, apiErr.Message, c.message)
