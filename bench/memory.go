@@ -172,6 +172,9 @@ func memoryRun(ctx context.Context, o options, p plan, name, bin, proto, upProto
 	}
 	if o.pprofDir != "" {
 		_ = saveProfile(t, o.pprofDir, "heap", "", fmt.Sprintf("%s-heap-%s-up%s-%d.pb.gz", name, proto, upProto, launched))
+		// What each held stream's goroutines wait in, grouped, as text: their stacks are
+		// the other half of a stream's memory.
+		_ = saveProfile(t, o.pprofDir, "goroutine", "?debug=1", fmt.Sprintf("%s-goroutines-%s-up%s-%d.txt", name, proto, upProto, launched))
 	}
 
 	// Let every stream finish, then check that each one got every event the upstream sent.
