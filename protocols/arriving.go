@@ -78,7 +78,7 @@ func NewArrivingBody(op Operation, declared int) *ArrivingBody {
 // verdict on what was read.
 func (a *ArrivingBody) ReadUntilModel(r io.Reader) (model string, ok bool) {
 	for !a.ended && !a.reader.doomed {
-		if m := a.reader.p.model; m.Index > 0 && m.Raw != "" && m.Raw[0] == '"' {
+		if m := a.reader.p.at[fieldModel].in(a.buf); m.Index > 0 && m.Raw != "" && m.Raw[0] == '"' {
 			a.modelAt, a.modelEnd = m.Index, m.Index+len(m.Raw)
 			return m.Str, true
 		}

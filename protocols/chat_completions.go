@@ -232,13 +232,13 @@ func (chatCompletions) ErrorEvent(e *APIError, _ int64) []byte {
 
 // Validate: `messages` is an array; `stream` a boolean; `stream_options` an object.
 func (chatCompletions) Validate(p *ParsedRequest, _ Operation, _ http.Header) *APIError {
-	if !p.messages.IsArray() {
+	if !p.get(fieldMessages).IsArray() {
 		return InvalidParam(FamilyA, "messages", "'messages' is required and must be an array")
 	}
-	if e := optionalBool(FamilyA, p.stream, "stream"); e != nil {
+	if e := optionalBool(FamilyA, p.get(fieldStream), "stream"); e != nil {
 		return e
 	}
-	if p.streamOptions.Exists() && p.streamOptions.Type != gjson.Null && !p.streamOptions.IsObject() {
+	if o := p.get(fieldStreamOptions); o.Exists() && o.Type != gjson.Null && !o.IsObject() {
 		return InvalidParam(FamilyA, "stream_options", "'stream_options' must be an object")
 	}
 	return nil
@@ -248,17 +248,17 @@ func (chatCompletions) Validate(p *ParsedRequest, _ Operation, _ http.Header) *A
 // reporting it so that the usage-only chunk is removed before the client sees it; that
 // rare case costs one copy of the body.
 func (chatCompletions) requestBody(p *ParsedRequest) ([]byte, gjson.Result, bool) {
-	if !p.Streamed() || p.streamOptions.Get("include_usage").Type == gjson.True {
-		return p.Body, p.model, false
+	if !p.Streamed() || p.get(fieldStreamOptions).Get("include_usage").Type == gjson.True {
+		return p.Body, p.get(fieldModel), false
 	}
 	withUsage, err := sjson.SetBytes(p.Body, "stream_options.include_usage", true)
 	if err != nil {
-		return p.Body, p.model, false
+		return p.Body, p.get(fieldModel), false
 	}
 	return withUsage, getView(withUsage, "model"), true
 }
 
 // outputCaps: max_completion_tokens, and the older max_tokens.
 func (chatCompletions) outputCaps(p *ParsedRequest, _ Kind) []capField {
-	return []capField{{"max_completion_tokens", p.maxCompletionTokens}, {"max_tokens", p.maxTokens}}
+	return []capField{{"max_completion_tokens", p.get(fieldMaxCompletionTokens)}, {"max_tokens", p.get(fieldMaxTokens)}}
 }

@@ -110,21 +110,21 @@ func (messages) Validate(p *ParsedRequest, op Operation, h http.Header) *APIErro
 	if !isDate(version) {
 		return InvalidParam(FamilyB, "", "the anthropic-version (or family-b-version) header must be a date in the form YYYY-MM-DD")
 	}
-	if !p.messages.IsArray() {
+	if !p.get(fieldMessages).IsArray() {
 		return InvalidParam(FamilyB, "messages", "messages: field required and must be an array")
 	}
 	if op.Kind == KindMessagesCountTokens {
 		return nil
 	}
-	maxTokens, ok := positiveInt(p.maxTokens)
+	maxTokens, ok := positiveInt(p.get(fieldMaxTokens))
 	if !ok {
 		return InvalidParam(FamilyB, "max_tokens", "max_tokens: field required and must be a positive integer")
 	}
-	if e := optionalBool(FamilyB, p.stream, "stream"); e != nil {
+	if e := optionalBool(FamilyB, p.get(fieldStream), "stream"); e != nil {
 		return e
 	}
-	if p.thinking.Get("type").Str == "enabled" {
-		budget, ok := positiveInt(p.thinking.Get("budget_tokens"))
+	if thinking := p.get(fieldThinking); thinking.Get("type").Str == "enabled" {
+		budget, ok := positiveInt(thinking.Get("budget_tokens"))
 		switch {
 		case !ok:
 			return InvalidParam(FamilyB, "thinking.budget_tokens", "thinking.budget_tokens: required integer when thinking is enabled")
@@ -139,7 +139,7 @@ func (messages) Validate(p *ParsedRequest, op Operation, h http.Header) *APIErro
 
 // requestBody is the client's body as sent.
 func (messages) requestBody(p *ParsedRequest) ([]byte, gjson.Result, bool) {
-	return p.Body, p.model, false
+	return p.Body, p.get(fieldModel), false
 }
 
 // outputCaps: max_tokens, for messages (count_tokens generates nothing).
@@ -147,5 +147,5 @@ func (messages) outputCaps(p *ParsedRequest, kind Kind) []capField {
 	if kind == KindMessagesCountTokens {
 		return nil
 	}
-	return []capField{{"max_tokens", p.maxTokens}}
+	return []capField{{"max_tokens", p.get(fieldMaxTokens)}}
 }

@@ -21,14 +21,46 @@ func getView(body []byte, path string) gjson.Result { return gjson.Get(view(body
 // checks and the rewrite then read them without scanning the body again.
 type ParsedRequest struct {
 	Body []byte
-	// Model is the raw `model` field; its Index locates it in Body.
-	model, messages, stream, streamOptions, maxTokens, thinking gjson.Result
-	background, previousResponseID, conversation                gjson.Result
-	promptCacheKey                                              gjson.Result
-	// The output caps other than max_tokens: chat completions' max_completion_tokens
-	// and responses' max_output_tokens.
-	maxCompletionTokens, maxOutputTokens gjson.Result
+	// Where each field the gateway reads lies in Body; the zero span is a field the body
+	// lacks. Spans rather than parsed values: a streamed answer holds its request to the
+	// end, and a parsed value per field would be a kilobyte a stream.
+	at [readFields]span
 }
+
+// readField names a top-level field the gateway reads.
+type readField uint8
+
+const (
+	fieldModel readField = iota
+	fieldMessages
+	fieldStream
+	fieldStreamOptions
+	fieldMaxTokens
+	fieldThinking
+	fieldBackground
+	fieldPreviousResponseID
+	fieldConversation
+	fieldPromptCacheKey
+	fieldMaxCompletionTokens
+	fieldMaxOutputTokens
+	readFields
+)
+
+// span is where a value lies in a body.
+type span struct{ start, end int }
+
+// in reads the value at s in body; Index locates it there.
+func (s span) in(body []byte) gjson.Result {
+	if s.end == 0 {
+		return gjson.Result{}
+	}
+	v := gjson.Parse(view(body[s.start:s.end]))
+	v.Index = s.start
+	return v
+}
+
+// get reads field f.
+func (p *ParsedRequest) get(f readField) gjson.Result { return p.at[f].in(p.Body) }
 
 // ParseRequest reads body with the one bounded scan every request gets (one JSON object,
 // valid UTF-8, nesting within MaxNesting, no key twice where the gateway reads keys) and
@@ -92,33 +124,31 @@ func (r *requestReader) member(body []byte, key string, start, end int) {
 	if name, ok := readFieldFolded(key); ok && name != key && r.caseVariant == "" {
 		r.caseVariant, r.readName = key, name
 	}
-	field := gjson.Parse(view(body[start:end]))
-	field.Index = start
 	switch key {
 	case "model":
-		p.model = field
+		p.at[fieldModel] = span{start, end}
 	case "messages":
-		p.messages = field
+		p.at[fieldMessages] = span{start, end}
 	case "stream":
-		p.stream = field
+		p.at[fieldStream] = span{start, end}
 	case "stream_options":
-		p.streamOptions = field
+		p.at[fieldStreamOptions] = span{start, end}
 	case "max_tokens":
-		p.maxTokens = field
-	case "max_completion_tokens":
-		p.maxCompletionTokens = field
-	case "max_output_tokens":
-		p.maxOutputTokens = field
+		p.at[fieldMaxTokens] = span{start, end}
 	case "thinking":
-		p.thinking = field
+		p.at[fieldThinking] = span{start, end}
 	case "background":
-		p.background = field
+		p.at[fieldBackground] = span{start, end}
 	case "previous_response_id":
-		p.previousResponseID = field
+		p.at[fieldPreviousResponseID] = span{start, end}
 	case "conversation":
-		p.conversation = field
+		p.at[fieldConversation] = span{start, end}
 	case "prompt_cache_key":
-		p.promptCacheKey = field
+		p.at[fieldPromptCacheKey] = span{start, end}
+	case "max_completion_tokens":
+		p.at[fieldMaxCompletionTokens] = span{start, end}
+	case "max_output_tokens":
+		p.at[fieldMaxOutputTokens] = span{start, end}
 	}
 	// The objects whose inner keys the gateway reads or rewrites get the same rule.
 	switch key {
@@ -160,7 +190,7 @@ func duplicateError(family Family, key string) *APIError {
 
 // Model returns the requested service model, or the 400 for a missing or malformed one.
 func (p *ParsedRequest) Model(family Family) (string, *APIError) {
-	switch m := p.model; {
+	switch m := p.get(fieldModel); {
 	case !m.Exists():
 		return "", InvalidParam(family, "model", "missing required field 'model'; see GET /v1/models for the models you can call")
 	case m.Type != gjson.String || m.Str == "":
@@ -189,14 +219,17 @@ func ConversationID(p *ParsedRequest, h http.Header, extraHeader string) string 
 			return v
 		}
 	}
-	if p != nil && p.promptCacheKey.Type == gjson.String && p.promptCacheKey.Str != "" {
-		return "pck:" + p.promptCacheKey.Str
+	if p == nil {
+		return ""
+	}
+	if key := p.get(fieldPromptCacheKey); key.Type == gjson.String && key.Str != "" {
+		return "pck:" + key.Str
 	}
 	return ""
 }
 
 // Streamed reports whether the client asked for a stream.
-func (p *ParsedRequest) Streamed() bool { return p.stream.Type == gjson.True }
+func (p *ParsedRequest) Streamed() bool { return p.get(fieldStream).Type == gjson.True }
 
 // Upstream prepares the body an upstream receives: the client's bytes with only `model`
 // set to the upstream name. For a streamed chat completion that did not ask for usage, it

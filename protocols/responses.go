@@ -93,16 +93,16 @@ func (responses) ErrorEvent(e *APIError, nextSequence int64) []byte {
 // Validate: `stream` a boolean; no `background`, `previous_response_id` or
 // `conversation`, which need server-side state the gateway does not keep.
 func (responses) Validate(p *ParsedRequest, op Operation, _ http.Header) *APIError {
-	if e := optionalBool(FamilyA, p.stream, "stream"); e != nil {
+	if e := optionalBool(FamilyA, p.get(fieldStream), "stream"); e != nil {
 		return e
 	}
-	if op.Kind == KindResponses && p.background.Type == gjson.True {
+	if op.Kind == KindResponses && p.get(fieldBackground).Type == gjson.True {
 		return InvalidParam(FamilyA, "background", "'background' responses are not supported: this gateway keeps no server-side response state; send the request without 'background'")
 	}
-	if present(p.previousResponseID) {
+	if present(p.get(fieldPreviousResponseID)) {
 		return InvalidParam(FamilyA, "previous_response_id", "'previous_response_id' is not supported: this gateway keeps no server-side response state; send the full conversation in 'input' instead")
 	}
-	if present(p.conversation) {
+	if present(p.get(fieldConversation)) {
 		return InvalidParam(FamilyA, "conversation", "'conversation' is not supported: this gateway keeps no server-side conversation state; send the full conversation in 'input' instead")
 	}
 	return nil
@@ -110,7 +110,7 @@ func (responses) Validate(p *ParsedRequest, op Operation, _ http.Header) *APIErr
 
 // requestBody is the client's body as sent.
 func (responses) requestBody(p *ParsedRequest) ([]byte, gjson.Result, bool) {
-	return p.Body, p.model, false
+	return p.Body, p.get(fieldModel), false
 }
 
 // outputCaps: max_output_tokens, for responses and compaction (input_tokens generates nothing).
@@ -118,5 +118,5 @@ func (responses) outputCaps(p *ParsedRequest, kind Kind) []capField {
 	if kind == KindResponsesInputTokens {
 		return nil
 	}
-	return []capField{{"max_output_tokens", p.maxOutputTokens}}
+	return []capField{{"max_output_tokens", p.get(fieldMaxOutputTokens)}}
 }

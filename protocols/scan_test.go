@@ -197,9 +197,9 @@ func FuzzParseRequest(f *testing.F) {
 				t.Fatalf("%s read as %s by the gateway and %s by encoding/json", name, gateway, standard)
 			}
 		}
-		same("model", p.model.Raw, std.Model)
-		same("stream", p.stream.Raw, std.Stream)
-		same("max_tokens", p.maxTokens.Raw, std.MaxTokens)
+		same("model", p.get(fieldModel).Raw, std.Model)
+		same("stream", p.get(fieldStream).Raw, std.Stream)
+		same("max_tokens", p.get(fieldMaxTokens).Raw, std.MaxTokens)
 		if _, err := p.Model(FamilyA); err == nil {
 			up, _ := p.Upstream(Operation{Family: FamilyA, Kind: KindResponses}, "upstream-x")
 			var out map[string]json.RawMessage

@@ -111,5 +111,5 @@ func (noShape) eventModelPath(Event) string                               { retu
 func (noShape) Validate(*ParsedRequest, Operation, http.Header) *APIError { return nil }
 func (noShape) outputCaps(*ParsedRequest, Kind) []capField                { return nil }
 func (noShape) requestBody(p *ParsedRequest) ([]byte, gjson.Result, bool) {
-	return p.Body, p.model, false
+	return p.Body, p.get(fieldModel), false
 }
