@@ -331,9 +331,9 @@ func stringRun(b []byte, i int) (end int, escaped, closed bool) {
 		// Eight bytes at a time while none of them ends the string, escapes, is a control
 		// character or starts a multi-byte character: most of a long body's text. A word
 		// that holds one goes straight to the first such byte. Once a run has lasted four
-		// words it is likely a long plain text: blocks of 32 bytes are tested at a step
-		// until one holds a special byte, which the word loop then finds. Text dense with
-		// escapes never pays for a block test.
+		// words it is likely a long plain text: plainPrefix skips it in blocks of 32
+		// bytes, and the word loop finds the special byte that stopped it. Text dense
+		// with escapes never pays for a block test.
 		for words := 0; i+8 <= len(b); {
 			if m := specialBytes(binary.LittleEndian.Uint64(b[i:])); m != 0 {
 				i += bits.TrailingZeros64(m) >> 3
@@ -341,9 +341,7 @@ func stringRun(b []byte, i int) (end int, escaped, closed bool) {
 			}
 			i += 8
 			if words++; words == 4 {
-				for i+32 <= len(b) && plainBlock(b[i:i+32]) {
-					i += 32
-				}
+				i += plainPrefix(b[i:])
 			}
 		}
 		if i >= len(b) {
@@ -403,11 +401,18 @@ func specialBytes(w uint64) uint64 {
 	return w&highs | control | hasZero(w^('"'*ones)) | hasZero(w^('\\'*ones))
 }
 
-// plainBlock reports whether none of the 32 bytes of w is special (see specialBytes).
-func plainBlock(w []byte) bool {
-	_ = w[31]
-	return specialBytes(binary.LittleEndian.Uint64(w))|specialBytes(binary.LittleEndian.Uint64(w[8:]))|
-		specialBytes(binary.LittleEndian.Uint64(w[16:]))|specialBytes(binary.LittleEndian.Uint64(w[24:])) == 0
+// plainPrefixWords is plainPrefix in portable Go: whole blocks of 32 bytes, up to the
+// first that holds a special byte.
+func plainPrefixWords(b []byte) int {
+	i := 0
+	for ; i+32 <= len(b); i += 32 {
+		w := b[i : i+32]
+		if specialBytes(binary.LittleEndian.Uint64(w))|specialBytes(binary.LittleEndian.Uint64(w[8:]))|
+			specialBytes(binary.LittleEndian.Uint64(w[16:]))|specialBytes(binary.LittleEndian.Uint64(w[24:])) != 0 {
+			break
+		}
+	}
+	return i
 }
 
 func isHex(c byte) bool {

@@ -314,6 +314,56 @@ func stringRunByteByByte(b []byte, i int) (end int, escaped, closed bool) {
 
 // A special byte anywhere in a long plain run stops the string scanner exactly where the
 // grammar says, whichever word or block it falls in and wherever the run is cut.
+// Both ways of skipping plain text (AVX2 where the CPU has it, portable words elsewhere)
+// never pass a special byte and never stop 32 or more bytes short of it or of the end:
+// every byte value, at every position of blocks read from every alignment.
+func TestPlainPrefixNeverPassesASpecialByte(t *testing.T) {
+	plain := func(c byte) bool { return c >= 0x20 && c < 0x80 && c != '"' && c != '\\' }
+	impls := map[string]func([]byte) int{"plainPrefix": plainPrefix, "plainPrefixWords": plainPrefixWords}
+	check := func(name string, b []byte, n int) {
+		first := len(b)
+		for i, c := range b {
+			if !plain(c) {
+				first = i
+				break
+			}
+		}
+		if n < 0 || n > first || first-n >= 32 {
+			t.Fatalf("%s on %d bytes, first special at %d: skipped %d", name, len(b), first, n)
+		}
+	}
+	buf := make([]byte, 256+32)
+	for name, prefix := range impls {
+		for align := 0; align < 32; align += 7 {
+			for length := 0; length <= 200; length += 13 {
+				for pos := 0; pos < length; pos++ {
+					for c := 0; c < 256; c++ {
+						b := buf[align : align+length]
+						for i := range b {
+							b[i] = 'a' + byte(i%26)
+						}
+						b[pos] = byte(c)
+						check(name, b, prefix(b))
+					}
+				}
+				b := buf[align : align+length]
+				check(name, b, prefix(b))
+			}
+		}
+		rng := rand.New(rand.NewPCG(5, 6))
+		for n := 0; n < 20000; n++ {
+			b := buf[rng.IntN(32):][:rng.IntN(257)]
+			for i := range b {
+				b[i] = byte(0x20 + rng.IntN(0x60))
+				if rng.IntN(200) == 0 {
+					b[i] = byte(rng.IntN(256))
+				}
+			}
+			check(name, b, prefix(b))
+		}
+	}
+}
+
 func TestStringRunStopsAtEverySpecialByteOfALongRun(t *testing.T) {
 	specials := []string{`"`, `\n`, `\u00e9`, `\x`, "\x1f", "é", "\xff", "\xc3"}
 	for _, sp := range specials {
