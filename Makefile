@@ -43,7 +43,9 @@ test:
 		npm ci --prefix integration --no-audit --no-fund --prefer-offline; \
 	fi; \
 	echo "$(GO) vet ./..."; $(GO) vet ./...; \
-	echo "$(GO) test -race -count=1 -timeout 20m ./..."; $(GO) test -race -count=1 -timeout 20m ./...
+	echo "$(GO) test -race -count=1 -timeout 20m ./..."; $(GO) test -race -count=1 -timeout 20m ./...; \
+	echo "$(GO) test -tags purego -count=1 ./protocols/  (the scanner without its assembly)"; \
+	$(GO) test -tags purego -count=1 ./protocols/
 
 # The fuzz targets (README "Fuzzing"): each runs for FUZZTIME; CI uses the default.
 # make fuzz FUZZTIME=10m runs them longer. New crashers land in testdata/fuzz/ of their
