@@ -2,6 +2,12 @@
 
 #include "textflag.h"
 
+// The bytes the block test compares with: '"', '\\', and the bound 0x20.
+DATA plainSpecials<>+0(SB)/1, $0x22
+DATA plainSpecials<>+1(SB)/1, $0x5c
+DATA plainSpecials<>+2(SB)/1, $0x20
+GLOBL plainSpecials<>(SB), RODATA|NOPTR, $3
+
 // func plainPrefixAVX2(b []byte) int
 //
 // A byte is special when it is '"', '\\', or, compared as a signed byte, below 0x20:
@@ -13,15 +19,11 @@ TEXT ·plainPrefixAVX2(SB), NOSPLIT, $0-32
 	CMPQ CX, $32
 	JB   short
 
-	MOVL $0x22, DX
-	MOVQ DX, X1
-	VPBROADCASTB X1, Y1
-	MOVL $0x5c, DX
-	MOVQ DX, X2
-	VPBROADCASTB X2, Y2
-	MOVL $0x20, DX
-	MOVQ DX, X3
-	VPBROADCASTB X3, Y3
+	// VEX-encoded from memory: a legacy SSE move into an XMM register here would pay
+	// the CPU's SSE/AVX transition on every call.
+	VPBROADCASTB plainSpecials<>+0(SB), Y1
+	VPBROADCASTB plainSpecials<>+1(SB), Y2
+	VPBROADCASTB plainSpecials<>+2(SB), Y3
 	SUBQ $32, CX // the last offset at which a whole block starts
 
 block:

@@ -330,17 +330,17 @@ func stringRun(b []byte, i int) (end int, escaped, closed bool) {
 	for i < len(b) {
 		// Eight bytes at a time while none of them ends the string, escapes, is a control
 		// character or starts a multi-byte character: most of a long body's text. A word
-		// that holds one goes straight to the first such byte. Once a run has lasted four
+		// that holds one goes straight to the first such byte. Once a run has lasted eight
 		// words it is likely a long plain text: plainPrefix skips it in blocks of 32
 		// bytes, and the word loop finds the special byte that stopped it. Text dense
-		// with escapes never pays for a block test.
+		// with escapes rarely pays for the call.
 		for words := 0; i+8 <= len(b); {
 			if m := specialBytes(binary.LittleEndian.Uint64(b[i:])); m != 0 {
 				i += bits.TrailingZeros64(m) >> 3
 				break
 			}
 			i += 8
-			if words++; words == 4 {
+			if words++; words == 8 {
 				i += plainPrefix(b[i:])
 			}
 		}
