@@ -88,7 +88,7 @@ func openSQLite(ctx context.Context, file string) (*sqliteBackend, error) {
 	b.w.SetConnMaxIdleTime(0)
 	// The write connection is opened first: it turns on WAL, which the file keeps, so
 	// the read connections opened after it find the file in WAL mode.
-	if err := b.w.PingContext(ctx); err != nil {
+	if err := pingWhileBusy(ctx, b.w); err != nil {
 		_ = b.w.Close()
 		return nil, err
 	}
@@ -340,4 +340,33 @@ func scanSQLiteKey(row interface{ Scan(...any) error }) (*auth.Key, error) {
 		return nil, err
 	}
 	return &k, nil
+}
+
+// pingWhileBusy opens db's first connection. Turning a new file to WAL needs the file to
+// itself, and when another process (or Open) does the same at that moment SQLite answers
+// SQLITE_BUSY at once, without waiting in its busy handler: the wait could deadlock. So
+// the open is tried again, for as long as the busy timeout would have waited.
+func pingWhileBusy(ctx context.Context, db *sql.DB) error {
+	deadline := time.Now().Add(sqliteBusyTimeout)
+	for delay := time.Millisecond; ; delay = min(2*delay, 50*time.Millisecond) {
+		err := db.PingContext(ctx)
+		if err == nil || !sqliteBusy(err) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(delay):
+		}
+	}
+}
+
+// sqliteBusy reports an error of a database locked by another connection.
+func sqliteBusy(err error) bool {
+	se, ok := errors.AsType[*sqlite.Error](err)
+	if !ok {
+		return false
+	}
+	code := se.Code() & 0xff
+	return code == sqlite3.SQLITE_BUSY || code == sqlite3.SQLITE_LOCKED
 }

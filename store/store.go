@@ -21,8 +21,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
-	"modernc.org/sqlite"
-	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/switchyard-gw/switchyard/auth"
 	"github.com/switchyard-gw/switchyard/metering"
@@ -207,10 +205,7 @@ func unreachable(driver string, err error) bool {
 		}
 		return pe.Code == "25006"
 	case DriverSQLite:
-		if se, ok := errors.AsType[*sqlite.Error](err); ok {
-			code := se.Code() & 0xff
-			return code == sqlite3.SQLITE_BUSY || code == sqlite3.SQLITE_LOCKED
-		}
+		return sqliteBusy(err)
 	}
 	return false
 }
