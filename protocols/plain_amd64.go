@@ -4,13 +4,9 @@ package protocols
 
 import "golang.org/x/sys/cpu"
 
-// plainPrefix returns how many leading bytes of b are plain string bytes (see
-// specialBytes). It may stop short of the first special byte, by less than 32 bytes, and
-// short of b's end by less than 32; the caller reads on from there a word at a time.
-//
+// plainPrefix is plainPrefixWords, with 32 bytes per AVX2 compare where the CPU has it.
 // Long prompts are mostly plain text, and this test is most of the scanner's time on
-// them: with AVX2 it tests 32 bytes per instruction group, several times faster than
-// the 8-byte words of portable Go.
+// them: AVX2 is several times faster than the 8-byte words of portable Go.
 func plainPrefix(b []byte) int {
 	if hasAVX2 {
 		return plainPrefixAVX2(b)

@@ -2,7 +2,6 @@
 
 package protocols
 
-// plainPrefix returns how many leading bytes of b are plain string bytes (see
-// specialBytes). It may stop short of the first special byte, by less than 32 bytes, and
-// short of b's end by less than 32; the caller reads on from there a word at a time.
+// plainPrefix is plainPrefixWords: this platform has no assembly for it, or the purego
+// tag asks for none.
 func plainPrefix(b []byte) int { return plainPrefixWords(b) }

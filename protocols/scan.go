@@ -401,8 +401,10 @@ func specialBytes(w uint64) uint64 {
 	return w&highs | control | hasZero(w^('"'*ones)) | hasZero(w^('\\'*ones))
 }
 
-// plainPrefixWords is plainPrefix in portable Go: whole blocks of 32 bytes, up to the
-// first that holds a special byte.
+// plainPrefixWords returns how many leading bytes of b are plain string bytes (see
+// specialBytes), in whole blocks of 32 up to the first that holds a special byte. Like
+// every plainPrefix, it may stop short of the first special byte, by less than 32 bytes,
+// and short of b's end by less than 32; the caller reads on from there a word at a time.
 func plainPrefixWords(b []byte) int {
 	i := 0
 	for ; i+32 <= len(b); i += 32 {
