@@ -44,8 +44,8 @@ type route struct {
 	op     protocols.Operation
 	model  *routing.Model
 	parsed *protocols.ParsedRequest
-	// arriving is the body still coming in, when it is forwarded as it arrives; parsed
-	// is nil until it has passed.
+	// arriving is a large body: still coming in while parsed is nil (it is forwarded as
+	// it arrives), or read whole into the buffer parsed points into.
 	arriving *protocols.ArrivingBody
 }
 
@@ -221,10 +221,6 @@ func (h *Model) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp
 	if !protocols.RequestEncodingOK(r.Header) {
 		return fail(protocols.ErrCompressedBody(op.Family))
 	}
-	var (
-		parsed *protocols.ParsedRequest
-		apiErr *protocols.APIError
-	)
 	if declared := r.ContentLength; declared >= protocols.ForwardWhileArrivingMin && declared <= h.app.MaxRequestBody {
 		// A large body is forwarded while it arrives, once its model is known and allowed;
 		// otherwise it is read to its end here, scanned on the way in.
@@ -234,28 +230,43 @@ func (h *Model) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp
 				return h.serveArriving(w, r, next, identity, op, model, arriving)
 			}
 		}
-		parsed, apiErr = arriving.Finish(r.Body)
-	} else {
-		body, err := protocols.ReadBounded(http.MaxBytesReader(w, r.Body, h.app.MaxRequestBody), r.ContentLength, int(h.app.MaxRequestBody)+1)
-		if err != nil {
-			var tooLarge *http.MaxBytesError
-			if errors.As(err, &tooLarge) {
-				return fail(protocols.ErrBodyTooLarge(op.Family, h.app.MaxRequestBody))
-			}
-			return fail(protocols.ErrBodyUnreadable(op.Family))
-		}
-		parsed, apiErr = protocols.ParseRequest(op.Family, body)
+		parsed, apiErr := arriving.Finish(r.Body)
+		err := h.serveParsed(w, r, next, identity, op, parsed, apiErr, arriving)
+		// An error is written after this handler returns, and may quote the body (a
+		// model that does not exist): only a request that ended well lets its buffer
+		// serve another.
+		arriving.Release(err == nil)
+		return err
 	}
+	body, err := protocols.ReadBounded(http.MaxBytesReader(w, r.Body, h.app.MaxRequestBody), r.ContentLength, int(h.app.MaxRequestBody)+1)
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return fail(protocols.ErrBodyTooLarge(op.Family, h.app.MaxRequestBody))
+		}
+		return fail(protocols.ErrBodyUnreadable(op.Family))
+	}
+	parsed, apiErr := protocols.ParseRequest(op.Family, body)
+	return h.serveParsed(w, r, next, identity, op, parsed, apiErr, nil)
+}
+
+// serveParsed checks a body read whole and hands the request on; arriving is the large
+// body whose buffer it lies in, if it is one.
+func (h *Model) serveParsed(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, identity *auth.Identity,
+	op protocols.Operation, parsed *protocols.ParsedRequest, apiErr *protocols.APIError, arriving *protocols.ArrivingBody) error {
 	if apiErr != nil {
 		return fail(apiErr)
 	}
 	rt, modelID, apiErr := h.check(r.Header, identity, op, parsed)
-	if modelID != "" {
-		logOf(r).model = modelID
-	}
 	if apiErr != nil {
+		if modelID != "" {
+			// A copy: the body's buffer may serve another request before the log is written.
+			logOf(r).model = strings.Clone(modelID)
+		}
 		return fail(apiErr)
 	}
+	logOf(r).model = rt.model.ID
+	rt.arriving = arriving
 	caddyhttp.SetVar(r.Context(), varRoute, rt)
 	return next.ServeHTTP(w, r)
 }
@@ -302,6 +313,7 @@ func (h *Model) serveArriving(w http.ResponseWriter, r *http.Request, next caddy
 	err := next.ServeHTTP(w, r)
 	// r.Body is net/http's again once the handler returns: the reading must be over.
 	_, _ = arriving.Wait()
+	arriving.Release(err == nil) // as in ServeHTTP
 	return err
 }
 
@@ -360,9 +372,7 @@ func (h *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Ha
 		Header:       r.Header,
 		RawQuery:     r.URL.RawQuery,
 	}
-	if rt.parsed == nil {
-		req.Arriving = rt.arriving
-	}
+	req.Arriving = rt.arriving // read whole or not, the body lies in its buffer
 	requestID := requestID(r)
 	// Admission: the request's worst case is reserved against every limit on its path
 	// before any upstream is called; the answer's metered cost replaces it at the end,

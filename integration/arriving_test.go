@@ -2,12 +2,14 @@ package integration
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -267,4 +269,113 @@ func TestAnArrivingChatStreamWhoseUsageRequestWasSentIsSentAgainWhole(t *testing
 	assert.Contains(t, got, `"model":"`+upstreamPrefix+`-big"`)
 	assert.Equal(t, int64(1), up.whole.Load(), "the upstream got one whole body")
 	g.assertNoCircuitOpen(t, "", true)
+}
+
+// Large bodies reuse their buffers once nothing reads them. An upstream that answers
+// before it reads the body (full duplex) makes the gateway's transport send the body's
+// rest after the answer has reached the client and the handler has let go: if the buffer
+// served another request then, the upstream would read that request's bytes.
+func TestLargeBodiesSentTogetherReachTheirUpstreamWhole(t *testing.T) {
+	var (
+		mu       sync.Mutex
+		received = map[string]string{} // the request's mark → the body the upstream read
+	)
+	answer := `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"` + upstreamPrefix +
+		`-big","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],` +
+		`"usage":{"prompt_tokens":10,"completion_tokens":1,"total_tokens":11}}`
+	up := &upstream{}
+	up.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("answer") == "first" {
+			_ = http.NewResponseController(rw).EnableFullDuplex()
+			rw.Header().Set("Content-Type", "application/json")
+			rw.Header().Set("Content-Length", strconv.Itoa(len(answer)))
+			_, _ = io.WriteString(rw, answer)
+			_ = http.NewResponseController(rw).Flush()
+		}
+		if r.URL.Query().Get("answer") == "first" {
+			time.Sleep(30 * time.Millisecond) // the client has its answer meanwhile
+		}
+		// A body answered first is cut off once the gateway has relayed the answer:
+		// what was read of it is kept too.
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		received[gjson.GetBytes(body, "user").Str] = string(body)
+		mu.Unlock()
+		if r.URL.Query().Get("answer") != "first" {
+			rw.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(rw, answer)
+		}
+	}))
+	// A small receive buffer, so the gateway's transport is still sending a body when
+	// its answer is in: it holds what the sender's buffer does (4 MiB here) and no more.
+	up.Listener = smallReceiveBuffer{up.Listener}
+	up.Start()
+	t.Cleanup(up.Close)
+	models := "\t\tmodel big-a {\n" + candidate("main", "family_a", up.URL+"/v1", upstreamPrefix+"-big") + "\t\t}\n"
+	g := startGatewayWith(t, up, models, "")
+
+	const clients, each = 4, 3
+	want := map[string]string{}
+	bodies := make([][]string, clients)
+	for c := range clients {
+		for i := range each {
+			mark := fmt.Sprintf("client-%d-request-%d", c, i)
+			// Larger than the socket buffers between them hold; one size class, so that
+			// buffers are shared.
+			text := strings.Repeat(mark+" says ✓ \\\"this\\\". ", (5<<20+(c*each+i)<<10)/40)
+			body := `{"model":"big-a","user":"` + mark + `","messages":[{"role":"user","content":"` + text + `"}]}`
+			bodies[c] = append(bodies[c], body)
+			want[mark] = strings.Replace(body, `"model":"big-a"`, `"model":"`+upstreamPrefix+`-big"`, 1)
+		}
+	}
+	var wg sync.WaitGroup
+	failures := make(chan string, clients*each)
+	for c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i, body := range bodies[c] {
+				path := "/v1/chat/completions"
+				if (c+i)%2 == 0 {
+					path += "?answer=first"
+				}
+				r, err := g.send("POST", path, body)
+				if err != nil || r.Status != 200 || !strings.Contains(string(r.Body), `"model":"big-a"`) {
+					failures <- fmt.Sprintf("client %d request %d: %v %v", c, i, err, r)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(failures)
+	for f := range failures {
+		t.Error(f)
+	}
+	time.Sleep(100 * time.Millisecond) // the last upstream reads end
+	mu.Lock()
+	defer mu.Unlock()
+	cut := 0
+	for mark, body := range want {
+		got, ok := received[mark]
+		if !ok {
+			continue // cut off before the mark
+		}
+		if !strings.HasPrefix(body, got) {
+			t.Errorf("%s: the upstream read other bytes than the client sent", mark)
+		}
+		if len(got) < len(body) {
+			cut++
+		}
+	}
+	t.Logf("%d of %d bodies were cut off after their answer", cut, len(want))
+}
+
+type smallReceiveBuffer struct{ net.Listener }
+
+func (l smallReceiveBuffer) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tcp, ok := c.(*net.TCPConn); ok {
+		_ = tcp.SetReadBuffer(16 << 10)
+	}
+	return c, err
 }

@@ -32,10 +32,20 @@ var (
 // once the whole body has passed every check. Until then the upstream holds a request it
 // cannot act on: it lacks at least the object's closing brace. A body that fails ends the
 // forwarding with an error, so the upstream never sees its end.
+//
+// The buffer is reused once nothing reads it any more. Whoever reads it holds it: the
+// handler that made the body (until Release), the goroutine that finishes reading it, and
+// every upstream body made from it (until the transport closes it, which may be after
+// RoundTrip has returned). Only a body that passed every check, whose handler vouched
+// that no view into it is left, goes back when the last holder lets go; any other
+// buffer is left to the collector.
 type ArrivingBody struct {
-	op     Operation
-	buf    []byte // the declared length and one byte more, to see the end without growing
-	reader requestReader
+	op      Operation
+	buf     []byte  // the declared length and one byte more, to see the end without growing
+	pooled  *[]byte // buf's pool entry
+	holders atomic.Int32
+	reuse   atomic.Bool // the handler left no view into buf behind
+	reader  requestReader
 	// Only the reading goroutine touches these: how much of the body the scanner has
 	// been given, and whether reading is over.
 	fedAt int
@@ -67,10 +77,50 @@ const (
 // NewArrivingBody prepares to read a body of declared bytes for op.
 func NewArrivingBody(op Operation, declared int) *ArrivingBody {
 	now := time.Now()
-	a := &ArrivingBody{op: op, buf: make([]byte, declared+1), start: now, lastAt: now,
+	pooled := takeBodyBuffer(declared + 1)
+	a := &ArrivingBody{op: op, buf: *pooled, pooled: pooled, start: now, lastAt: now,
 		changed: make(chan struct{}), done: make(chan struct{})}
+	a.holders.Store(1)
 	a.reader = requestReader{family: op.Family, p: &ParsedRequest{}}
 	return a
+}
+
+// Release is the handler's word that it is done with the body and with everything read
+// from it. reusable says that nothing it keeps (a log field, an error still to be
+// written) points into the body: only then may its buffer serve another request, once
+// the upstream bodies made from it are closed too.
+func (a *ArrivingBody) Release(reusable bool) {
+	a.reuse.Store(reusable)
+	a.release()
+}
+
+// hold counts one more reader of the buffer; false once it has none left to share.
+func (a *ArrivingBody) hold() bool {
+	for {
+		n := a.holders.Load()
+		if n <= 0 {
+			return false
+		}
+		if a.holders.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// release ends one reader's hold; the last one gives a good body's buffer back.
+func (a *ArrivingBody) release() {
+	if a.holders.Add(-1) != 0 {
+		return
+	}
+	a.mu.Lock()
+	good := a.state == arrivedGood
+	a.mu.Unlock()
+	if good && a.reuse.Load() {
+		// A reader that should not be left would now see no body rather than another
+		// client's bytes (and the race detector would name it in tests).
+		a.reader.p.Body, a.buf = nil, nil
+		recycleBodyBuffer(a.pooled)
+	}
 }
 
 // ReadUntilModel reads from r until the body's top-level model is known as a string, and
@@ -101,7 +151,9 @@ func (a *ArrivingBody) Finish(r io.Reader) (*ParsedRequest, *APIError) {
 // it is all there and scanned, check (the checks a whole body gets after its scan)
 // decides whether it is good. The caller must Wait before it lets go of r.
 func (a *ArrivingBody) FinishWhileForwarding(r io.Reader, check func(*ParsedRequest) *APIError) {
+	a.hold() // the handler holds it still
 	go func() {
+		defer a.release()
 		for !a.ended {
 			a.readOnce(r)
 		}
@@ -237,6 +289,10 @@ type Forwarder struct {
 	delivered     atomic.Bool
 	closed        chan struct{}
 	closeOnce     sync.Once
+	// reading is held through a Read, so that Close lets go of the buffer only once no
+	// Read is under way (a transport may close a body while another goroutine reads it).
+	reading sync.Mutex
+	held    bool // the forwarder holds the buffer, until Close
 }
 
 // Errors a Forwarder ends with; neither is the candidate's doing.
@@ -257,7 +313,7 @@ var (
 // upstreamModel. It must only be called after ReadUntilModel found the model.
 func (a *ArrivingBody) Forward(upstreamModel string) *Forwarder {
 	f := &Forwarder{a: a, upstreamModel: upstreamModel, value: AppendJSONString(nil, upstreamModel),
-		modelAt: a.modelAt, end: a.modelEnd, closed: make(chan struct{})}
+		modelAt: a.modelAt, end: a.modelEnd, closed: make(chan struct{}), held: a.hold()}
 	f.giveUpAt = a.start.Add(forwardStall + time.Duration(a.declared())*time.Second/time.Duration(forwardMinRate))
 	f.length = -1
 	if a.op.Kind != KindChat {
@@ -283,13 +339,24 @@ func (f *Forwarder) Delivered() bool { return f.delivered.Load() }
 // known once the whole body was given.
 func (f *Forwarder) InjectedUsage() bool { return f.injectedUsage }
 
-// Close ends a Read that waits for more of the body.
+// Close ends a Read that waits for more of the body, and then the forwarder's hold on it.
 func (f *Forwarder) Close() error {
 	f.closeOnce.Do(func() { close(f.closed) })
+	f.reading.Lock()
+	defer f.reading.Unlock()
+	if f.held {
+		f.held = false
+		f.a.release()
+	}
 	return nil
 }
 
 func (f *Forwarder) Read(p []byte) (int, error) {
+	f.reading.Lock()
+	defer f.reading.Unlock()
+	if !f.held {
+		return 0, errForwardClosed
+	}
 	for {
 		if f.rest != nil {
 			n, err := f.rest.Read(p)
@@ -404,4 +471,36 @@ func (f *Forwarder) sentBegins(whole Splice) bool {
 // sameBytes reports whether a and b are the same bytes of memory.
 func sameBytes(a, b []byte) bool {
 	return len(a) == len(b) && (len(a) == 0 || unsafe.SliceData(a) == unsafe.SliceData(b))
+}
+
+// Hold makes r, a reader of the body's buffer (the whole body's upstream form), an
+// upstream body that holds the buffer until it is closed.
+func (a *ArrivingBody) Hold(r io.Reader) io.ReadCloser {
+	return &heldReader{r: r, a: a, held: a.hold()}
+}
+
+type heldReader struct {
+	mu   sync.Mutex // held through a Read, as Forwarder.reading
+	r    io.Reader
+	a    *ArrivingBody
+	held bool
+}
+
+func (h *heldReader) Read(p []byte) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.held {
+		return 0, errForwardClosed
+	}
+	return h.r.Read(p)
+}
+
+func (h *heldReader) Close() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.held {
+		h.held = false
+		h.a.release()
+	}
+	return nil
 }

@@ -98,7 +98,14 @@ func (a *attempt) send(parsed *protocols.ParsedRequest) bool {
 	)
 	if parsed != nil {
 		whole, injected := parsed.Upstream(req.Op, cand.UpstreamModel)
-		openBody = func() (io.ReadCloser, error) { return io.NopCloser(whole.Reader()), nil }
+		openBody = func() (io.ReadCloser, error) {
+			if req.Arriving != nil {
+				// The body lies in the arriving body's buffer: it is held until the
+				// transport closes it, which may be after RoundTrip returns.
+				return req.Arriving.Hold(whole.Reader()), nil
+			}
+			return io.NopCloser(whole.Reader()), nil
+		}
 		body, _ = openBody()
 		length, injectedUsage = int64(whole.Len()), injected
 		a.clock = startClock(firstByteLimit(cand, parsed.Streamed()), idleLimit(cand), cancel)

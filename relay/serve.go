@@ -27,7 +27,9 @@ type Request struct {
 	// Parsed is the client's body with its top-level fields located. It is nil while
 	// Arriving is still coming in, and set once it has passed.
 	Parsed *protocols.ParsedRequest
-	// Arriving, when set, is a large body forwarded while the client still sends it.
+	// Arriving, when set, is a large body forwarded while the client still sends it
+	// (while Parsed is nil), or read whole into the buffer it shares with Parsed: an
+	// upstream body made from it holds that buffer until the transport closes it.
 	Arriving *protocols.ArrivingBody
 	Header   http.Header
 	RawQuery string

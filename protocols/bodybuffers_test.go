@@ -1,0 +1,177 @@
+package protocols
+
+import (
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestBodyBuffersAreAtMostAQuarterLargerThanAsked(t *testing.T) {
+	lastSize, lastClass := 0, -1
+	for n := 1; n <= 1<<maxPooledShift+1; n += 1 + n/97 {
+		class, size, ok := bodyClass(n)
+		if n > 1<<maxPooledShift {
+			assert.False(t, ok, "a body of %d bytes is pooled", n)
+			continue
+		}
+		require.True(t, ok, "%d", n)
+		require.GreaterOrEqual(t, size, n)
+		require.Less(t, class, bodyClasses)
+		if n > 1<<minPooledShift {
+			require.LessOrEqual(t, size, n+n/4, "%d bytes get %d", n, size)
+		}
+		// One size per class, and classes in the order of their sizes.
+		if size == lastSize {
+			require.Equal(t, lastClass, class, "%d", n)
+		} else {
+			require.Greater(t, size, lastSize)
+			require.Greater(t, class, lastClass, "%d", n)
+		}
+		lastSize, lastClass = size, class
+		// A buffer of a class's size goes back to the same class.
+		again, againSize, _ := bodyClass(size)
+		require.Equal(t, class, again)
+		require.Equal(t, size, againSize)
+	}
+}
+
+// watchRecycling records the buffers given back, and fills each with 'X' as the next
+// request would overwrite it, so a read that was still under way would see it.
+func watchRecycling(t *testing.T) func() int {
+	var mu sync.Mutex
+	count := 0
+	old := recycleBodyBuffer
+	recycleBodyBuffer = func(b *[]byte) {
+		mu.Lock()
+		defer mu.Unlock()
+		count++
+		full := (*b)[:cap(*b)]
+		for i := range full {
+			full[i] = 'X'
+		}
+	}
+	t.Cleanup(func() { recycleBodyBuffer = old })
+	return func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return count
+	}
+}
+
+// arrivedWhole reads body as a large body is read: model first, then the rest beside
+// its forwarding; it returns once the body has been judged.
+func arrivedWhole(t *testing.T, body []byte, check func(*ParsedRequest) *APIError) (*ArrivingBody, *ParsedRequest, *APIError) {
+	t.Helper()
+	a := NewArrivingBody(Operation{Kind: KindResponses, Family: FamilyA}, len(body))
+	src := trickle(body, uint64(len(body)), 0, nil, nil)
+	_, ok := a.ReadUntilModel(src)
+	require.True(t, ok)
+	a.FinishWhileForwarding(src, check)
+	p, err := a.Wait()
+	return a, p, err
+}
+
+func TestABodyBufferServesAgainOnlyOnceNothingReadsIt(t *testing.T) {
+	recycled := watchRecycling(t)
+	body := []byte(`{"model":"m","input":"` + strings.Repeat("y", 200<<10) + `"}`)
+	want, _ := PrepareRequestBody(Operation{Kind: KindResponses, Family: FamilyA}, body, "up")
+
+	t.Run("held by each upstream body until it is closed", func(t *testing.T) {
+		before := recycled()
+		a, parsed, err := arrivedWhole(t, body, nil)
+		require.Nil(t, err)
+		f := a.Forward("up")
+		whole, _ := parsed.Upstream(a.op, "up")
+		h := a.Hold(whole.Reader())
+		a.Release(true)
+		time.Sleep(10 * time.Millisecond) // the reading goroutine lets go after Wait returns
+		assert.Equal(t, before, recycled(), "given back while two upstream bodies could still read it")
+
+		// The transport reads after the handler has let go, as it may after RoundTrip.
+		got, readErr := io.ReadAll(f)
+		require.NoError(t, readErr)
+		assert.Equal(t, string(want), string(got))
+		require.NoError(t, f.Close())
+		require.NoError(t, f.Close())
+		assert.Equal(t, before, recycled())
+		got, readErr = io.ReadAll(h)
+		require.NoError(t, readErr)
+		assert.Equal(t, string(want), string(got))
+		require.NoError(t, h.Close())
+		assert.Equal(t, before+1, recycled(), "the last reader let go: the buffer serves again")
+		require.NoError(t, h.Close())
+		assert.Equal(t, before+1, recycled(), "given back twice")
+		_, readErr = h.Read(make([]byte, 10))
+		assert.Error(t, readErr, "a closed body still reads")
+	})
+
+	t.Run("not when the handler may still quote it", func(t *testing.T) {
+		before := recycled()
+		a, _, err := arrivedWhole(t, body, nil)
+		require.Nil(t, err)
+		a.Release(false)
+		time.Sleep(10 * time.Millisecond)
+		assert.Equal(t, before, recycled())
+	})
+
+	t.Run("not when the body was refused", func(t *testing.T) {
+		before := recycled()
+		a, _, err := arrivedWhole(t, body, func(*ParsedRequest) *APIError { return ErrBodyUnreadable(FamilyA) })
+		require.NotNil(t, err)
+		f := a.Forward("up")
+		a.Release(true)
+		require.NoError(t, f.Close())
+		time.Sleep(10 * time.Millisecond)
+		assert.Equal(t, before, recycled(), "a refused body's error may still point into its buffer")
+	})
+}
+
+func TestClosingAnUpstreamBodyWaitsForTheReadUnderWay(t *testing.T) {
+	recycled := watchRecycling(t)
+	body := []byte(`{"model":"m","input":"` + strings.Repeat("z", 300<<10) + `"}`)
+	want, _ := PrepareRequestBody(Operation{Kind: KindResponses, Family: FamilyA}, body, "up")
+	for round := range 50 {
+		before := recycled()
+		a, parsed, err := arrivedWhole(t, body, nil)
+		require.Nil(t, err)
+		var bodies []io.ReadCloser
+		if round%2 == 0 {
+			bodies = append(bodies, a.Forward("up"))
+		} else {
+			whole, _ := parsed.Upstream(a.op, "up")
+			bodies = append(bodies, a.Hold(whole.Reader()))
+		}
+		a.Release(true)
+		// One goroutine reads while another closes, as an HTTP/2 transport does when the
+		// answer comes before the body is sent: what was read is the body, never the
+		// bytes of the request the buffer serves next.
+		var got []byte
+		started, done := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(done)
+			p := make([]byte, 1000)
+			for i := 0; ; i++ {
+				n, err := bodies[0].Read(p)
+				got = append(got, p[:n]...)
+				if i == 0 {
+					close(started)
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+		<-started
+		time.Sleep(time.Duration(round%5) * 20 * time.Microsecond)
+		require.NoError(t, bodies[0].Close())
+		<-done
+		require.LessOrEqual(t, len(got), len(want))
+		assert.Equal(t, string(want[:len(got)]), string(got), "round %d read another request's bytes", round)
+		assert.Eventually(t, func() bool { return recycled() == before+1 }, time.Second, time.Millisecond)
+	}
+}
