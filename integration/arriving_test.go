@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -308,11 +310,17 @@ func TestLargeBodiesSentTogetherReachTheirUpstreamWhole(t *testing.T) {
 	}))
 	// A small receive buffer, so the gateway's transport is still sending a body when
 	// its answer is in: it holds what the sender's buffer does (4 MiB here) and no more.
-	up.Listener = smallReceiveBuffer{up.Listener}
+	// Set on the listener, before any handshake: shrinking an open connection's buffer
+	// below the window it has offered stalls it.
+	up.Listener.Close()
+	up.Listener = listenWithSmallReceiveBuffer(t)
 	up.Start()
 	t.Cleanup(up.Close)
 	models := "\t\tmodel big-a {\n" + candidate("main", "family_a", up.URL+"/v1", upstreamPrefix+"-big") + "\t\t}\n"
-	g := startGatewayWith(t, up, models, "")
+	// A key with a limit waits for the whole body before any candidate is called, and
+	// sends it from the same buffer.
+	const limitedKey = "sk-limited-key-0123456789abcdef"
+	g := startGatewayWith(t, up, models, "\t\tkey limited "+limitedKey+" {\n\t\t\trpm 100000\n\t\t}\n")
 
 	const clients, each = 4, 3
 	want := map[string]string{}
@@ -339,7 +347,11 @@ func TestLargeBodiesSentTogetherReachTheirUpstreamWhole(t *testing.T) {
 				if (c+i)%2 == 0 {
 					path += "?answer=first"
 				}
-				r, err := g.send("POST", path, body)
+				var headers []string
+				if c%2 == 1 {
+					headers = []string{"Authorization", "Bearer " + limitedKey}
+				}
+				r, err := g.send("POST", path, body, headers...)
 				if err != nil || r.Status != 200 || !strings.Contains(string(r.Body), `"model":"big-a"`) {
 					failures <- fmt.Sprintf("client %d request %d: %v %v", c, i, err, r)
 				}
@@ -370,12 +382,17 @@ func TestLargeBodiesSentTogetherReachTheirUpstreamWhole(t *testing.T) {
 	t.Logf("%d of %d bodies were cut off after their answer", cut, len(want))
 }
 
-type smallReceiveBuffer struct{ net.Listener }
-
-func (l smallReceiveBuffer) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if tcp, ok := c.(*net.TCPConn); ok {
-		_ = tcp.SetReadBuffer(16 << 10)
-	}
-	return c, err
+func listenWithSmallReceiveBuffer(t *testing.T) net.Listener {
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		var setErr error
+		if err := c.Control(func(fd uintptr) {
+			setErr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 16<<10)
+		}); err != nil {
+			return err
+		}
+		return setErr
+	}}
+	ln, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	return ln
 }
