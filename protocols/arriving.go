@@ -289,10 +289,7 @@ type Forwarder struct {
 	delivered     atomic.Bool
 	closed        chan struct{}
 	closeOnce     sync.Once
-	// reading is held through a Read, so that Close lets go of the buffer only once no
-	// Read is under way (a transport may close a body while another goroutine reads it).
-	reading sync.Mutex
-	held    bool // the forwarder holds the buffer, until Close
+	hold          bufferHold
 }
 
 // Errors a Forwarder ends with; neither is the candidate's doing.
@@ -313,7 +310,7 @@ var (
 // upstreamModel. It must only be called after ReadUntilModel found the model.
 func (a *ArrivingBody) Forward(upstreamModel string) *Forwarder {
 	f := &Forwarder{a: a, upstreamModel: upstreamModel, value: AppendJSONString(nil, upstreamModel),
-		modelAt: a.modelAt, end: a.modelEnd, closed: make(chan struct{}), held: a.hold()}
+		modelAt: a.modelAt, end: a.modelEnd, closed: make(chan struct{}), hold: a.newHold()}
 	f.giveUpAt = a.start.Add(forwardStall + time.Duration(a.declared())*time.Second/time.Duration(forwardMinRate))
 	f.length = -1
 	if a.op.Kind != KindChat {
@@ -342,21 +339,14 @@ func (f *Forwarder) InjectedUsage() bool { return f.injectedUsage }
 // Close ends a Read that waits for more of the body, and then the forwarder's hold on it.
 func (f *Forwarder) Close() error {
 	f.closeOnce.Do(func() { close(f.closed) })
-	f.reading.Lock()
-	defer f.reading.Unlock()
-	if f.held {
-		f.held = false
-		f.a.release()
-	}
+	f.hold.letGo()
 	return nil
 }
 
-func (f *Forwarder) Read(p []byte) (int, error) {
-	f.reading.Lock()
-	defer f.reading.Unlock()
-	if !f.held {
-		return 0, errForwardClosed
-	}
+func (f *Forwarder) Read(p []byte) (int, error) { return f.hold.read(p, f.readHeld) }
+
+// readHeld is Read while the forwarder holds the buffer.
+func (f *Forwarder) readHeld(p []byte) (int, error) {
 	for {
 		if f.rest != nil {
 			n, err := f.rest.Read(p)
@@ -476,31 +466,48 @@ func sameBytes(a, b []byte) bool {
 // Hold makes r, a reader of the body's buffer (the whole body's upstream form), an
 // upstream body that holds the buffer until it is closed.
 func (a *ArrivingBody) Hold(r io.Reader) io.ReadCloser {
-	return &heldReader{r: r, a: a, held: a.hold()}
+	return &heldReader{r: r, hold: a.newHold()}
 }
 
 type heldReader struct {
-	mu   sync.Mutex // held through a Read, as Forwarder.reading
 	r    io.Reader
+	hold bufferHold
+}
+
+func (h *heldReader) Read(p []byte) (int, error) { return h.hold.read(p, h.r.Read) }
+
+func (h *heldReader) Close() error {
+	h.hold.letGo()
+	return nil
+}
+
+// bufferHold is an upstream body's hold on the buffer it reads. Reads run under its
+// lock, so letting go waits for a Read under way: a transport may close a body while
+// another goroutine reads it.
+type bufferHold struct {
+	mu   sync.Mutex
 	a    *ArrivingBody
 	held bool
 }
 
-func (h *heldReader) Read(p []byte) (int, error) {
+func (a *ArrivingBody) newHold() bufferHold { return bufferHold{a: a, held: a.hold()} }
+
+// read reads with readFrom while the buffer is held.
+func (h *bufferHold) read(p []byte, readFrom func([]byte) (int, error)) (int, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !h.held {
 		return 0, errForwardClosed
 	}
-	return h.r.Read(p)
+	return readFrom(p)
 }
 
-func (h *heldReader) Close() error {
+// letGo ends the hold once no Read is under way; again, it does nothing.
+func (h *bufferHold) letGo() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.held {
 		h.held = false
 		h.a.release()
 	}
-	return nil
 }
