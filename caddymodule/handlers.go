@@ -260,12 +260,11 @@ func (h *Model) serveParsed(w http.ResponseWriter, r *http.Request, next caddyht
 	rt, modelID, apiErr := h.check(r.Header, identity, op, parsed)
 	if apiErr != nil {
 		if modelID != "" {
-			// A copy: the body's buffer may serve another request before the log is written.
-			logOf(r).model = strings.Clone(modelID)
+			logOf(r).model = modelID // a request that fails never lends its body's buffer on
 		}
 		return fail(apiErr)
 	}
-	logOf(r).model = rt.model.ID
+	logOf(r).model = rt.model.ID // not modelID: the body's buffer may serve another request
 	rt.arriving = arriving
 	caddyhttp.SetVar(r.Context(), varRoute, rt)
 	return next.ServeHTTP(w, r)

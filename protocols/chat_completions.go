@@ -188,8 +188,8 @@ func (c *chatChoices) readDelta(delta []byte) {
 	if !ok {
 		return
 	}
+	// The first of each member counts; a value is never empty, so nil is "not seen".
 	var calls []byte
-	var contentSeen, reasoningSeen, callsSeen bool
 	for {
 		key, s, e, ok := w.next()
 		if !ok {
@@ -197,16 +197,16 @@ func (c *chatChoices) readDelta(delta []byte) {
 		}
 		switch keyText(key) {
 		case "content":
-			if !contentSeen {
-				contentSeen, c.content = true, delta[s:e]
+			if c.content == nil {
+				c.content = delta[s:e]
 			}
 		case "reasoning_content":
-			if !reasoningSeen {
-				reasoningSeen, c.reasoning = true, delta[s:e]
+			if c.reasoning == nil {
+				c.reasoning = delta[s:e]
 			}
 		case "tool_calls":
-			if !callsSeen {
-				callsSeen, calls = true, delta[s:e]
+			if calls == nil {
+				calls = delta[s:e]
 			}
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/switchyard-gw/switchyard/metering"
@@ -16,21 +15,17 @@ import (
 // (the ledger's default) takes four statements instead of a thousand.
 const sqliteUsageChunk = 256
 
-// sqliteInsertUsage holds the INSERT statement's text for each power of two of rows up
-// to sqliteUsageChunk, built once.
-var sqliteInsertUsage = sync.OnceValue(func() []string {
+// sqliteInsertUsage is the INSERT statement's text for rows records; each size is
+// prepared once for the life of the store (see insertStatements).
+func sqliteInsertUsage(rows int) string {
 	row := "(" + strings.TrimSuffix(strings.Repeat("?, ", usageColumnCount), ", ") + ")"
-	out := make([]string, sqliteUsageChunk+1)
-	for n := 1; n <= sqliteUsageChunk; n *= 2 {
-		// ON CONFLICT names request_id: a duplicate request is skipped, while a NULL
-		// in a NOT NULL column or a failed CHECK still fails the statement (INSERT OR
-		// IGNORE would silently skip those rows too).
-		out[n] = "INSERT INTO usage_records (" + usageColumns + ") VALUES " +
-			strings.TrimSuffix(strings.Repeat(row+", ", n), ", ") +
-			" ON CONFLICT (request_id) DO NOTHING"
-	}
-	return out
-})
+	// ON CONFLICT names request_id: a duplicate request is skipped, while a NULL in a
+	// NOT NULL column or a failed CHECK still fails the statement (INSERT OR IGNORE
+	// would silently skip those rows too).
+	return "INSERT INTO usage_records (" + usageColumns + ") VALUES " +
+		strings.TrimSuffix(strings.Repeat(row+", ", rows), ", ") +
+		" ON CONFLICT (request_id) DO NOTHING"
+}
 
 const sqliteUpsertJournal = `INSERT INTO ledger_journals (journal_id, position, updated_at) VALUES (?1, ?2, ?3)
 	ON CONFLICT (journal_id) DO UPDATE SET position = max(position, excluded.position), updated_at = excluded.updated_at`
@@ -86,7 +81,7 @@ func (b *sqliteBackend) insertStatements(ctx context.Context) (*sqliteStatements
 	st := &sqliteStatements{insert: map[int]*sql.Stmt{}}
 	var err error
 	for rows := 1; rows <= sqliteUsageChunk && err == nil; rows *= 2 {
-		st.insert[rows], err = b.w.PrepareContext(ctx, sqliteInsertUsage()[rows])
+		st.insert[rows], err = b.w.PrepareContext(ctx, sqliteInsertUsage(rows))
 	}
 	if err == nil {
 		st.journal, err = b.w.PrepareContext(ctx, sqliteUpsertJournal)
