@@ -2,6 +2,7 @@ package protocols
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 	"unsafe"
 
@@ -45,6 +46,25 @@ const (
 	fieldMaxOutputTokens
 	readFields
 )
+
+// readFieldNames are the fields' names in a body.
+var readFieldNames = [readFields]string{
+	fieldModel: "model", fieldMessages: "messages", fieldStream: "stream", fieldStreamOptions: "stream_options",
+	fieldMaxTokens: "max_tokens", fieldThinking: "thinking", fieldBackground: "background",
+	fieldPreviousResponseID: "previous_response_id", fieldConversation: "conversation",
+	fieldPromptCacheKey: "prompt_cache_key", fieldMaxCompletionTokens: "max_completion_tokens",
+	fieldMaxOutputTokens: "max_output_tokens",
+}
+
+// locatedField is the field named key, if a ParsedRequest locates it.
+func locatedField(key string) (readField, bool) {
+	for f, name := range &readFieldNames { // not a copy of the array per member
+		if key == name {
+			return readField(f), true
+		}
+	}
+	return 0, false
+}
 
 // span is where a value lies in a body.
 type span struct{ start, end int }
@@ -124,31 +144,8 @@ func (r *requestReader) member(body []byte, key string, start, end int) {
 	if name, ok := readFieldFolded(key); ok && name != key && r.caseVariant == "" {
 		r.caseVariant, r.readName = key, name
 	}
-	switch key {
-	case "model":
-		p.at[fieldModel] = span{start, end}
-	case "messages":
-		p.at[fieldMessages] = span{start, end}
-	case "stream":
-		p.at[fieldStream] = span{start, end}
-	case "stream_options":
-		p.at[fieldStreamOptions] = span{start, end}
-	case "max_tokens":
-		p.at[fieldMaxTokens] = span{start, end}
-	case "thinking":
-		p.at[fieldThinking] = span{start, end}
-	case "background":
-		p.at[fieldBackground] = span{start, end}
-	case "previous_response_id":
-		p.at[fieldPreviousResponseID] = span{start, end}
-	case "conversation":
-		p.at[fieldConversation] = span{start, end}
-	case "prompt_cache_key":
-		p.at[fieldPromptCacheKey] = span{start, end}
-	case "max_completion_tokens":
-		p.at[fieldMaxCompletionTokens] = span{start, end}
-	case "max_output_tokens":
-		p.at[fieldMaxOutputTokens] = span{start, end}
+	if f, ok := locatedField(key); ok {
+		p.at[f] = span{start, end}
 	}
 	// The objects whose inner keys the gateway reads or rewrites get the same rule.
 	switch key {
@@ -164,10 +161,9 @@ func (r *requestReader) member(body []byte, key string, start, end int) {
 	}
 }
 
-// fieldsRead are the top-level fields the gateway reads or rewrites in some shape.
-var fieldsRead = []string{"model", "messages", "stream", "stream_options", "max_tokens", "thinking",
-	"reasoning", "background", "previous_response_id", "conversation", "prompt_cache_key", "input",
-	"max_completion_tokens", "max_output_tokens"}
+// fieldsRead are the top-level fields the gateway reads or rewrites in some shape: those
+// a ParsedRequest locates, and `reasoning` and `input`, which it does not.
+var fieldsRead = slices.Concat(readFieldNames[:], []string{"reasoning", "input"})
 
 // readFieldFolded returns the field the gateway reads that key equals without regard to
 // case. A key that matches one only that way is one that a case-insensitive parser (Go's
