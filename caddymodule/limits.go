@@ -174,8 +174,8 @@ func (a *App) checksFor(id *auth.Identity, model string) []limits.Check {
 }
 
 // worstCase is what admission reserves for a request: its input estimated from its text
-// and the output it may generate (its own cap, else the model's, else the default), at
-// the model's prices.
+// and the output it may generate (its own cap, else the model's, else the default, times
+// the answers it asks for), at the model's prices.
 func (a *App) worstCase(rt *route) (tokens, costMicros int64) {
 	if !rt.op.Generates() {
 		return 0, 0 // a token count produces nothing to bill
@@ -190,6 +190,10 @@ func (a *App) worstCase(rt *route) (tokens, costMicros int64) {
 		if output <= 0 {
 			output = DefaultOutputReservation
 		}
+	}
+	// The upstream writes n answers, each up to the cap (saturating, never wrapping).
+	if n := rt.parsed.Choices(rt.op); n > 1 {
+		output = satMul(output, n)
 	}
 	// A claimed cap near the int64 limit must not wrap the sum into a small ask.
 	tokens = input + output
@@ -324,4 +328,12 @@ var loadLimitMetrics = sync.OnceValue(func() *limitMetrics {
 
 func (m *limitMetrics) register(reg prometheus.Registerer) error {
 	return registerCollectors(reg, m.rejections)
+}
+
+// satMul is a×b for positive a and b, or math.MaxInt64 when that would not fit.
+func satMul(a, b int64) int64 {
+	if a > math.MaxInt64/b {
+		return math.MaxInt64
+	}
+	return a * b
 }

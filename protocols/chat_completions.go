@@ -230,7 +230,8 @@ func (chatCompletions) ErrorEvent(e *APIError, _ int64) []byte {
 	return fmt.Appendf(nil, "data: %s\n\n", e.Body(""))
 }
 
-// Validate: `messages` is an array; `stream` a boolean; `stream_options` an object.
+// Validate: `messages` is an array; `stream` a boolean; `stream_options` an object;
+// `n` 1..128; each output cap a positive integer, and both caps equal when both are set.
 func (chatCompletions) Validate(p *ParsedRequest, _ Operation, _ http.Header) *APIError {
 	if !p.get(fieldMessages).IsArray() {
 		return InvalidParam(FamilyA, "messages", "'messages' is required and must be an array")
@@ -241,7 +242,11 @@ func (chatCompletions) Validate(p *ParsedRequest, _ Operation, _ http.Header) *A
 	if o := p.get(fieldStreamOptions); o.Exists() && o.Type != gjson.Null && !o.IsObject() {
 		return InvalidParam(FamilyA, "stream_options", "'stream_options' must be an object")
 	}
-	return nil
+	// The upstream writes n answers, each up to the cap: admission reserves them all.
+	if _, _, e := positiveIntParam(p.get(fieldChoices), "n", MaxChoices); e != nil {
+		return e
+	}
+	return checkOutputCaps(chatCompletions{}.outputCaps(p, KindChat))
 }
 
 // requestBody asks for usage in a streamed request that did not (metering needs it),

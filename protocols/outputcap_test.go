@@ -90,7 +90,9 @@ func TestOutputCapFieldsRefuseCaseVariants(t *testing.T) {
 	}
 }
 
-func TestOutputCapIsTheSmallestCapTheRequestSets(t *testing.T) {
+// Validate refuses two caps that disagree; a body it was not run on reserves the larger,
+// which an upstream that prefers either one stays within.
+func TestOutputCapIsTheLargestCapTheRequestSets(t *testing.T) {
 	chat := protocols.Operation{Family: protocols.FamilyA, Kind: protocols.KindChat}
 	for _, c := range []struct {
 		body string
@@ -99,7 +101,7 @@ func TestOutputCapIsTheSmallestCapTheRequestSets(t *testing.T) {
 	}{
 		{`{"model":"m","messages":[]}`, 0, false},
 		{`{"model":"m","max_tokens":500,"messages":[]}`, 500, true},
-		{`{"model":"m","max_tokens":500,"max_completion_tokens":300,"messages":[]}`, 300, true},
+		{`{"model":"m","max_tokens":500,"max_completion_tokens":300,"messages":[]}`, 500, true},
 		{`{"model":"m","max_completion_tokens":"lots","messages":[]}`, 0, false},
 		{`{"model":"m","max_completion_tokens":0.5,"messages":[]}`, 0, false},
 	} {

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/tidwall/gjson"
@@ -44,6 +45,7 @@ const (
 	fieldPromptCacheKey
 	fieldMaxCompletionTokens
 	fieldMaxOutputTokens
+	fieldChoices
 	readFields
 )
 
@@ -53,7 +55,7 @@ var readFieldNames = [readFields]string{
 	fieldMaxTokens: "max_tokens", fieldThinking: "thinking", fieldBackground: "background",
 	fieldPreviousResponseID: "previous_response_id", fieldConversation: "conversation",
 	fieldPromptCacheKey: "prompt_cache_key", fieldMaxCompletionTokens: "max_completion_tokens",
-	fieldMaxOutputTokens: "max_output_tokens",
+	fieldMaxOutputTokens: "max_output_tokens", fieldChoices: "n",
 }
 
 // locatedField is the field named key, if a ParsedRequest locates it.
@@ -166,10 +168,17 @@ func (r *requestReader) member(body []byte, key string, start, end int) {
 var fieldsRead = slices.Concat(readFieldNames[:], []string{"reasoning", "input"})
 
 // readFieldFolded returns the field the gateway reads that key equals without regard to
-// case. A key that matches one only that way is one that a case-insensitive parser (Go's
-// encoding/json) would act on while the gateway would not.
+// case. A key that matches one only that way is one that a case-insensitive parser would
+// act on while the gateway would not. The rule is Go's encoding/json (v1, fold.go): two
+// names match when bytes.EqualFold holds, which is strings.EqualFold's simple Unicode
+// folding, so `max_completion_tokenſ` (U+017F) and a Kelvin sign (U+212A) for `k` match.
 func readFieldFolded(key string) (string, bool) {
-	if len(key) < 5 || len(key) > 21 { // the lengths of the names in fieldsRead
+	// Simple folding maps each rune to one rune, so only a key with as many runes as a
+	// name can fold to it; a rune takes at most utf8.UTFMax bytes, which bounds the count.
+	if len(key) > utf8.UTFMax*maxReadNameRunes {
+		return "", false
+	}
+	if n := utf8.RuneCountInString(key); n > maxReadNameRunes || readNameRuneCounts&(1<<n) == 0 {
 		return "", false
 	}
 	for _, name := range fieldsRead {
@@ -179,6 +188,20 @@ func readFieldFolded(key string) (string, bool) {
 	}
 	return "", false
 }
+
+// maxReadNameRunes is the longest name in fieldsRead; readNameRuneCounts has bit n set
+// when a name is n runes long (the names are ASCII: runes are bytes).
+const maxReadNameRunes = 63
+
+var readNameRuneCounts = func() (counts uint64) {
+	for _, name := range fieldsRead {
+		if len(name) > maxReadNameRunes {
+			panic("protocols: a read field's name is longer than maxReadNameRunes")
+		}
+		counts |= 1 << len(name)
+	}
+	return counts
+}()
 
 func duplicateError(family Family, key string) *APIError {
 	return InvalidParam(family, key, "'%s' appears more than once in the request body; send each field once", key)

@@ -91,7 +91,8 @@ func (responses) ErrorEvent(e *APIError, nextSequence int64) []byte {
 }
 
 // Validate: `stream` a boolean; no `background`, `previous_response_id` or
-// `conversation`, which need server-side state the gateway does not keep.
+// `conversation`, which need server-side state the gateway does not keep;
+// `max_output_tokens` a positive integer when set.
 func (responses) Validate(p *ParsedRequest, op Operation, _ http.Header) *APIError {
 	if e := optionalBool(FamilyA, p.get(fieldStream), "stream"); e != nil {
 		return e
@@ -105,7 +106,7 @@ func (responses) Validate(p *ParsedRequest, op Operation, _ http.Header) *APIErr
 	if present(p.get(fieldConversation)) {
 		return InvalidParam(FamilyA, "conversation", "'conversation' is not supported: this gateway keeps no server-side conversation state; send the full conversation in 'input' instead")
 	}
-	return nil
+	return checkOutputCaps(responses{}.outputCaps(p, op.Kind))
 }
 
 // requestBody is the client's body as sent.
