@@ -180,7 +180,7 @@ func (a *App) worstCase(rt *route) (tokens, costMicros int64) {
 	if !rt.op.Generates() {
 		return 0, 0 // a token count produces nothing to bill
 	}
-	input := metering.EstimateInputTokens(protocols.TextBytes(rt.parsed.Body))
+	input := metering.EstimateInputTokens(rt.parsed.Body)
 	output, ok := rt.parsed.OutputCap(rt.op)
 	if !ok {
 		output = rt.model.MaxOutputTokens

@@ -13,7 +13,6 @@ import (
 
 	"github.com/switchyard-gw/switchyard/auth"
 	"github.com/switchyard-gw/switchyard/metering"
-	"github.com/switchyard-gw/switchyard/protocols"
 	"github.com/switchyard-gw/switchyard/relay"
 )
 
@@ -68,8 +67,8 @@ func (h *Proxy) meter(rt *route, identity *auth.Identity, requestID string, out 
 	rec := metering.NewRecord(metering.Answer{
 		RequestID: requestID, KeyID: keyID, Model: rt.model.ID, Candidate: out.Served.Candidate.Name,
 		Op: rt.op, Status: out.Status, Obs: out.Obs,
-		RequestTextBytes: func() int64 { return protocols.TextBytes(rt.parsed.Body) },
-		Prices:           rt.model.Prices, Latency: out.Latency, TTFB: out.TimeToFirstByte, Attempts: len(out.Attempts),
+		RequestInputTokens: func() int64 { return metering.EstimateInputTokens(rt.parsed.Body) },
+		Prices:             rt.model.Prices, Latency: out.Latency, TTFB: out.TimeToFirstByte, Attempts: len(out.Attempts),
 	}, time.Now())
 	rec.ProjectID = projectID
 	tokens, costMicros = rec.Usage.Input+rec.Usage.Output, rec.CostMicros

@@ -21,7 +21,7 @@ func TestWorstCaseReservesEveryAnswer(t *testing.T) {
 	output := func(body string) int64 {
 		p, err := protocols.ParseRequest(protocols.FamilyA, []byte(body))
 		require.Nil(t, err)
-		input := metering.EstimateInputTokens(protocols.TextBytes(p.Body))
+		input := metering.EstimateInputTokens(p.Body)
 		tokens, _ := a.worstCase(&route{op: chat, model: model, parsed: p})
 		if tokens == math.MaxInt64 {
 			return tokens

@@ -3,12 +3,14 @@ package metering
 import (
 	"math"
 
+	"github.com/switchyard-gw/switchyard/protocols"
 	"github.com/switchyard-gw/switchyard/routing"
 )
 
-// EstimateInputTokens is the input of a request whose text is textBytes long, by the same
-// rule Bill uses when an answer carries no usage (four characters a token).
-func EstimateInputTokens(textBytes int64) int64 { return estimateTokens(textBytes) }
+// EstimateInputTokens is the input admission reserves for a request body: the rule of
+// protocols.EstimateInputTokens, which Answer.RequestInputTokens gives Bill when an answer
+// carries no usage, so that what is reserved and what is billed agree.
+func EstimateInputTokens(body []byte) int64 { return protocols.EstimateInputTokens(body) }
 
 // WorstCaseCost is the most a request of input tokens, allowed output tokens of output,
 // can cost at the model's prices: every input token at the dearer of the uncached and

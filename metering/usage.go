@@ -26,9 +26,9 @@ func estimateTokens(chars int64) int64 {
 
 // Bill is the usage to charge for an answer, from what its shape observed: the
 // upstream's own counts where it reported them, estimates (flagged) where it did not.
-// requestTextBytes, the size of the request's text, is asked for only when the input
-// must be estimated.
-func Bill(o protocols.Observation, requestTextBytes func() int64) Usage {
+// requestInputTokens, the request's input estimated (EstimateInputTokens), is asked for
+// only when the input must be estimated.
+func Bill(o protocols.Observation, requestInputTokens func() int64) Usage {
 	if !o.Billable {
 		return Usage{} // token counts and the like produce nothing to bill
 	}
@@ -49,9 +49,9 @@ func Bill(o protocols.Observation, requestTextBytes func() int64) Usage {
 		if est := estimateTokens(o.ThinkingChars); est > out.Reasoning {
 			out.Reasoning = est
 		}
-		if out.Input == 0 && requestTextBytes != nil {
+		if out.Input == 0 && requestInputTokens != nil {
 			// The prompt was sent and processed: never bill it as nothing.
-			out.Input = estimateTokens(requestTextBytes())
+			out.Input = requestInputTokens()
 		}
 		out.Estimated = true
 	}
@@ -92,18 +92,18 @@ type Answer struct {
 	RequestID, KeyID, Model, Candidate string
 	Op                                 protocols.Operation
 	Status                             int
-	// Obs is what the answer's shape observed; RequestTextBytes measures the request's
-	// text, asked for only when the input must be estimated.
-	Obs              protocols.Observation
-	RequestTextBytes func() int64
-	Prices           routing.Prices
-	Latency, TTFB    time.Duration
-	Attempts         int
+	// Obs is what the answer's shape observed; RequestInputTokens estimates the
+	// request's input (EstimateInputTokens), asked for only when no usage came.
+	Obs                protocols.Observation
+	RequestInputTokens func() int64
+	Prices             routing.Prices
+	Latency, TTFB      time.Duration
+	Attempts           int
 }
 
 // NewRecord bills and prices an answer and makes its ledger record.
 func NewRecord(a Answer, now time.Time) *Record {
-	u := Bill(a.Obs, a.RequestTextBytes)
+	u := Bill(a.Obs, a.RequestInputTokens)
 	return &Record{
 		RequestID:  a.RequestID,
 		KeyID:      a.KeyID,

@@ -101,7 +101,7 @@ func TestBillReadsEachShapesNativeUsage(t *testing.T) {
 func TestBillEstimatesTheInputOfAnAnswerWithoutUsage(t *testing.T) {
 	obs := streamed(protocols.KindChat, "data: {\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\n")
 	u := Bill(obs, func() int64 { return 400 })
-	assert.Equal(t, int64(100), u.Input, "a processed prompt is never billed as nothing")
+	assert.Equal(t, int64(400), u.Input, "a processed prompt is never billed as nothing")
 	assert.True(t, u.Estimated)
 
 	complete := answered(protocols.KindChat, `{"model":"m","usage":{"prompt_tokens":7,"completion_tokens":1}}`)

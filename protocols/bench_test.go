@@ -199,3 +199,23 @@ func BenchmarkUpstreamBody(b *testing.B) {
 		})
 	}
 }
+
+// estimateSink keeps the estimate's result alive.
+var estimateSink int64
+
+// BenchmarkInputEstimate is the input estimate admission makes of every generation
+// request, on an agent's chat body of 2 KB and a 1 MB document.
+func BenchmarkInputEstimate(b *testing.B) {
+	for _, bd := range []struct {
+		name string
+		data []byte
+	}{{"chat/2KB", chatRequest(2<<10, false)}, {"chat/1MB", chatRequest(1<<20, false)}, {"document/1MB", documentRequest(1 << 20)}} {
+		b.Run(bd.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(bd.data)))
+			for b.Loop() {
+				estimateSink += protocols.EstimateInputTokens(bd.data)
+			}
+		})
+	}
+}

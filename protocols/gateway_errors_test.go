@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"strings"
 	"testing"
 	"testing/iotest"
 
@@ -117,18 +116,6 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n += int64(n)
 	return n, err
-}
-
-func TestTextBytes(t *testing.T) {
-	blob := strings.Repeat("QUJD", 1024) // 4 KiB of base64: no spaces, not text
-	body := `{"model":"m","messages":[{"role":"user","content":"hello there"},{"role":"user","content":[{"type":"image","source":{"data":"` + blob + `"}}]}]}`
-	// "m", "model", "messages", "role", "user", "content", "hello there", ... every string but the blob.
-	var want int64
-	for _, s := range []string{"model", "m", "messages", "role", "user", "content", "hello there", "role", "user", "content", "type", "image", "source", "data"} {
-		want += int64(len(s))
-	}
-	assert.Equal(t, want, protocols.TextBytes([]byte(body)))
-	assert.Equal(t, int64(len(`a \"quoted\" word`)), protocols.TextBytes([]byte(`{"":"a \"quoted\" word"}`)))
 }
 
 func TestShapeOfAnOperationThatIsNotRelayed(t *testing.T) {

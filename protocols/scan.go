@@ -1,7 +1,6 @@
 package protocols
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math/bits"
@@ -524,26 +523,3 @@ func foldKey(key string) string {
 // ValidJSONObject reports whether b is one JSON object, read with the same bounds as a
 // request body: what an upstream's JSON answer must be before it is passed on.
 func ValidJSONObject(b []byte) bool { return scanObject(b, nil) == nil }
-
-// TextBytes counts the bytes of the JSON strings in a body that scanObject accepted,
-// leaving out long strings without spaces (base64 images and files), whose token cost
-// their size does not tell. It is what an input estimate is made from when an upstream
-// never reported usage.
-func TextBytes(body []byte) int64 {
-	var total int64
-	for i := 0; i < len(body); i++ {
-		if body[i] != '"' {
-			continue
-		}
-		end, _, f := scanString(body, i)
-		if f != nil {
-			return total
-		}
-		text := body[i+1 : end-1]
-		if len(text) < 1024 || bytes.ContainsAny(text, " \n") {
-			total += int64(len(text))
-		}
-		i = end - 1
-	}
-	return total
-}

@@ -1,0 +1,264 @@
+package protocols
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math/bits"
+)
+
+// ImageInputTokens is what one image in a request is reserved and, without usage,
+// billed as, whatever its size: providers downscale an image before the model sees it
+// (Anthropic to about 1.15 megapixels, some 1,600 tokens; OpenAI's default detail to
+// fewer). A model that bills more per image (OpenAI's high or original detail on some
+// models) can exceed it.
+const ImageInputTokens = 1600
+
+// EstimateInputTokens is the input a request body is reserved, and billed when the
+// upstream reports no usage. Every JSON string counts as text, keys included, decoded
+// (an escape counts as the character it encodes, a surrogate pair as one): ASCII at four
+// bytes a token, each other code point as a token. A byte-level tokenizer's token covers
+// at least one UTF-8 byte and a code point is at most four, so no text can meter more
+// than four times this (plus the few tokens a template adds per message).
+//
+// Media are recognised by where the shape puts them, never by how their bytes look: an
+// image's data or URL counts ImageInputTokens instead of its text; audio and document
+// data count as the text of their base64 (a quarter of its length). A data: URL in a
+// text part is text.
+//
+// The body is one that ParseRequest accepted; any other is read without panicking, for
+// some estimate. It reads the body a few times over, in constant memory.
+func EstimateInputTokens(body []byte) int64 {
+	t := countText(body)
+	if w, ok := walkObject(body); ok {
+		for {
+			key, start, end, ok := w.next()
+			if !ok {
+				break
+			}
+			switch keyText(key) {
+			case "messages", "input": // chat and messages; responses
+				t.mediaIn(body[start:end])
+			}
+		}
+	}
+	return t.tokens()
+}
+
+// textCount is text measured as EstimateInputTokens counts it.
+type textCount struct {
+	ascii      int64 // ASCII characters
+	codePoints int64 // other characters
+	images     int64
+}
+
+func (t textCount) tokens() int64 {
+	return (max(t.ascii, 0)+3)/4 + max(t.codePoints, 0) + t.images*ImageInputTokens
+}
+
+// mediaIn finds the images among a conversation's items: chat's and messages' content
+// parts (and, in messages, a tool result's), and responses' input items' content and
+// tool outputs.
+func (t *textCount) mediaIn(items []byte) {
+	eachElement(items, func(item []byte) { t.part(item, 0) })
+}
+
+// part reads one conversation item or content part in one walk over its members: an
+// image counts ImageInputTokens in place of the text of its data or URL; the parts in
+// its content or output are read in turn, to the depth of a tool result's blocks. Any
+// other part stays counted as the text it is.
+func (t *textCount) part(obj []byte, depth int) {
+	w, ok := walkObject(obj)
+	if !ok {
+		return
+	}
+	var typ, source, imageURL []byte
+	for {
+		key, start, end, ok := w.next()
+		if !ok {
+			break
+		}
+		v := obj[start:end]
+		switch keyText(key) {
+		case "type":
+			typ = first(typ, v) // the first of a repeated member, as member reads it
+		case "source":
+			source = first(source, v)
+		case "image_url":
+			imageURL = first(imageURL, v)
+		case "content", "output":
+			if depth < 2 {
+				eachPart(v, func(p []byte) { t.part(p, depth+1) })
+			}
+		}
+	}
+	var payload []byte
+	switch stringText(typ) {
+	case "image": // messages: source.data (base64) or source.url
+		if payload, _ = member(source, "data"); payload == nil {
+			payload, _ = member(source, "url")
+		}
+	case "image_url": // chat: image_url.url, an https or data: URL
+		payload = imageURL
+		if url, ok := member(imageURL, "url"); ok {
+			payload = url
+		}
+	case "input_image", "computer_screenshot": // responses: image_url, or a file_id
+		payload = imageURL
+	default:
+		return
+	}
+	t.images++
+	if len(payload) > 0 && payload[0] == '"' {
+		p := countText(payload)
+		t.ascii -= p.ascii
+		t.codePoints -= p.codePoints
+	}
+}
+
+// first is seen if a member was already seen, else v.
+func first(seen, v []byte) []byte {
+	if seen != nil {
+		return seen
+	}
+	return v
+}
+
+// stringText is a JSON string value's text, "" for any other value.
+func stringText(v []byte) string {
+	if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' {
+		return ""
+	}
+	return keyText(v[1 : len(v)-1])
+}
+
+// eachPart calls f with each element of v when it is an array, or with v itself when it
+// is an object.
+func eachPart(v []byte, f func([]byte)) {
+	if i := skipSpace(v, 0); i < len(v) && v[i] == '{' {
+		f(v)
+		return
+	}
+	eachElement(v, f)
+}
+
+// eachElement calls f with each element of the array b holds, if it holds one.
+func eachElement(b []byte, f func([]byte)) {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '[' {
+		return
+	}
+	for i = skipSpace(b, i+1); i < len(b) && b[i] != ']'; {
+		end := skipJSONValue(b, i)
+		if end < 0 {
+			return
+		}
+		f(b[i:end])
+		if i = skipSpace(b, end); i < len(b) && b[i] == ',' {
+			i = skipSpace(b, i+1)
+		}
+	}
+}
+
+// countText measures the text of every string in b. Outside strings a JSON text has no
+// quote, so each quote found there opens one.
+func countText(b []byte) (t textCount) {
+	for i := 0; i < len(b); {
+		q := bytes.IndexByte(b[i:], '"')
+		if q < 0 {
+			break
+		}
+		i = t.add(b, i+q+1)
+	}
+	return t
+}
+
+// add counts the string whose content starts at b[i], and returns where it ends.
+func (t *textCount) add(b []byte, i int) int {
+	for i < len(b) {
+		// Plain ASCII (no quote, backslash or control) eight bytes at a time, and long
+		// runs of it in blocks, as the scan reads them.
+		for words := 0; i+8 <= len(b); {
+			if m := specialBytes(binary.LittleEndian.Uint64(b[i:])); m != 0 {
+				n := bits.TrailingZeros64(m) >> 3
+				t.ascii += int64(n)
+				i += n
+				break
+			}
+			t.ascii += 8
+			i += 8
+			if words++; words == 8 {
+				n := plainPrefix(b[i:])
+				t.ascii += int64(n)
+				i += n
+			}
+		}
+		if i >= len(b) {
+			break
+		}
+		switch c := b[i]; {
+		case c == '"':
+			return i + 1
+		case c == '\\':
+			i = t.escape(b, i)
+		case c < 0x80:
+			t.ascii++
+			i++
+		default:
+			// A leading byte starts a code point; its continuation bytes count nothing.
+			if c >= 0xC0 {
+				t.codePoints++
+			}
+			i++
+		}
+	}
+	return len(b)
+}
+
+// escape counts the escape at b[i] as the character it encodes and returns its end.
+func (t *textCount) escape(b []byte, i int) int {
+	if i+1 >= len(b) {
+		return len(b)
+	}
+	if b[i+1] != 'u' {
+		t.ascii++
+		return i + 2
+	}
+	r, ok := hex4(b, i+2)
+	if !ok {
+		t.ascii++
+		return i + 2
+	}
+	if r < 0x80 {
+		t.ascii++
+		return i + 6
+	}
+	t.codePoints++
+	// A high surrogate followed by a low one is one character.
+	if r >= 0xD800 && r < 0xDC00 && i+12 <= len(b) && b[i+6] == '\\' && b[i+7] == 'u' {
+		if lo, ok := hex4(b, i+8); ok && lo >= 0xDC00 && lo < 0xE000 {
+			return i + 12
+		}
+	}
+	return i + 6
+}
+
+// hex4 reads the four hex digits at b[i].
+func hex4(b []byte, i int) (rune, bool) {
+	if i+4 > len(b) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[i : i+4] {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
+}

@@ -1,0 +1,138 @@
+package protocols_test
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard-gw/switchyard/protocols"
+)
+
+// estimate parses body as a request of family (it must pass) and estimates its input.
+func estimate(t *testing.T, family protocols.Family, body string) int64 {
+	t.Helper()
+	_, err := protocols.ParseRequest(family, []byte(body))
+	require.Nil(t, err, "the body is one a client may send")
+	return protocols.EstimateInputTokens([]byte(body))
+}
+
+// chatUser is a chat body whose one user message has content (a JSON value).
+func chatUser(content string) string {
+	return `{"model":"m","messages":[{"role":"user","content":` + content + `}]}`
+}
+
+// overhead is what chatUser's own strings count: "model" "m" "messages" "role" "user"
+// "content", 29 ASCII characters.
+const overhead = 29
+
+// Text the old estimate left out (long runs without a space, read as base64) or counted
+// at a byte a character: each body costs at least the tokens a tokenizer could make of it
+// divided by four.
+func TestEstimateCountsEveryText(t *testing.T) {
+	cases := []struct {
+		name    string
+		content string
+		want    int64
+	}{
+		{"300 KB without a space", `"` + strings.Repeat("x", 300_000) + `"`, (300_000 + overhead + 3) / 4},
+		{"CJK", `"` + strings.Repeat("漢字", 50_000) + `"`, (overhead+3)/4 + 100_000},
+		{"emoji", `"` + strings.Repeat("😀", 50_000) + `"`, (overhead+3)/4 + 50_000},
+		{"escaped CJK", `"` + strings.Repeat(`\u6f22`, 50_000) + `"`, (overhead+3)/4 + 50_000},
+		{"escaped surrogate pairs", `"` + strings.Repeat(`\ud83d\ude00`, 50_000) + `"`, (overhead+3)/4 + 50_000},
+		{"escaped ASCII", `"` + strings.Repeat(`\u0041\n`, 40_000) + `"`, (80_000 + overhead + 3) / 4},
+		{"a data: URL in a text part is text", `[{"type":"text","text":"data:image/png;base64,` + strings.Repeat("QUJD", 100_000) + `"}]`,
+			(overhead + int64(len(`typetexttextdata:image/png;base64,`)) + 400_000 + 3) / 4},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			assert.Equal(t, c.want, estimate(t, protocols.FamilyA, chatUser(c.content)))
+		})
+	}
+}
+
+// Any text, however its characters are chosen or written, meters at most four times its
+// estimate: a byte-level tokenizer makes at most one token of each UTF-8 byte.
+func TestEstimateBoundsAnyTextFourFold(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	pools := [][]rune{{'a', ' ', '\n'}, {'漢', 'é'}, {'😀', '𝄞'}, {'a', '漢', '😀', '"', '\\', 0x01, 0x7f, '<'}}
+	for range 300 {
+		pool := pools[rng.IntN(len(pools))]
+		var text strings.Builder
+		for range rng.IntN(2000) {
+			text.WriteRune(pool[rng.IntN(len(pool))])
+		}
+		content, err := json.Marshal(text.String()) // escapes some characters as \uXXXX
+		require.NoError(t, err)
+		est := estimate(t, protocols.FamilyA, chatUser(string(content)))
+		assert.LessOrEqual(t, int64(len(text.String())+overhead), 4*est, "%q", text.String())
+		assert.LessOrEqual(t, est, int64(utf8.RuneCountInString(text.String())+(overhead+3)/4), "never more than a token a character")
+	}
+}
+
+// Media are found where each shape puts them and count by their own rule: an image as
+// 1,600 tokens whatever its bytes; audio and documents as the text of their base64.
+func TestEstimateCountsMediaByWhereTheyAre(t *testing.T) {
+	blob := strings.Repeat("QUJD", 250_000) // 1 MB of base64
+	const img = protocols.ImageInputTokens
+	cases := []struct {
+		name   string
+		family protocols.Family
+		body   string
+		// text is the text counted besides the image payloads, its strings separated by
+		// '|'; images how many there are.
+		text   string
+		images int64
+	}{
+		{"messages image block", protocols.FamilyB,
+			`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + blob + `"}}]}]}`,
+			"model|m|max_tokens|messages|role|user|content|type|image|source|type|base64|media_type|image/png|data", 1},
+		{"messages image by URL", protocols.FamilyB,
+			`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"url","url":"https://x.test/a.png"}}]}]}`,
+			"model|m|max_tokens|messages|role|user|content|type|image|source|type|url|url", 1},
+		{"messages image in a tool result", protocols.FamilyB,
+			`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + blob + `"}}]}]}]}`,
+			"model|m|max_tokens|messages|role|user|content|type|tool_result|tool_use_id|t|content|type|image|source|type|base64|media_type|image/png|data", 1},
+		{"messages document is its base64 as text", protocols.FamilyB,
+			`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"` + blob + `"}}]}]}`,
+			"model|m|max_tokens|messages|role|user|content|type|document|source|type|base64|media_type|application/pdf|data|" + blob, 0},
+		{"messages text document is text", protocols.FamilyB,
+			`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"text","media_type":"text/plain","data":"` + blob + `"}}]}]}`,
+			"model|m|max_tokens|messages|role|user|content|type|document|source|type|text|media_type|text/plain|data|" + blob, 0},
+		{"chat image_url data URL", protocols.FamilyA,
+			chatUser(`[{"type":"text","text":"what is it"},{"type":"image_url","image_url":{"url":"data:image/png;base64,` + blob + `","detail":"high"}}]`),
+			"model|m|messages|role|user|content|type|text|text|what is it|type|image_url|image_url|url|detail|high", 1},
+		{"chat two images by URL", protocols.FamilyA,
+			chatUser(`[{"type":"image_url","image_url":{"url":"https://x.test/a.png"}},{"type":"image_url","image_url":{"url":"https://x.test/b.png"}}]`),
+			"model|m|messages|role|user|content|type|image_url|image_url|url|type|image_url|image_url|url", 2},
+		{"chat audio is its base64 as text", protocols.FamilyA,
+			chatUser(`[{"type":"input_audio","input_audio":{"data":"` + blob + `","format":"wav"}}]`),
+			"model|m|messages|role|user|content|type|input_audio|input_audio|data|" + blob + "|format|wav", 0},
+		{"chat file is its base64 as text", protocols.FamilyA,
+			chatUser(`[{"type":"file","file":{"filename":"a.pdf","file_data":"data:application/pdf;base64,` + blob + `"}}]`),
+			"model|m|messages|role|user|content|type|file|file|filename|a.pdf|file_data|data:application/pdf;base64," + blob, 0},
+		{"responses input_image", protocols.FamilyA,
+			`{"model":"m","input":[{"role":"user","content":[{"type":"input_image","image_url":"data:image/jpeg;base64,` + blob + `"}]}]}`,
+			"model|m|input|role|user|content|type|input_image|image_url", 1},
+		{"responses input_file is its base64 as text", protocols.FamilyA,
+			`{"model":"m","input":[{"role":"user","content":[{"type":"input_file","filename":"a.pdf","file_data":"data:application/pdf;base64,` + blob + `"}]}]}`,
+			"model|m|input|role|user|content|type|input_file|filename|a.pdf|file_data|data:application/pdf;base64," + blob, 0},
+		{"responses image in a tool's output", protocols.FamilyA,
+			`{"model":"m","input":[{"type":"function_call_output","call_id":"c","output":[{"type":"input_image","image_url":"https://x.test/a.png"}]}]}`,
+			"model|m|input|type|function_call_output|call_id|c|output|type|input_image|image_url", 1},
+		// An image-shaped object elsewhere is what it is to the model: text.
+		{"an image block inside a tool's input is text", protocols.FamilyB,
+			`{"model":"m","max_tokens":5,"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"i","name":"n","input":{"type":"image","source":{"data":"` + blob + `"}}}]}]}`,
+			"model|m|max_tokens|messages|role|assistant|content|type|tool_use|id|i|name|n|input|type|image|source|data|" + blob, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			text := int64(len(strings.ReplaceAll(c.text, "|", "")))
+			assert.Equal(t, (text+3)/4+c.images*img, estimate(t, c.family, c.body))
+		})
+	}
+}
