@@ -48,7 +48,7 @@ func BenchmarkHotPath(b *testing.B) {
 	var last protocols.Splice
 	rewrite := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
 		rt := caddyhttp.GetVar(r.Context(), varRoute).(*route)
-		last, _ = rt.parsed.Upstream(rt.op, "upstream-bench-model")
+		last, _ = rt.parsed.Upstream(rt.op, "upstream-bench-model", 0)
 		return nil
 	})
 	chain := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {

@@ -370,6 +370,8 @@ func (h *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Ha
 		Parsed:       rt.parsed,
 		Header:       r.Header,
 		RawQuery:     r.URL.RawQuery,
+		// What admission reserves for a request without a cap of its own.
+		DeclaredOutputCap: rt.model.MaxOutputTokens,
 	}
 	req.Arriving = rt.arriving // read whole or not, the body lies in its buffer
 	requestID := requestID(r)

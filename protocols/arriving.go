@@ -278,6 +278,7 @@ func (a *ArrivingBody) Failed() *APIError {
 type Forwarder struct {
 	a             *ArrivingBody
 	upstreamModel string
+	declaredCap   int64
 	value         []byte // the candidate's model as a JSON string
 	modelAt, end  int    // where the client's model value lies in the body
 	sent          int    // bytes given so far
@@ -307,15 +308,19 @@ var (
 )
 
 // Forward starts the body of an attempt on a candidate that calls the model
-// upstreamModel. It must only be called after ReadUntilModel found the model.
-func (a *ArrivingBody) Forward(upstreamModel string) *Forwarder {
-	f := &Forwarder{a: a, upstreamModel: upstreamModel, value: AppendJSONString(nil, upstreamModel),
+// upstreamModel, whose declared output cap is declaredCap (zero for none): the body
+// Upstream makes of the whole request. It must only be called after ReadUntilModel
+// found the model.
+func (a *ArrivingBody) Forward(upstreamModel string, declaredCap int64) *Forwarder {
+	f := &Forwarder{a: a, upstreamModel: upstreamModel, declaredCap: declaredCap, value: AppendJSONString(nil, upstreamModel),
 		modelAt: a.modelAt, end: a.modelEnd, closed: make(chan struct{}), hold: a.newHold()}
 	f.giveUpAt = a.start.Add(forwardStall + time.Duration(a.declared())*time.Second/time.Duration(forwardMinRate))
 	f.length = -1
-	if a.op.Kind != KindChat {
-		// Only a chat stream's request for usage changes a body's length; any other body
-		// is the client's bytes with the model replaced.
+	// A chat stream's request for usage changes a body's length, and so does the declared
+	// cap a Family A generation without one gets (Family B's max_tokens is required); any
+	// other body is the client's bytes with the model replaced.
+	mayGetCap := declaredCap > 0 && a.op.Generates() && a.op.Family == FamilyA
+	if a.op.Kind != KindChat && !mayGetCap {
 		f.length = int64(a.declared() - (f.end - f.modelAt) + len(f.value))
 	}
 	return f
@@ -417,7 +422,7 @@ func (f *Forwarder) copyKnownGood(p []byte, safe int) int {
 // takeWhole switches to the body as the whole request has it, after checking that what
 // was sent is its beginning.
 func (f *Forwarder) takeWhole() error {
-	whole, injected := f.a.parsed.Upstream(f.a.op, f.upstreamModel)
+	whole, injected := f.a.parsed.Upstream(f.a.op, f.upstreamModel, f.declaredCap)
 	if (f.length >= 0 && int64(whole.Len()) != f.length) || !f.sentBegins(whole) {
 		f.wholeAgain.Store(true)
 		return ErrBodyRewritten
@@ -435,12 +440,15 @@ func (f *Forwarder) sentBegins(whole Splice) bool {
 		return false
 	}
 	sent := f.parts(len(f.a.buf))
-	wholeParts := [3][]byte{whole.head, whole.value, whole.tail}
-	if sameBytes(sent[0], wholeParts[0]) && bytes.Equal(sent[1], wholeParts[1]) && sameBytes(sent[2], wholeParts[2]) {
-		return true // the usual case: the client's own bytes around the same model
+	w := whole.parts
+	// The usual case: the client's own bytes around the same model, sent no further than
+	// the whole body's next change (the output cap it may add in place of the brace).
+	if sameBytes(sent[0], w[0]) && bytes.Equal(sent[1], w[1]) && sameStart(sent[2], w[2]) &&
+		f.sent <= len(w[0])+len(w[1])+len(w[2]) {
+		return true
 	}
-	a := &partsReader{parts: sent}
-	b := &partsReader{parts: wholeParts}
+	a := &partsReader{parts: [5][]byte{sent[0], sent[1], sent[2]}}
+	b := &partsReader{parts: w}
 	var x, y [4 << 10]byte
 	for left := f.sent; left > 0; {
 		n := min(left, len(x))
@@ -456,6 +464,11 @@ func (f *Forwarder) sentBegins(whole Splice) bool {
 		left -= n
 	}
 	return true
+}
+
+// sameStart reports whether a and b begin at the same byte of memory.
+func sameStart(a, b []byte) bool {
+	return len(a) > 0 && len(b) > 0 && unsafe.SliceData(a) == unsafe.SliceData(b)
 }
 
 // sameBytes reports whether a and b are the same bytes of memory.

@@ -92,24 +92,41 @@ func TestAnArrivingBodyIsForwardedAsTheWholeBodyWouldBe(t *testing.T) {
 		op        Operation
 		body      string
 		rewritten bool // the whole body needs a change among bytes already sent
+		// declaredCap is the model's output cap; capSent what the upstream must get of it.
+		declaredCap int64
+		capSent     string
 	}{
 		{"messages", Operation{Kind: KindMessages, Family: FamilyB},
-			`{"model":"claude-x","max_tokens":1024,"messages":[{"role":"user","content":"` + bigText + `"}],"stream":true}`, false},
+			`{"model":"claude-x","max_tokens":1024,"messages":[{"role":"user","content":"` + bigText + `"}],"stream":true}`, false, 0, ""},
 		{"responses", Operation{Kind: KindResponses, Family: FamilyA},
-			`{"model":"codex-x","input":"` + bigText + `","store":false}` + "\n", false},
+			`{"model":"codex-x","input":"` + bigText + `","store":false}` + "\n", false, 0, ""},
 		{"chat, usage asked for", Operation{Kind: KindChat, Family: FamilyA},
-			`{"model":"chat-x","messages":[{"role":"user","content":"` + bigText + `"}],"stream":true,"stream_options":{"include_usage":true}}`, false},
+			`{"model":"chat-x","messages":[{"role":"user","content":"` + bigText + `"}],"stream":true,"stream_options":{"include_usage":true}}`, false, 0, ""},
 		{"chat, usage added at the end", Operation{Kind: KindChat, Family: FamilyA},
-			`{"model":"chat-x","messages":[{"role":"user","content":"` + bigText + `"}],"stream":true}`, false},
+			`{"model":"chat-x","messages":[{"role":"user","content":"` + bigText + `"}],"stream":true}`, false, 0, ""},
 		{"chat, usage added inside stream_options sent already", Operation{Kind: KindChat, Family: FamilyA},
-			`{"model":"chat-x","stream_options":{"include_obfuscation":false},"messages":[{"role":"user","content":"` + bigText + `"}],"stream":true}`, true},
+			`{"model":"chat-x","stream_options":{"include_obfuscation":false},"messages":[{"role":"user","content":"` + bigText + `"}],"stream":true}`, true, 0, ""},
+		// A request without a cap gets the model's in place of its closing brace, which the
+		// upstream never has before the whole body passed.
+		{"responses, the declared cap added", Operation{Kind: KindResponses, Family: FamilyA},
+			`{"model":"codex-x","input":"` + bigText + `","store":false  ` + "\n}\n", false, 4096, `,"max_output_tokens":4096}`},
+		{"chat, the declared cap added", Operation{Kind: KindChat, Family: FamilyA},
+			`{"model":"chat-x","messages":[{"role":"user","content":"` + bigText + `"}]}`, false, 4096, `],"max_completion_tokens":4096}`},
+		{"chat, usage and the declared cap added", Operation{Kind: KindChat, Family: FamilyA},
+			`{"model":"chat-x","messages":[{"role":"user","content":"` + bigText + `"}],"stream":true}`, false, 4096, `"max_completion_tokens":4096`},
+		{"chat with a cap of its own", Operation{Kind: KindChat, Family: FamilyA},
+			`{"model":"chat-x","max_tokens":10,"messages":[{"role":"user","content":"` + bigText + `"}]}`, false, 4096, `"max_tokens":10,`},
+		{"messages, whose max_tokens is required", Operation{Kind: KindMessages, Family: FamilyB},
+			`{"model":"claude-x","max_tokens":1024,"messages":[{"role":"user","content":"` + bigText + `"}]}`, false, 4096, `"max_tokens":1024,`},
+		{"responses, a null cap sent already", Operation{Kind: KindResponses, Family: FamilyA},
+			`{"model":"codex-x","max_output_tokens":null,"input":"` + bigText + `"}`, true, 4096, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			body := []byte(c.body)
 			want, err := ParseRequest(c.op.Family, body)
 			require.Nil(t, err)
-			wantBody, wantInjected := want.Upstream(c.op, "upstream/model-1")
+			wantBody, wantInjected := want.Upstream(c.op, "upstream/model-1", c.declaredCap)
 
 			release := make(chan struct{})
 			a := NewArrivingBody(c.op, len(body))
@@ -119,7 +136,7 @@ func TestAnArrivingBodyIsForwardedAsTheWholeBodyWouldBe(t *testing.T) {
 			assert.Equal(t, want.get(fieldModel).Str, model)
 			checked := make(chan struct{})
 			a.FinishWhileForwarding(src, func(p *ParsedRequest) *APIError { close(checked); return nil })
-			f := a.Forward("upstream/model-1")
+			f := a.Forward("upstream/model-1", c.declaredCap)
 			out := forwardAll(f)
 
 			// All but the last 100 bytes arrived: forwarding goes on up to them, no further.
@@ -135,6 +152,9 @@ func TestAnArrivingBodyIsForwardedAsTheWholeBodyWouldBe(t *testing.T) {
 			}
 			require.NoError(t, out.err)
 			assert.Equal(t, string(wantBody.Bytes()), string(out.got), "the upstream gets what it gets from a body read whole")
+			assert.Contains(t, string(out.got), c.capSent)
+			_, err = ParseRequest(c.op.Family, out.got)
+			assert.Nil(t, err, "the upstream gets one JSON object, each key once")
 			assert.Equal(t, wantInjected, f.InjectedUsage())
 			if f.Length() >= 0 {
 				assert.Equal(t, int64(len(out.got)), f.Length())
@@ -177,7 +197,7 @@ func TestAnArrivingBodyThatFailsNeverReachesItsEnd(t *testing.T) {
 				}
 				return nil
 			})
-			out := forwardAll(a.Forward("up"))
+			out := forwardAll(a.Forward("up", 0))
 			out.settle(t, len(body)-5<<10)
 			close(release)
 			<-out.done
@@ -202,7 +222,7 @@ func TestClosingAForwarderEndsItsWait(t *testing.T) {
 	_, ok := a.ReadUntilModel(src)
 	require.True(t, ok)
 	a.FinishWhileForwarding(src, func(*ParsedRequest) *APIError { return nil })
-	f := a.Forward("up")
+	f := a.Forward("up", 0)
 	out := forwardAll(f)
 	out.settle(t, len(body)-5<<10)
 	require.NoError(t, f.Close())
@@ -233,7 +253,7 @@ func TestAForwarderGivesUpOnAClientTooSlowToWaitFor(t *testing.T) {
 		_, ok := a.ReadUntilModel(src)
 		require.True(t, ok)
 		a.FinishWhileForwarding(src, func(*ParsedRequest) *APIError { return nil })
-		f := a.Forward("up")
+		f := a.Forward("up", 0)
 		out := forwardAll(f)
 		select {
 		case <-out.done:
@@ -271,7 +291,7 @@ func TestAForwarderGivesUpOnAClientTooSlowToWaitFor(t *testing.T) {
 		_, ok := a.ReadUntilModel(pr)
 		require.True(t, ok)
 		a.FinishWhileForwarding(pr, func(*ParsedRequest) *APIError { return nil })
-		f := a.Forward("up")
+		f := a.Forward("up", 0)
 		begun := time.Now()
 		out := forwardAll(f)
 		select {

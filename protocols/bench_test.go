@@ -191,7 +191,7 @@ func BenchmarkUpstreamBody(b *testing.B) {
 				if err := p.Validate(bd.op, familyAHeaders); err != nil {
 					b.Fatal(err)
 				}
-				up, _ := p.Upstream(bd.op, "gpt-4o-2024-08-06")
+				up, _ := p.Upstream(bd.op, "gpt-4o-2024-08-06", 0)
 				if _, err := io.Copy(io.Discard, up.Reader()); err != nil {
 					b.Fatal(err)
 				}

@@ -85,8 +85,8 @@ func TestABodyBufferServesAgainOnlyOnceNothingReadsIt(t *testing.T) {
 		before := recycled()
 		a, parsed, err := arrivedWhole(t, body, nil)
 		require.Nil(t, err)
-		f := a.Forward("up")
-		whole, _ := parsed.Upstream(a.op, "up")
+		f := a.Forward("up", 0)
+		whole, _ := parsed.Upstream(a.op, "up", 0)
 		h := a.Hold(whole.Reader())
 		a.Release(true)
 		time.Sleep(10 * time.Millisecond) // the reading goroutine lets go after Wait returns
@@ -123,7 +123,7 @@ func TestABodyBufferServesAgainOnlyOnceNothingReadsIt(t *testing.T) {
 		before := recycled()
 		a, _, err := arrivedWhole(t, body, func(*ParsedRequest) *APIError { return ErrBodyUnreadable(FamilyA) })
 		require.NotNil(t, err)
-		f := a.Forward("up")
+		f := a.Forward("up", 0)
 		a.Release(true)
 		require.NoError(t, f.Close())
 		time.Sleep(10 * time.Millisecond)
@@ -141,9 +141,9 @@ func TestClosingAnUpstreamBodyWaitsForTheReadUnderWay(t *testing.T) {
 		require.Nil(t, err)
 		var bodies []io.ReadCloser
 		if round%2 == 0 {
-			bodies = append(bodies, a.Forward("up"))
+			bodies = append(bodies, a.Forward("up", 0))
 		} else {
-			whole, _ := parsed.Upstream(a.op, "up")
+			whole, _ := parsed.Upstream(a.op, "up", 0)
 			bodies = append(bodies, a.Hold(whole.Reader()))
 		}
 		a.Release(true)

@@ -32,7 +32,7 @@ func PrepareRequestBody(op Operation, body []byte, upstreamModel string) (out []
 	if err != nil {
 		return body, false
 	}
-	up, injected := p.Upstream(op, upstreamModel)
+	up, injected := p.Upstream(op, upstreamModel, 0)
 	return up.Bytes(), injected
 }
 

@@ -3,6 +3,7 @@ package protocols
 import (
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 	"unsafe"
@@ -250,20 +251,55 @@ func ConversationID(p *ParsedRequest, h http.Header, extraHeader string) string 
 // Streamed reports whether the client asked for a stream.
 func (p *ParsedRequest) Streamed() bool { return p.get(fieldStream).Type == gjson.True }
 
-// Upstream prepares the body an upstream receives: the client's bytes with only `model`
-// set to the upstream name. For a streamed chat completion that did not ask for usage, it
+// Upstream prepares the body an upstream receives: the client's bytes with `model` set
+// to the upstream name. For a streamed chat completion that did not ask for usage, it
 // also asks for usage (metering needs it) and reports injectedUsage so that the
 // usage-only chunk can be removed before the client sees it; that rare case costs one copy.
-func (p *ParsedRequest) Upstream(op Operation, upstreamModel string) (body Splice, injectedUsage bool) {
+//
+// declaredCap is the model's declared output cap (zero for none). A generation request
+// that sets no cap is sent with it, in the shape's own cap field (chat completions'
+// max_completion_tokens, responses' max_output_tokens; messages always carries
+// max_tokens): the reservation admission priced is then the one the upstream enforces.
+func (p *ParsedRequest) Upstream(op Operation, upstreamModel string, declaredCap int64) (body Splice, injectedUsage bool) {
 	src, model, injectedUsage := ShapeOf(op.Kind).requestBody(p)
 	value := AppendJSONString(nil, upstreamModel)
 	if !model.Exists() || model.Index <= 0 {
 		// Not reachable for a body that passed ParseRequest; kept so the body stays whole.
 		out, err := sjson.SetBytes(src, "model", upstreamModel)
 		if err != nil {
-			return Splice{head: src}, injectedUsage
+			return Splice{parts: [5][]byte{src}}, injectedUsage
 		}
-		return Splice{head: out}, injectedUsage
+		return Splice{parts: [5][]byte{out}}, injectedUsage
 	}
-	return SpliceAt(src, model.Index, model.Index+len(model.Raw), value), injectedUsage
+	setModel := edit{model.Index, model.Index + len(model.Raw), value}
+	if setCap, ok := p.declaredCapEdit(op, src, declaredCap); ok {
+		return spliceTwo(src, setModel, setCap), injectedUsage
+	}
+	return SpliceAt(src, setModel.start, setModel.end, setModel.value), injectedUsage
+}
+
+// declaredCapEdit is the edit of src (the body to send) that gives a request setting no
+// output cap the model's declared one: a null cap field's value replaced, or the field
+// added at the end of the object.
+func (p *ParsedRequest) declaredCapEdit(op Operation, src []byte, declaredCap int64) (edit, bool) {
+	if declaredCap <= 0 || !op.Generates() {
+		return edit{}, false
+	}
+	caps := ShapeOf(op.Kind).outputCaps(p, op.Kind)
+	if _, set := p.OutputCap(op); set || len(caps) == 0 {
+		return edit{}, false
+	}
+	field := caps[0] // the shape's own field comes first
+	n := strconv.AppendInt(nil, declaredCap, 10)
+	if field.value.Exists() { // null: a second member of the same name would be a duplicate
+		at := field.value
+		if !sameBytes(src, p.Body) {
+			at = getView(src, field.name) // the body was copied to ask for usage
+		}
+		if at.Index <= 0 {
+			return edit{}, false
+		}
+		return edit{at.Index, at.Index + len(at.Raw), n}, true
+	}
+	return addMember(src, field.name, n)
 }

@@ -399,7 +399,7 @@ func TestUpstreamBodyReaders(t *testing.T) {
 		p, apiErr := protocols.ParseRequest(bd.op.Family, []byte(bd.body))
 		require.Nil(t, apiErr)
 		want, wantInjected := protocols.PrepareRequestBody(bd.op, []byte(bd.body), "gpt-4o-2024-08-06")
-		up, injected := p.Upstream(bd.op, "gpt-4o-2024-08-06")
+		up, injected := p.Upstream(bd.op, "gpt-4o-2024-08-06", 0)
 		assert.Equal(t, wantInjected, injected)
 		assert.Equal(t, len(want), up.Len())
 		assert.Equal(t, string(want), string(up.Bytes()))

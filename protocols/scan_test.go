@@ -201,7 +201,7 @@ func FuzzParseRequest(f *testing.F) {
 		same("stream", p.get(fieldStream).Raw, std.Stream)
 		same("max_tokens", p.get(fieldMaxTokens).Raw, std.MaxTokens)
 		if _, err := p.Model(FamilyA); err == nil {
-			up, _ := p.Upstream(Operation{Family: FamilyA, Kind: KindResponses}, "upstream-x")
+			up, _ := p.Upstream(Operation{Family: FamilyA, Kind: KindResponses}, "upstream-x", 0)
 			var out map[string]json.RawMessage
 			require.NoError(t, json.Unmarshal(up.Bytes(), &out), "the upstream body must stay valid JSON")
 			assert.JSONEq(t, `"upstream-x"`, string(out["model"]))

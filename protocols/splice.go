@@ -2,42 +2,95 @@ package protocols
 
 import "io"
 
-// Splice is bytes with one value replaced, kept as three slices of which only the middle
-// one is new: the bytes before the value, the new value, the bytes after it. It is the one
-// way the gateway changes a body (the model in a request, in a JSON answer, in a stream
-// event), so a large body is never copied to change one value.
+// Splice is bytes with one or two values replaced, kept as the slices of the original
+// between them and the new values: the bytes before the first value, the first new value,
+// the bytes up to the second, the second new value, the bytes after it. It is the one way
+// the gateway changes a body (the model in a request, in a JSON answer, in a stream
+// event; the output cap a request is sent with), so a large body is never copied to
+// change a value or two.
 type Splice struct {
-	head, value, tail []byte
+	parts [5][]byte
 }
 
 // SpliceAt is b with b[start:end] replaced by value. It copies nothing.
 func SpliceAt(b []byte, start, end int, value []byte) Splice {
-	return Splice{head: b[:start], value: value, tail: b[end:]}
+	return Splice{parts: [5][]byte{b[:start], value, b[end:]}}
 }
 
+// edit is one replacement: b[start:end] becomes value.
+type edit struct {
+	start, end int
+	value      []byte
+}
+
+// spliceTwo is b with two edits that do not overlap made. It copies nothing.
+func spliceTwo(b []byte, x, y edit) Splice {
+	if y.start < x.start {
+		x, y = y, x
+	}
+	return Splice{parts: [5][]byte{b[:x.start], x.value, b[x.end:y.start], y.value, b[y.end:]}}
+}
+
+// addMember is the edit that adds the member `"name":value` (value already JSON) to the
+// object b holds, by replacing its closing brace; ok is false when b does not end with
+// one. Whatever precedes the brace (space, the last member) stays as it is, so a body
+// whose beginning was already sent is still its beginning.
+func addMember(b []byte, name string, value []byte) (e edit, ok bool) {
+	end := len(b)
+	for end > 0 && isSpace(b[end-1]) {
+		end--
+	}
+	if end == 0 || b[end-1] != '}' {
+		return edit{}, false
+	}
+	brace := end - 1
+	before := brace
+	for before > 0 && isSpace(b[before-1]) {
+		before--
+	}
+	var m []byte
+	if before == 0 || b[before-1] != '{' { // not an empty object: a member precedes
+		m = append(m, ',')
+	}
+	m = AppendJSONString(m, name)
+	m = append(append(append(m, ':'), value...), '}')
+	return edit{brace, brace + 1, m}, true
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
 // Len is the length in bytes.
-func (s Splice) Len() int { return len(s.head) + len(s.value) + len(s.tail) }
+func (s Splice) Len() int {
+	n := 0
+	for _, p := range s.parts {
+		n += len(p)
+	}
+	return n
+}
 
 // AppendTo appends the spliced bytes to dst.
 func (s Splice) AppendTo(dst []byte) []byte {
-	return append(append(append(dst, s.head...), s.value...), s.tail...)
+	for _, p := range s.parts {
+		dst = append(dst, p...)
+	}
+	return dst
 }
 
 // Bytes joins the parts into one new slice (for tests and small bodies).
 func (s Splice) Bytes() []byte { return s.AppendTo(make([]byte, 0, s.Len())) }
 
-// WriteTo writes the three parts in turn.
+// WriteTo writes the parts in turn.
 func (s Splice) WriteTo(w io.Writer) (int64, error) {
-	return (&partsReader{parts: [3][]byte{s.head, s.value, s.tail}}).WriteTo(w)
+	return (&partsReader{parts: s.parts}).WriteTo(w)
 }
 
 // Reader reads the bytes from their start; each attempt on a candidate takes a new one.
 func (s Splice) Reader() io.Reader {
-	return &partsReader{parts: [3][]byte{s.head, s.value, s.tail}}
+	return &partsReader{parts: s.parts}
 }
 
 type partsReader struct {
-	parts [3][]byte
+	parts [5][]byte
 	i     int
 }
 

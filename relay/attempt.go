@@ -97,7 +97,7 @@ func (a *attempt) send(parsed *protocols.ParsedRequest) bool {
 		fw            *protocols.Forwarder // the body forwarded as it arrives, when it is
 	)
 	if parsed != nil {
-		whole, injected := parsed.Upstream(req.Op, cand.UpstreamModel)
+		whole, injected := parsed.Upstream(req.Op, cand.UpstreamModel, req.DeclaredOutputCap)
 		openBody = func() (io.ReadCloser, error) {
 			if req.Arriving != nil {
 				// The body lies in the arriving body's buffer: it is held until the
@@ -110,7 +110,10 @@ func (a *attempt) send(parsed *protocols.ParsedRequest) bool {
 		length, injectedUsage = int64(whole.Len()), injected
 		a.clock = startClock(firstByteLimit(cand, parsed.Streamed()), idleLimit(cand), cancel)
 	} else {
-		openBody = func() (io.ReadCloser, error) { fw = req.Arriving.Forward(cand.UpstreamModel); return fw, nil }
+		openBody = func() (io.ReadCloser, error) {
+			fw = req.Arriving.Forward(cand.UpstreamModel, req.DeclaredOutputCap)
+			return fw, nil
+		}
 		body, _ = openBody()
 		length = fw.Length()
 		a.clock = startClock(awaitingBody, idleLimit(cand), cancel)
@@ -172,7 +175,7 @@ func (a *attempt) send(parsed *protocols.ParsedRequest) bool {
 				if fw.Delivered() {
 					injectedUsage = fw.InjectedUsage()
 				} else {
-					_, injectedUsage = whole.Upstream(req.Op, cand.UpstreamModel)
+					_, injectedUsage = whole.Upstream(req.Op, cand.UpstreamModel, req.DeclaredOutputCap)
 				}
 			}
 		}

@@ -33,6 +33,10 @@ type Request struct {
 	Arriving *protocols.ArrivingBody
 	Header   http.Header
 	RawQuery string
+	// DeclaredOutputCap is the model's declared output cap (zero for none). A generation
+	// request that sets no cap of its own is sent with it, so the upstream enforces the
+	// cap admission reserved for.
+	DeclaredOutputCap int64
 	// Preferred is the Identity of the candidate that served this conversation last;
 	// it is tried first while it is available.
 	Preferred string
