@@ -28,6 +28,8 @@ func TestARequestWithoutACapIsSentTheDeclaredOne(t *testing.T) {
 		{"chat, null legacy cap", opChat, `{"model":"m","max_tokens":null,"messages":[]}`, "max_completion_tokens"},
 		{"chat stream, usage asked for too", opChat, `{"model":"m","messages":[],"stream":true}`, "max_completion_tokens"},
 		{"chat stream, null cap, usage asked for too", opChat, `{"model":"m","stream":true,"max_completion_tokens":null,"messages":[]}`, "max_completion_tokens"},
+		{"chat stream, usage asked for inside stream_options before a null cap", opChat,
+			`{"model":"m","stream":true,"stream_options":{},"max_completion_tokens":null,"messages":[]}`, "max_completion_tokens"},
 		{"chat, n answers", opChat, `{"model":"m","messages":[],"n":3}`, "max_completion_tokens"},
 		{"responses", opResponses, `{"model":"m","input":"hi"}`, "max_output_tokens"},
 		{"compact", opCompact, `{"model":"m","input":[]}`, "max_output_tokens"},

@@ -282,10 +282,10 @@ func (p *ParsedRequest) Upstream(op Operation, upstreamModel string, declaredCap
 // output cap the model's declared one: a null cap field's value replaced, or the field
 // added at the end of the object.
 func (p *ParsedRequest) declaredCapEdit(op Operation, src []byte, declaredCap int64) (edit, bool) {
-	if declaredCap <= 0 || !op.Generates() {
+	if declaredCap <= 0 {
 		return edit{}, false
 	}
-	caps := ShapeOf(op.Kind).outputCaps(p, op.Kind)
+	caps := ShapeOf(op.Kind).outputCaps(p, op.Kind) // none for a token count
 	if _, set := p.OutputCap(op); set || len(caps) == 0 {
 		return edit{}, false
 	}
