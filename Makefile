@@ -51,7 +51,7 @@ test:
 # make fuzz FUZZTIME=10m runs them longer. New crashers land in testdata/fuzz/ of their
 # package and are then replayed by every plain go test.
 FUZZTIME ?= 15s
-FUZZ_TARGETS := FuzzParseRequest FuzzScanInPieces FuzzEventStream FuzzChatChunk FuzzChatChunkAfterAnother FuzzJSONSplice FuzzScrubber FuzzUpstreamHeaders
+FUZZ_TARGETS := FuzzParseRequest FuzzScanInPieces FuzzEventStream FuzzChatChunk FuzzChatChunkAfterAnother FuzzJSONSplice FuzzScrubber FuzzUpstreamHeaders FuzzInputEstimate
 
 fuzz:
 	@for target in $(FUZZ_TARGETS); do \

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // seedFiles adds every file of testdata matching pattern to the corpus.
@@ -185,6 +186,56 @@ func FuzzUpstreamHeaders(f *testing.F) {
 			}
 			if family == FamilyA && out.Get("Authorization") != "Bearer cand-cred" || family == FamilyB && out.Get("X-Api-Key") != "cand-cred" {
 				t.Fatalf("the candidate's credential is not the one sent: %v", out)
+			}
+		}
+	})
+}
+
+// FuzzInputEstimate: on any body ParseRequest accepts, the input estimate never panics,
+// its text count is the decoded text exactly (ASCII characters, and each other code
+// point as one), and the body sent with a declared cap is still one object with each key
+// once.
+func FuzzInputEstimate(f *testing.F) {
+	seedFiles(f, "*.json")
+	f.Add([]byte(`{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:x"}}]}]}`))
+	f.Add([]byte(`{"model":"m","messages":[{"role":"user","content":[{"type":"tool_result","content":[{"type":"image","source":{"data":"QUJD"}}]}]}]}`))
+	f.Add([]byte(`{"model":"m","input":[{"type":"function_call_output","output":[{"type":"input_image","image_url":"\ud83d\ude00"}]}],"max_output_tokens":null}`))
+	f.Add([]byte(`{"model":"\u6f22\ud800 ","messages":[] }`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		p, apiErr := ParseRequest(FamilyA, body)
+		if apiErr != nil {
+			return
+		}
+		if EstimateInputTokens(body) < 0 {
+			t.Fatal("a negative estimate")
+		}
+		text := countText(body)
+		var decodedBytes, decodedRunes int64
+		dec := json.NewDecoder(bytes.NewReader(body))
+		for {
+			tok, err := dec.Token()
+			if err != nil {
+				break
+			}
+			if s, ok := tok.(string); ok {
+				decodedBytes += int64(len(s))
+				decodedRunes += int64(utf8.RuneCountInString(s))
+			}
+		}
+		// encoding/json reads a lone surrogate as U+FFFD: one code point either way.
+		if text.ascii+text.codePoints != decodedRunes {
+			t.Fatalf("counted %d ASCII and %d other characters; encoding/json decodes %d", text.ascii, text.codePoints, decodedRunes)
+		}
+		if 4*text.tokens() < decodedBytes {
+			t.Fatalf("estimate %d tokens for %d bytes of text: beaten more than fourfold", text.tokens(), decodedBytes)
+		}
+		for _, op := range []Operation{{Family: FamilyA, Kind: KindChat}, {Family: FamilyA, Kind: KindResponses}} {
+			if _, err := p.Model(FamilyA); err != nil || p.Validate(op, nil) != nil {
+				continue
+			}
+			up, _ := p.Upstream(op, "up", 4096)
+			if _, err := ParseRequest(FamilyA, up.Bytes()); err != nil {
+				t.Fatalf("the body sent with the declared cap is refused: %s\n%s", err.Message, up.Bytes())
 			}
 		}
 	})
