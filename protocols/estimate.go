@@ -31,14 +31,21 @@ func EstimateInputTokens(body []byte) int64 {
 	t := countText(body)
 	if w, ok := walkObject(body); ok {
 		for {
-			key, start, end, ok := w.next()
+			key, start, ok := w.nextKey()
 			if !ok {
 				break
 			}
+			end := 0
 			switch keyText(key) {
 			case "messages", "input": // chat and messages; responses
-				t.mediaIn(body[start:end])
+				end = t.parts(body, start, 0)
+			default:
+				end = skipJSONValue(body, start)
 			}
+			if end < 0 {
+				break
+			}
+			w.resume(end)
 		}
 	}
 	return t.tokens()
@@ -55,42 +62,87 @@ func (t textCount) tokens() int64 {
 	return (max(t.ascii, 0)+3)/4 + max(t.codePoints, 0) + t.images*ImageInputTokens
 }
 
-// mediaIn finds the images among a conversation's items: chat's and messages' content
-// parts (and, in messages, a tool result's), and responses' input items' content and
-// tool outputs.
-func (t *textCount) mediaIn(items []byte) {
-	eachElement(items, func(item []byte) { t.part(item, 0) })
+// parts reads the value at b[i] as a conversation's items, or an item's content parts:
+// each object of an array, or the object itself. It returns where the value ends, -1
+// when it is broken. Each byte is passed over once.
+func (t *textCount) parts(b []byte, i, depth int) int {
+	if i >= len(b) {
+		return -1
+	}
+	switch b[i] {
+	case '{':
+		return t.part(b, i, depth)
+	case '[':
+		i = skipSpace(b, i+1)
+		if i < len(b) && b[i] == ']' {
+			return i + 1
+		}
+		for i < len(b) {
+			end := -1
+			if b[i] == '{' {
+				end = t.part(b, i, depth)
+			} else {
+				end = skipJSONValue(b, i)
+			}
+			if end < 0 {
+				return -1
+			}
+			if i = skipSpace(b, end); i >= len(b) {
+				return -1
+			}
+			switch b[i] {
+			case ',':
+				i = skipSpace(b, i+1)
+			case ']':
+				return i + 1
+			default:
+				return -1
+			}
+		}
+		return -1
+	}
+	return skipJSONValue(b, i)
 }
 
-// part reads one conversation item or content part in one walk over its members: an
-// image counts ImageInputTokens in place of the text of its data or URL; the parts in
-// its content or output are read in turn, to the depth of a tool result's blocks. Any
-// other part stays counted as the text it is.
-func (t *textCount) part(obj []byte, depth int) {
-	w, ok := walkObject(obj)
-	if !ok {
-		return
-	}
+// part reads the item or content part at b[i] (an object) and returns where it ends: an
+// image counts ImageInputTokens in place of the text of its data or URL; the parts in its
+// content or output are read in turn, to the depth of a tool result's blocks (chat's and
+// messages' content parts, a tool result's blocks, responses' input items' content and
+// tool outputs). Any other part stays counted as the text it is.
+func (t *textCount) part(b []byte, i, depth int) int {
+	w := memberWalk{b: b, i: i + 1}
 	var typ, source, imageURL []byte
 	for {
-		key, start, end, ok := w.next()
+		key, start, ok := w.nextKey()
 		if !ok {
 			break
 		}
-		v := obj[start:end]
+		end := 0
 		switch keyText(key) {
-		case "type":
-			typ = first(typ, v) // the first of a repeated member, as member reads it
-		case "source":
-			source = first(source, v)
-		case "image_url":
-			imageURL = first(imageURL, v)
 		case "content", "output":
 			if depth < 2 {
-				eachPart(v, func(p []byte) { t.part(p, depth+1) })
+				end = t.parts(b, start, depth+1)
+				break
 			}
+			end = skipJSONValue(b, start)
+		case "type":
+			end = skipJSONValue(b, start)
+			typ = first(typ, b[start:max(start, end)]) // the first of a repeated member, as member reads it
+		case "source":
+			end = skipJSONValue(b, start)
+			source = first(source, b[start:max(start, end)])
+		case "image_url":
+			end = skipJSONValue(b, start)
+			imageURL = first(imageURL, b[start:max(start, end)])
+		default:
+			end = skipJSONValue(b, start)
 		}
+		if end < 0 {
+			return -1
+		}
+		w.resume(end)
 	}
+	end := w.objectEnd()
 	var payload []byte
 	switch stringText(typ) {
 	case "image": // messages: source.data (base64) or source.url
@@ -105,7 +157,7 @@ func (t *textCount) part(obj []byte, depth int) {
 	case "input_image", "computer_screenshot": // responses: image_url, or a file_id
 		payload = imageURL
 	default:
-		return
+		return end
 	}
 	t.images++
 	if len(payload) > 0 && payload[0] == '"' {
@@ -113,6 +165,7 @@ func (t *textCount) part(obj []byte, depth int) {
 		t.ascii -= p.ascii
 		t.codePoints -= p.codePoints
 	}
+	return end
 }
 
 // first is seen if a member was already seen, else v.
@@ -129,34 +182,6 @@ func stringText(v []byte) string {
 		return ""
 	}
 	return keyText(v[1 : len(v)-1])
-}
-
-// eachPart calls f with each element of v when it is an array, or with v itself when it
-// is an object.
-func eachPart(v []byte, f func([]byte)) {
-	if i := skipSpace(v, 0); i < len(v) && v[i] == '{' {
-		f(v)
-		return
-	}
-	eachElement(v, f)
-}
-
-// eachElement calls f with each element of the array b holds, if it holds one.
-func eachElement(b []byte, f func([]byte)) {
-	i := skipSpace(b, 0)
-	if i >= len(b) || b[i] != '[' {
-		return
-	}
-	for i = skipSpace(b, i+1); i < len(b) && b[i] != ']'; {
-		end := skipJSONValue(b, i)
-		if end < 0 {
-			return
-		}
-		f(b[i:end])
-		if i = skipSpace(b, end); i < len(b) && b[i] == ',' {
-			i = skipSpace(b, i+1)
-		}
-	}
 }
 
 // countText measures the text of every string in b. Outside strings a JSON text has no
@@ -204,11 +229,20 @@ func (t *textCount) add(b []byte, i int) int {
 			t.ascii++
 			i++
 		default:
-			// A leading byte starts a code point; its continuation bytes count nothing.
-			if c >= 0xC0 {
-				t.codePoints++
+			// A code point, read whole by its leading byte (the body is valid UTF-8; on any
+			// other, a stray continuation byte counts nothing).
+			switch {
+			case c >= 0xF0:
+				i += 4
+			case c >= 0xE0:
+				i += 3
+			case c >= 0xC0:
+				i += 2
+			default:
+				i++
+				continue
 			}
-			i++
+			t.codePoints++
 		}
 	}
 	return len(b)
