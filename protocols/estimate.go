@@ -108,7 +108,9 @@ func (t *textCount) parts(b []byte, i, depth int) int {
 // image counts ImageInputTokens in place of the text of its data or URL; the parts in its
 // content or output are read in turn, to the depth of a tool result's blocks (chat's and
 // messages' content parts, a tool result's blocks, responses' input items' content and
-// tool outputs). Any other part stays counted as the text it is.
+// tool outputs). Any other part stays counted as the text it is. Of a member repeated
+// inside a part, the last is read: whichever an upstream reads, only an image's own data
+// or URL ever leaves the text count.
 func (t *textCount) part(b []byte, i, depth int) int {
 	w := memberWalk{b: b, i: i + 1}
 	var typ, source, imageURL []byte
@@ -127,13 +129,13 @@ func (t *textCount) part(b []byte, i, depth int) int {
 			end = skipJSONValue(b, start)
 		case "type":
 			end = skipJSONValue(b, start)
-			typ = first(typ, b[start:max(start, end)]) // the first of a repeated member, as member reads it
+			typ = b[start:max(start, end)]
 		case "source":
 			end = skipJSONValue(b, start)
-			source = first(source, b[start:max(start, end)])
+			source = b[start:max(start, end)]
 		case "image_url":
 			end = skipJSONValue(b, start)
-			imageURL = first(imageURL, b[start:max(start, end)])
+			imageURL = b[start:max(start, end)]
 		default:
 			end = skipJSONValue(b, start)
 		}
@@ -166,14 +168,6 @@ func (t *textCount) part(b []byte, i, depth int) int {
 		t.codePoints -= p.codePoints
 	}
 	return end
-}
-
-// first is seen if a member was already seen, else v.
-func first(seen, v []byte) []byte {
-	if seen != nil {
-		return seen
-	}
-	return v
 }
 
 // stringText is a JSON string value's text, "" for any other value.
