@@ -18,7 +18,10 @@ const ImageInputTokens = 1600
 // (an escape counts as the character it encodes, a surrogate pair as one): ASCII at four
 // bytes a token, each other code point as a token. A byte-level tokenizer's token covers
 // at least one UTF-8 byte and a code point is at most four, so no text can meter more
-// than four times this (plus the few tokens a template adds per message).
+// than four times this (plus the few tokens a template adds per message). The JSON
+// around the strings (quotes, brackets, colons, numbers, literals; not the space between
+// them) counts as ASCII text too: a provider renders tool schemas and structured values
+// into the prompt, and a schema's numbers are no string.
 //
 // Media are recognised by where the shape puts them, never by how their bytes look: an
 // image's data or URL counts ImageInputTokens instead of its text; audio and document
@@ -53,13 +56,14 @@ func EstimateInputTokens(body []byte) int64 {
 
 // textCount is text measured as EstimateInputTokens counts it.
 type textCount struct {
-	ascii      int64 // ASCII characters
-	codePoints int64 // other characters
+	ascii      int64 // the strings' ASCII characters
+	codePoints int64 // the strings' other characters
+	syntax     int64 // the bytes outside the strings' content, space left out
 	images     int64
 }
 
 func (t textCount) tokens() int64 {
-	return (max(t.ascii, 0)+3)/4 + max(t.codePoints, 0) + t.images*ImageInputTokens
+	return (max(t.ascii, 0)+t.syntax+3)/4 + max(t.codePoints, 0) + t.images*ImageInputTokens
 }
 
 // parts reads the value at b[i] as a conversation's items, or an item's content parts:
@@ -178,17 +182,29 @@ func stringText(v []byte) string {
 	return keyText(v[1 : len(v)-1])
 }
 
-// countText measures the text of every string in b. Outside strings a JSON text has no
+// countText measures the text of every string in b, and the JSON around them. Outside strings a JSON text has no
 // quote, so each quote found there opens one.
 func countText(b []byte) (t textCount) {
 	for i := 0; i < len(b); {
 		q := bytes.IndexByte(b[i:], '"')
 		if q < 0 {
+			t.syntax += syntaxBytes(b[i:])
 			break
 		}
+		t.syntax += syntaxBytes(b[i:i+q]) + 2 // and the string's quotes
 		i = t.add(b, i+q+1)
 	}
 	return t
+}
+
+// syntaxBytes counts the bytes of JSON between strings that are not space.
+func syntaxBytes(b []byte) (n int64) {
+	for _, c := range b {
+		if !isSpace(c) {
+			n++
+		}
+	}
+	return n
 }
 
 // add counts the string whose content starts at b[i], and returns where it ends.

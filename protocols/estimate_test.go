@@ -26,33 +26,37 @@ func chatUser(content string) string {
 	return `{"model":"m","messages":[{"role":"user","content":` + content + `}]}`
 }
 
-// overhead is what chatUser's own strings count: "model" "m" "messages" "role" "user"
-// "content", 29 ASCII characters.
-const overhead = 29
+// ceil4 is n ASCII characters in tokens.
+func ceil4(n int) int64 { return int64(n+3) / 4 }
 
 // Text the old estimate left out (long runs without a space, read as base64) or counted
 // at a byte a character: each body costs at least the tokens a tokenizer could make of it
-// divided by four.
+// divided by four. A compact ASCII body counts each of its bytes at four a token; the
+// cases below count some characters otherwise: raw is their bytes in the body, points
+// the code points they count as, ascii the ASCII characters.
 func TestEstimateCountsEveryText(t *testing.T) {
 	cases := []struct {
-		name    string
-		content string
-		want    int64
+		name               string
+		content            string
+		raw, points, ascii int
 	}{
-		{"300 KB without a space", `"` + strings.Repeat("x", 300_000) + `"`, (300_000 + overhead + 3) / 4},
-		{"CJK", `"` + strings.Repeat("漢字", 50_000) + `"`, (overhead+3)/4 + 100_000},
-		{"emoji", `"` + strings.Repeat("😀", 50_000) + `"`, (overhead+3)/4 + 50_000},
-		{"escaped CJK", `"` + strings.Repeat(`\u6f22`, 50_000) + `"`, (overhead+3)/4 + 50_000},
-		{"escaped surrogate pairs", `"` + strings.Repeat(`\ud83d\ude00`, 50_000) + `"`, (overhead+3)/4 + 50_000},
-		{"escaped ASCII", `"` + strings.Repeat(`\u0041\n`, 40_000) + `"`, (80_000 + overhead + 3) / 4},
-		{"a data: URL in a text part is text", `[{"type":"text","text":"data:image/png;base64,` + strings.Repeat("QUJD", 100_000) + `"}]`,
-			(overhead + int64(len(`typetexttextdata:image/png;base64,`)) + 400_000 + 3) / 4},
+		{"300 KB without a space", `"` + strings.Repeat("x", 300_000) + `"`, 0, 0, 0},
+		{"CJK", `"` + strings.Repeat("漢字", 50_000) + `"`, 300_000, 100_000, 0},
+		{"emoji", `"` + strings.Repeat("😀", 50_000) + `"`, 200_000, 50_000, 0},
+		{"escaped CJK", `"` + strings.Repeat(`\u6f22`, 50_000) + `"`, 300_000, 50_000, 0},
+		{"escaped surrogate pairs", `"` + strings.Repeat(`\ud83d\ude00`, 50_000) + `"`, 600_000, 50_000, 0},
+		{"escaped ASCII", `"` + strings.Repeat(`\u0041\n`, 40_000) + `"`, 320_000, 0, 80_000},
+		{"a data: URL in a text part is text", `[{"type":"text","text":"data:image/png;base64,` + strings.Repeat("QUJD", 100_000) + `"}]`, 0, 0, 0},
+		{"numbers are text too", `[{"type":"text","text":"see"}],"x":[` + strings.Repeat("1234567,", 40_000) + `0]`, 0, 0, 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			assert.Equal(t, c.want, estimate(t, protocols.FamilyA, chatUser(c.content)))
+			body := chatUser(c.content)
+			want := ceil4(len(body)-c.raw+c.ascii) + int64(c.points)
+			assert.Equal(t, want, estimate(t, protocols.FamilyA, body))
 		})
 	}
+	assert.Greater(t, estimate(t, protocols.FamilyA, chatUser(cases[0].content)), int64(75_000), "300 KB of ASCII is 75,000 tokens or more")
 }
 
 // Any text, however its characters are chosen or written, meters at most four times its
@@ -60,6 +64,7 @@ func TestEstimateCountsEveryText(t *testing.T) {
 func TestEstimateBoundsAnyTextFourFold(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	pools := [][]rune{{'a', ' ', '\n'}, {'漢', 'é'}, {'😀', '𝄞'}, {'a', '漢', '😀', '"', '\\', 0x01, 0x7f, '<'}}
+	around := len(chatUser(`""`)) // the body around the text
 	for range 300 {
 		pool := pools[rng.IntN(len(pools))]
 		var text strings.Builder
@@ -69,13 +74,15 @@ func TestEstimateBoundsAnyTextFourFold(t *testing.T) {
 		content, err := json.Marshal(text.String()) // escapes some characters as \uXXXX
 		require.NoError(t, err)
 		est := estimate(t, protocols.FamilyA, chatUser(string(content)))
-		assert.LessOrEqual(t, int64(len(text.String())+overhead), 4*est, "%q", text.String())
-		assert.LessOrEqual(t, est, int64(utf8.RuneCountInString(text.String())+(overhead+3)/4), "never more than a token a character")
+		assert.LessOrEqual(t, int64(len(text.String())+around), 4*est, "%q", text.String())
+		assert.LessOrEqual(t, est, int64(utf8.RuneCountInString(text.String()))+ceil4(around), "never more than a token a character")
 	}
 }
 
 // Media are found where each shape puts them and count by their own rule: an image as
-// 1,600 tokens whatever its bytes; audio and documents as the text of their base64.
+// 1,600 tokens whatever its bytes, in place of its data or URL; audio and documents as
+// the text of their base64. The bodies are compact ASCII: what is not an image's payload
+// counts a token per four bytes.
 func TestEstimateCountsMediaByWhereTheyAre(t *testing.T) {
 	blob := strings.Repeat("QUJD", 250_000) // 1 MB of base64
 	const img = protocols.ImageInputTokens
@@ -83,56 +90,57 @@ func TestEstimateCountsMediaByWhereTheyAre(t *testing.T) {
 		name   string
 		family protocols.Family
 		body   string
-		// text is the text counted besides the image payloads, its strings separated by
-		// '|'; images how many there are.
-		text   string
-		images int64
+		// payloads are the images' data or URLs, which count as images, not text.
+		payloads []string
 	}{
 		{"messages image block", protocols.FamilyB,
 			`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + blob + `"}}]}]}`,
-			"model|m|max_tokens|messages|role|user|content|type|image|source|type|base64|media_type|image/png|data", 1},
+			[]string{blob}},
 		{"messages image by URL", protocols.FamilyB,
 			`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"url","url":"https://x.test/a.png"}}]}]}`,
-			"model|m|max_tokens|messages|role|user|content|type|image|source|type|url|url", 1},
+			[]string{"https://x.test/a.png"}},
 		{"messages image in a tool result", protocols.FamilyB,
 			`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + blob + `"}}]}]}]}`,
-			"model|m|max_tokens|messages|role|user|content|type|tool_result|tool_use_id|t|content|type|image|source|type|base64|media_type|image/png|data", 1},
+			[]string{blob}},
 		{"messages document is its base64 as text", protocols.FamilyB,
 			`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"` + blob + `"}}]}]}`,
-			"model|m|max_tokens|messages|role|user|content|type|document|source|type|base64|media_type|application/pdf|data|" + blob, 0},
+			nil},
 		{"messages text document is text", protocols.FamilyB,
 			`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"text","media_type":"text/plain","data":"` + blob + `"}}]}]}`,
-			"model|m|max_tokens|messages|role|user|content|type|document|source|type|text|media_type|text/plain|data|" + blob, 0},
+			nil},
 		{"chat image_url data URL", protocols.FamilyA,
 			chatUser(`[{"type":"text","text":"what is it"},{"type":"image_url","image_url":{"url":"data:image/png;base64,` + blob + `","detail":"high"}}]`),
-			"model|m|messages|role|user|content|type|text|text|what is it|type|image_url|image_url|url|detail|high", 1},
+			[]string{"data:image/png;base64," + blob}},
 		{"chat two images by URL", protocols.FamilyA,
 			chatUser(`[{"type":"image_url","image_url":{"url":"https://x.test/a.png"}},{"type":"image_url","image_url":{"url":"https://x.test/b.png"}}]`),
-			"model|m|messages|role|user|content|type|image_url|image_url|url|type|image_url|image_url|url", 2},
+			[]string{"https://x.test/a.png", "https://x.test/b.png"}},
 		{"chat audio is its base64 as text", protocols.FamilyA,
 			chatUser(`[{"type":"input_audio","input_audio":{"data":"` + blob + `","format":"wav"}}]`),
-			"model|m|messages|role|user|content|type|input_audio|input_audio|data|" + blob + "|format|wav", 0},
+			nil},
 		{"chat file is its base64 as text", protocols.FamilyA,
 			chatUser(`[{"type":"file","file":{"filename":"a.pdf","file_data":"data:application/pdf;base64,` + blob + `"}}]`),
-			"model|m|messages|role|user|content|type|file|file|filename|a.pdf|file_data|data:application/pdf;base64," + blob, 0},
+			nil},
 		{"responses input_image", protocols.FamilyA,
 			`{"model":"m","input":[{"role":"user","content":[{"type":"input_image","image_url":"data:image/jpeg;base64,` + blob + `"}]}]}`,
-			"model|m|input|role|user|content|type|input_image|image_url", 1},
+			[]string{"data:image/jpeg;base64," + blob}},
 		{"responses input_file is its base64 as text", protocols.FamilyA,
 			`{"model":"m","input":[{"role":"user","content":[{"type":"input_file","filename":"a.pdf","file_data":"data:application/pdf;base64,` + blob + `"}]}]}`,
-			"model|m|input|role|user|content|type|input_file|filename|a.pdf|file_data|data:application/pdf;base64," + blob, 0},
+			nil},
 		{"responses image in a tool's output", protocols.FamilyA,
 			`{"model":"m","input":[{"type":"function_call_output","call_id":"c","output":[{"type":"input_image","image_url":"https://x.test/a.png"}]}]}`,
-			"model|m|input|type|function_call_output|call_id|c|output|type|input_image|image_url", 1},
+			[]string{"https://x.test/a.png"}},
 		// An image-shaped object elsewhere is what it is to the model: text.
 		{"an image block inside a tool's input is text", protocols.FamilyB,
 			`{"model":"m","max_tokens":5,"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"i","name":"n","input":{"type":"image","source":{"data":"` + blob + `"}}}]}]}`,
-			"model|m|max_tokens|messages|role|assistant|content|type|tool_use|id|i|name|n|input|type|image|source|data|" + blob, 0},
+			nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			text := int64(len(strings.ReplaceAll(c.text, "|", "")))
-			assert.Equal(t, (text+3)/4+c.images*img, estimate(t, c.family, c.body))
+			text := len(c.body)
+			for _, p := range c.payloads {
+				text -= len(p)
+			}
+			assert.Equal(t, ceil4(text)+int64(len(c.payloads))*img, estimate(t, c.family, c.body))
 		})
 	}
 }
