@@ -31,7 +31,8 @@ func TestWorstCaseCostBoundsEveryMeteredMix(t *testing.T) {
 	}
 	// Reasoning dearer than output: the reservation prices all output at it.
 	assert.Equal(t, Cost(prices[2], Usage{Input: 1000, Output: 1000, Reasoning: 1000}), WorstCaseCost(prices[2], 1000, 1000))
-	assert.Equal(t, int64(2), EstimateInputTokens([]byte(`{"":"abcde"}`)))
+	// Five characters of text and seven of JSON around them, at four a token.
+	assert.Equal(t, int64(3), EstimateInputTokens([]byte(`{"":"abcde"}`)))
 }
 
 // A cap a client may claim (10^17 tokens, the largest an int64 holds) makes a worst case
