@@ -136,9 +136,9 @@ func TestTokensPerMinuteHoldAcrossTwoGateways(t *testing.T) {
 	rd := redistest.Start(t)
 	caddy := buildCaddyCLI(t)
 	up := newUpstream(t)
-	// Each request reserves its estimated input (the body's 60 bytes of strings, keys
-	// included, at four a token: 15) and its max_tokens (100): 115 tokens. A limit of
-	// 1,150 a minute fits 10, and refills 19 tokens a second: less than one more request
+	// Each request reserves its estimated input (the body's 101 bytes of JSON, none of
+	// them space, at four a token: 26) and its max_tokens (100): 126 tokens. A limit of
+	// 1,260 a minute fits 10, and refills 21 tokens a second: less than one more request
 	// during the burst.
 	option := func(dir string) func(int) string {
 		return func(int) string {
@@ -147,7 +147,7 @@ func TestTokensPerMinuteHoldAcrossTwoGateways(t *testing.T) {
 			redis %s
 		}
 		key tpm-limited %s {
-			tpm 1150
+			tpm 1260
 		}
 `, rd.URL(), budgetKey) + pricedChat("http://"+up.hostport(), upstreamPrefix+"-x+drip-100ms")
 		}
@@ -180,12 +180,12 @@ func TestTokensPerMinuteHoldAcrossTwoGateways(t *testing.T) {
 			assert.Equal(t, "rate_limit_exceeded", e.Get("code").String())
 			wait, err := strconv.Atoi(r.Header.Get("Retry-After"))
 			require.NoError(t, err, "Retry-After: %q", r.Header.Get("Retry-After"))
-			assert.True(t, wait >= 1 && wait <= 7, "Retry-After %d s: the real wait for 115 tokens at 19 a second", wait)
+			assert.True(t, wait >= 1 && wait <= 7, "Retry-After %d s: the real wait for 126 tokens at 21 a second", wait)
 		default:
 			t.Errorf("request %d: status %d: %s", i, r.Status, r.Body)
 		}
 	}
-	t.Logf("%d of %d admitted under tpm 1150 across two gateways", admitted, n)
+	t.Logf("%d of %d admitted under tpm 1260 across two gateways", admitted, n)
 	assert.GreaterOrEqual(t, admitted, 10)
 	assert.LessOrEqual(t, admitted, 11, "two gateways enforce one limit, not two")
 	assert.Equal(t, admitted, up.count())
