@@ -24,7 +24,7 @@ var requestHeadersForwarded = map[string]bool{
 
 	// Retries and deadlines: what an upstream may do with a repeated or abandoned request.
 	"Idempotency-Key":          true, // a retry answered from the first attempt is not done (or billed) twice
-	"X-Stainless-Retry-Count":  true, // which attempt this is; providers tell retries from new load by it
+	"X-Stainless-Retry-Count":  true, // which attempt this is: a retry is told from a new request
 	"X-Stainless-Timeout":      true, // how long the client waits (JS and Go SDKs, Claude Code)
 	"X-Stainless-Read-Timeout": true, // the same, as the Python SDKs name it
 
@@ -118,7 +118,7 @@ func RequestEncodingOK(h http.Header) bool {
 // A forwarded header is still dropped when the client's Connection header names it
 // (hop-by-hop by definition) or when its value holds the key the client sent.
 func UpstreamRequestHeader(client http.Header, family Family, credential string) http.Header {
-	out := make(http.Header, len(requestHeadersForwarded)+3)
+	out := make(http.Header, min(len(client), len(requestHeadersForwarded))+3)
 	hop := connectionNamed(client)
 	keys := clientKeys(client)
 	for name, values := range client {
