@@ -94,8 +94,12 @@ func (a *attempt) send(parsed *protocols.ParsedRequest) bool {
 	// upstream can do (and bill) the work, so its answer is read on for billing.
 	attemptCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	// delivered is set once the transport has taken the whole body.
-	var delivered atomic.Bool
+	// delivered is set once the transport has taken the whole body; opened is the body
+	// the transport reads now.
+	var (
+		delivered atomic.Bool
+		opened    atomic.Pointer[deliveryWatch]
+	)
 
 	var (
 		body          io.ReadCloser
@@ -110,9 +114,9 @@ func (a *attempt) send(parsed *protocols.ParsedRequest) bool {
 			if req.Arriving != nil {
 				// The body lies in the arriving body's buffer: it is held until the
 				// transport closes it, which may be after RoundTrip returns.
-				return watchDelivery(req.Arriving.Hold(whole.Reader()), &delivered), nil
+				return watchDelivery(req.Arriving.Hold(whole.Reader()), &delivered, &opened), nil
 			}
-			return watchDelivery(io.NopCloser(whole.Reader()), &delivered), nil
+			return watchDelivery(io.NopCloser(whole.Reader()), &delivered, &opened), nil
 		}
 		body, _ = openBody()
 		length, injectedUsage = int64(whole.Len()), injected
@@ -120,7 +124,7 @@ func (a *attempt) send(parsed *protocols.ParsedRequest) bool {
 	} else {
 		openBody = func() (io.ReadCloser, error) {
 			fw = req.Arriving.Forward(cand.UpstreamModel)
-			return watchDelivery(fw, &delivered), nil
+			return watchDelivery(fw, &delivered, &opened), nil
 		}
 		body, _ = openBody()
 		length = fw.Length()
@@ -140,7 +144,12 @@ func (a *attempt) send(parsed *protocols.ParsedRequest) bool {
 		case a.clock.committed.Load():
 			a.clock.clientGone()
 		case !delivered.Load():
-			cancel() // the upstream cannot act on part of a body
+			// The upstream cannot act on part of a body. Closing the body ends a read
+			// waiting on the client, which the transport would wait for.
+			cancel()
+			if body := opened.Load(); body != nil {
+				_ = body.Close()
+			}
 		case a.clock.streaming.Load():
 			a.clock.clientGone()
 		}
@@ -312,8 +321,10 @@ type deliveryWatch struct {
 	delivered *atomic.Bool
 }
 
-func watchDelivery(body io.ReadCloser, delivered *atomic.Bool) io.ReadCloser {
-	return &deliveryWatch{ReadCloser: body, delivered: delivered}
+func watchDelivery(body io.ReadCloser, delivered *atomic.Bool, opened *atomic.Pointer[deliveryWatch]) io.ReadCloser {
+	d := &deliveryWatch{ReadCloser: body, delivered: delivered}
+	opened.Store(d)
+	return d
 }
 
 func (d *deliveryWatch) Read(p []byte) (int, error) {
