@@ -114,9 +114,9 @@ func (a *attempt) send(parsed *protocols.ParsedRequest) bool {
 			if req.Arriving != nil {
 				// The body lies in the arriving body's buffer: it is held until the
 				// transport closes it, which may be after RoundTrip returns.
-				return watchDelivery(req.Arriving.Hold(whole.Reader()), &delivered, &opened), nil
+				return watchDelivery(req.Arriving.Hold(whole.Reader()), int64(whole.Len()), &delivered, &opened), nil
 			}
-			return watchDelivery(io.NopCloser(whole.Reader()), &delivered, &opened), nil
+			return watchDelivery(io.NopCloser(whole.Reader()), int64(whole.Len()), &delivered, &opened), nil
 		}
 		body, _ = openBody()
 		length, injectedUsage = int64(whole.Len()), injected
@@ -124,7 +124,7 @@ func (a *attempt) send(parsed *protocols.ParsedRequest) bool {
 	} else {
 		openBody = func() (io.ReadCloser, error) {
 			fw = req.Arriving.Forward(cand.UpstreamModel)
-			return watchDelivery(fw, &delivered, &opened), nil
+			return watchDelivery(fw, fw.Length(), &delivered, &opened), nil
 		}
 		body, _ = openBody()
 		length = fw.Length()
@@ -315,21 +315,27 @@ func (a *attempt) meterGone(obs protocols.Observation) {
 	a.out.finalize(a.req, a.up)
 }
 
-// deliveryWatch notes when the transport has read the whole upstream body.
+// deliveryWatch notes when the transport has read the whole upstream body: at its last
+// byte when its length is known (the transport may write those bytes before it reads on
+// to the end), else at its end.
 type deliveryWatch struct {
 	io.ReadCloser
+	unread    int64 // bytes to go, -1 when the length is not known
 	delivered *atomic.Bool
 }
 
-func watchDelivery(body io.ReadCloser, delivered *atomic.Bool, opened *atomic.Pointer[deliveryWatch]) io.ReadCloser {
-	d := &deliveryWatch{ReadCloser: body, delivered: delivered}
+func watchDelivery(body io.ReadCloser, length int64, delivered *atomic.Bool, opened *atomic.Pointer[deliveryWatch]) io.ReadCloser {
+	d := &deliveryWatch{ReadCloser: body, unread: length, delivered: delivered}
 	opened.Store(d)
 	return d
 }
 
 func (d *deliveryWatch) Read(p []byte) (int, error) {
 	n, err := d.ReadCloser.Read(p)
-	if err == io.EOF {
+	if d.unread >= 0 {
+		d.unread -= int64(n)
+	}
+	if err == io.EOF || d.unread == 0 {
 		d.delivered.Store(true)
 	}
 	return n, err
