@@ -239,3 +239,34 @@ func TestAClientThatLeavesWhileItsBodyIsForwardedIsNotBilled(t *testing.T) {
 	assert.Nil(t, r.out.Served)
 	assert.Zero(t, otherCalls.Load(), "no failover after the client left")
 }
+
+// Once a stream read on for a client that left has given its final usage, the gateway
+// stops reading: it does not wait out the grace for a terminator that may never come.
+func TestAReadOnStopsAtTheFinalUsage(t *testing.T) {
+	gotBody, release, testOver := make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
+	up := testUpstream(t, "a", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body)
+		gotBody <- struct{}{}
+		<-release
+		w.Header().Set("Content-Type", "text/event-stream")
+		parts := strings.SplitAfter(chatStream(hiddenModel), "\n\n")
+		_, _ = w.Write([]byte(parts[0] + parts[1] + parts[2])) // no [DONE]
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-testOver:
+		}
+	}, routing.Timeouts{})
+	t.Cleanup(func() { close(testOver) })
+	leave, wait := serveLeaving(t, chatRequest(t, protocols.KindChat, streamedChat), up)
+
+	<-gotBody
+	leave()
+	began := time.Now()
+	close(release)
+	r := wait()
+
+	assert.Less(t, time.Since(began), clientGoneGrace, "stopped at the usage, not at the grace")
+	assert.Equal(t, 1, r.finalized)
+	assert.Equal(t, protocols.Usage{Input: 7, Output: 1}, metering.Bill(r.out.Obs, nil))
+}
