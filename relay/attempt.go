@@ -114,18 +114,15 @@ func (a *attempt) send(parsed *protocols.ParsedRequest) bool {
 			if req.Arriving != nil {
 				// The body lies in the arriving body's buffer: it is held until the
 				// transport closes it, which may be after RoundTrip returns.
-				return watchDelivery(req.Arriving.Hold(whole.Reader()), int64(whole.Len()), &delivered, &opened), nil
+				return req.Arriving.Hold(whole.Reader()), nil
 			}
-			return watchDelivery(io.NopCloser(whole.Reader()), int64(whole.Len()), &delivered, &opened), nil
+			return io.NopCloser(whole.Reader()), nil
 		}
 		body, _ = openBody()
 		length, injectedUsage = int64(whole.Len()), injected
 		a.clock = startClock(firstByteLimit(cand, parsed.Streamed()), idleLimit(cand), cancel)
 	} else {
-		openBody = func() (io.ReadCloser, error) {
-			fw = req.Arriving.Forward(cand.UpstreamModel)
-			return watchDelivery(fw, fw.Length(), &delivered, &opened), nil
-		}
+		openBody = func() (io.ReadCloser, error) { fw = req.Arriving.Forward(cand.UpstreamModel); return fw, nil }
 		body, _ = openBody()
 		length = fw.Length()
 		a.clock = startClock(awaitingBody, idleLimit(cand), cancel)
@@ -139,6 +136,12 @@ func (a *attempt) send(parsed *protocols.ParsedRequest) bool {
 		})
 	}
 	defer a.clock.stop()
+	// Every body the transport reads, a reopened one too, is watched for its delivery.
+	body = watchDelivery(body, length, &delivered, &opened)
+	reopenBody := func() (io.ReadCloser, error) {
+		b, err := openBody()
+		return watchDelivery(b, length, &delivered, &opened), err
+	}
 	stopWatching := context.AfterFunc(a.ctx, func() {
 		switch {
 		case a.clock.committed.Load():
@@ -166,7 +169,7 @@ func (a *attempt) send(parsed *protocols.ParsedRequest) bool {
 		ProtoMinor:    1,
 		Header:        protocols.UpstreamRequestHeader(req.Header, cand.Protocol, cand.Credential),
 		Body:          body,
-		GetBody:       openBody,
+		GetBody:       reopenBody,
 		ContentLength: length,
 		Host:          up.host,
 	}).WithContext(attemptCtx)
