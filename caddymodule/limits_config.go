@@ -9,10 +9,6 @@ import (
 	"github.com/switchyard-gw/switchyard/limits"
 )
 
-// DefaultOutputReservation is the output reserved for a request that sets no output cap,
-// on a model that declares none.
-const DefaultOutputReservation = 4096
-
 // LimitsConfig says where limit counters live and what keys and projects without limits
 // of their own get. Limits themselves are set per key and per project (console, admin
 // API, CLI) or per static key here.
