@@ -177,6 +177,11 @@ func (p *Policy) Admit(ctx context.Context, req Request, hdr http.Header) Result
 	f := req.Op.Family
 	if r := dec.Refused; r != nil {
 		e := RefusalError(f, r, now)
+		if r.Kind == limits.KindBudget && r.HeldMicros > 0 {
+			// SDKs retry a 429 on their own; say it outright, as the budget frees when
+			// the requests holding it end.
+			hdr.Set("X-Should-Retry", "true")
+		}
 		return Result{Err: e, Refused: string(r.Scope.Kind) + "_" + string(r.Kind)}
 	}
 	if al := dec.Requests; al != nil {
@@ -210,6 +215,12 @@ func RefusalError(f protocols.Family, r *limits.Refusal, now time.Time) *protoco
 		b := r.Budget
 		if b == nil {
 			b = &limits.Budget{Period: limits.PeriodTotal}
+		}
+		if r.HeldMicros > 0 {
+			// Only reservations of requests still running stand in the way: they settle
+			// to what they cost as they end, which usually frees room.
+			return protocols.ErrRateLimited(f, fmt.Sprintf("rate limit reached: %s spend budget of %s has %s held by requests in flight "+
+				"and no room for this request besides; retry when they end", whose, b.String(), limits.FormatMicros(r.HeldMicros)), r.RetryAfter)
 		}
 		msg := fmt.Sprintf("budget exceeded: %s spend budget of %s", whose, b.String())
 		var until time.Duration
