@@ -147,7 +147,6 @@ func TestBudgetAdmitsAtTheEdgeAndRefusesOneMore(t *testing.T) {
 		require.Zero(t, ref.HeldMicros, "spent: nothing in flight to wait for")
 		require.Equal(t, reset.Sub(t0), ref.RetryAfter, "until the period resets")
 
-
 		// An ask bigger than the whole budget never fits: no Retry-After.
 		require.Equal(t, time.Duration(0), refuse(t, l, ask(0, 1001, c)).RetryAfter)
 	})
