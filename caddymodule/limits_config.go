@@ -120,6 +120,9 @@ func parsePolicyOption(d *caddyfile.Dispenser, where string, p *limits.Policy, p
 		if err != nil || n < 1 {
 			return true, d.Errf("%s: %s: %q is not a positive whole number", where, opt, v)
 		}
+		if n > limits.MaxRate {
+			return true, d.Errf("%s: %s: %d is more than the most it may be, %d", where, opt, n, int64(limits.MaxRate))
+		}
 		*map[string]*int64{"rpm": &p.RPM, "tpm": &p.TPM, "concurrency": &p.Concurrency}[opt] = n
 	case "budget":
 		var v string
