@@ -14,6 +14,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
+	"github.com/switchyard-gw/switchyard/admission"
 	"github.com/switchyard-gw/switchyard/auth"
 	"github.com/switchyard-gw/switchyard/limits"
 	"github.com/switchyard-gw/switchyard/metering"
@@ -62,9 +63,10 @@ type App struct {
 	// ledgerReady is closed once Start has opened the ledger; requests that arrive first
 	// (Caddy starts apps in no fixed order) wait for it rather than go unrecorded.
 	ledgerReady chan struct{}
-	limiter     *limits.Limiter // nil until provisioned
-	limiterKey  string          // in limiterPool
-	spend       limits.Seeder   // the store's spend query; nil without a store
+	limiter     *limits.Limiter   // nil until provisioned
+	limiterKey  string            // in limiterPool
+	admission   *admission.Policy // nil until provisioned: nothing is limited
+	spend       limits.Seeder     // the store's spend query; nil without a store
 	affinity    *routing.Affinity
 	affinityKey string // in affinityPool
 	healthKeys  []string

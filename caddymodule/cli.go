@@ -323,7 +323,7 @@ type cliKey struct {
 	ReplacedBy string    `json:"replaced_by"`
 	ProjectID  string    `json:"project_id"`
 	// Limits and Standing are the key's own limits and its use of them.
-	Limits   *console.Limits   `json:"limits"`
+	Limits   *limits.Policy    `json:"limits"`
 	Standing *console.Standing `json:"standing"`
 }
 
@@ -436,12 +436,13 @@ func (f *limitFlags) register(cmd *cobra.Command, changing bool) {
 
 // apply sets the flags that were given on cur (nil: no limits yet) and returns the
 // result: nil when it limits nothing. On a change, a flag left out keeps its value,
-// --budget none and --model-budget m=none remove a budget, and 0 removes a rate.
-func (f *limitFlags) apply(cmd *cobra.Command, cur *console.Limits) (*console.Limits, error) {
-	l := &console.Limits{}
+// --budget none and --model-budget m=none remove a budget, and 0 removes a rate; an
+// empty budget is refused, so that a variable that expanded to nothing removes nothing.
+func (f *limitFlags) apply(cmd *cobra.Command, cur *limits.Policy) (*limits.Policy, error) {
+	l := &limits.Policy{}
 	if cur != nil && !f.clear {
 		*l = *cur
-		l.Models = map[string]*console.Limits{}
+		l.Models = map[string]*limits.Policy{}
 		for m, v := range cur.Models {
 			copied := *v
 			l.Models[m] = &copied
@@ -449,55 +450,70 @@ func (f *limitFlags) apply(cmd *cobra.Command, cur *console.Limits) (*console.Li
 	}
 	changed := cmd.Flags().Changed
 	if changed("budget") {
-		l.Budget = ""
-		if b := strings.TrimSpace(f.budget); b != "" && b != "none" {
-			if _, err := limits.ParseBudget(b); err != nil {
-				return nil, fmt.Errorf("--budget: want <amount>/<day|month|total>, e.g. 50/month; got %q", f.budget)
-			}
-			l.Budget = b
+		b, err := budgetFlag(f.budget)
+		if err != nil {
+			return nil, fmt.Errorf("--budget: %v", err)
 		}
+		l.Budget = b
 	}
 	for name, dst := range map[string]*int64{"rpm": &l.RPM, "tpm": &l.TPM, "concurrency": &l.Concurrency} {
 		if changed(name) {
 			v := map[string]int64{"rpm": f.rpm, "tpm": f.tpm, "concurrency": f.concurrency}[name]
-			if v < 0 {
-				return nil, fmt.Errorf("--%s: must be 0 (not limited) or more", name)
+			if v < 0 || v > limits.MaxRate {
+				return nil, fmt.Errorf("--%s: must be 0 (not limited) or more, at most %d", name, int64(limits.MaxRate))
 			}
 			*dst = v
 		}
 	}
 	for _, mb := range f.modelBudgets {
 		model, budget, ok := strings.Cut(mb, "=")
-		model, budget = strings.TrimSpace(model), strings.TrimSpace(budget)
+		model = strings.TrimSpace(model)
 		if !ok || model == "" {
 			return nil, fmt.Errorf("--model-budget: want <model>=<amount>/<day|month|total>, e.g. sim-gpt=5/day; got %q", mb)
 		}
+		b, err := budgetFlag(budget)
+		if err != nil {
+			return nil, fmt.Errorf("--model-budget %s: %v", model, err)
+		}
 		if l.Models == nil {
-			l.Models = map[string]*console.Limits{}
+			l.Models = map[string]*limits.Policy{}
 		}
 		v := l.Models[model]
 		if v == nil {
-			v = &console.Limits{}
+			v = &limits.Policy{}
 			l.Models[model] = v
 		}
-		v.Budget = ""
-		if budget != "none" {
-			if _, err := limits.ParseBudget(budget); err != nil {
-				return nil, fmt.Errorf("--model-budget %s: want <amount>/<day|month|total>, e.g. 5/day; got %q", model, budget)
-			}
-			v.Budget = budget
-		}
-		if v.RPM == 0 && v.TPM == 0 && v.Concurrency == 0 && v.Budget == "" && len(v.Models) == 0 {
+		v.Budget = b
+		if v.IsZero() {
 			delete(l.Models, model)
 		}
 	}
 	if len(l.Models) == 0 {
 		l.Models = nil
 	}
-	if l.RPM == 0 && l.TPM == 0 && l.Concurrency == 0 && l.Budget == "" && l.Models == nil {
+	if l.IsZero() {
 		return nil, nil
 	}
+	if err := l.Validate(); err != nil {
+		return nil, err
+	}
 	return l, nil
+}
+
+// budgetFlag reads a budget flag's value: nil for "none"; an empty value is an error.
+func budgetFlag(v string) (*limits.Budget, error) {
+	v = strings.TrimSpace(v)
+	switch v {
+	case "":
+		return nil, errors.New(`empty; want <amount>/<day|month|total>, e.g. 50/month, or "none" to remove the budget`)
+	case "none":
+		return nil, nil
+	}
+	b, err := limits.ParseBudget(v)
+	if err != nil {
+		return nil, fmt.Errorf("want <amount>/<day|month|total>, e.g. 50/month; got %q (%v)", v, err)
+	}
+	return &b, nil
 }
 
 // given reports whether any limit flag was given.
@@ -517,14 +533,17 @@ func (c *cli) changeLimits(cmd *cobra.Command, f *limitFlags, path, what string,
 	if !f.given(cmd) {
 		return c.call("GET", path, nil, show)
 	}
-	var cur *console.Limits
+	if _, err := f.apply(cmd, nil); err != nil {
+		return err // a malformed flag is refused before anything is read or changed
+	}
+	var cur *limits.Policy
 	if !f.clear {
 		// The answer is decoded here, not printed: --json applies to the change's answer.
 		asJSON := c.asJSON
 		c.asJSON = false
 		err := c.call("GET", path, nil, func(answer map[string]json.RawMessage) error {
 			var v struct {
-				Limits *console.Limits `json:"limits"`
+				Limits *limits.Policy `json:"limits"`
 			}
 			if err := json.Unmarshal(answer[what], &v); err != nil {
 				return err
@@ -619,7 +638,7 @@ func (c *cli) auditCommand() *cobra.Command {
 type cliProject struct {
 	ID        string            `json:"id"`
 	Name      string            `json:"name"`
-	Limits    *console.Limits   `json:"limits"`
+	Limits    *limits.Policy    `json:"limits"`
 	Standing  *console.Standing `json:"standing"`
 	KeyCount  int               `json:"key_count"`
 	CreatedAt time.Time         `json:"created_at"`
@@ -712,13 +731,13 @@ func spendText(s *console.Standing) string {
 }
 
 // limitsText is "budget 50/month, 60 rpm, 100000 tpm, 4 concurrent; sim-gpt: budget 5/day".
-func limitsText(l *console.Limits) string {
+func limitsText(l *limits.Policy) string {
 	if l == nil {
 		return "none"
 	}
 	var parts []string
-	if l.Budget != "" {
-		parts = append(parts, "budget "+auth.PrintableName(l.Budget))
+	if l.Budget != nil {
+		parts = append(parts, "budget "+l.Budget.String())
 	}
 	for _, f := range []struct {
 		v    int64

@@ -216,6 +216,24 @@ func TestCLIKeysLimitsChangesOnlyWhatIsGiven(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"GET /switchyard/keys/key_1"}, f.sent()[before:])
 	assert.Contains(t, out, "limits:     budget 50/month, 60 rpm; sim-gpt: budget 5/day")
+
+	// An empty budget (a variable that expanded to nothing) removes nothing: only
+	// "none" does; a rate the counters cannot hold exactly is refused; nothing is sent.
+	for _, c := range []struct{ cmd, flag, want string }{
+		{"keys", "--budget=", "--budget: empty; want <amount>/<day|month|total>, e.g. 50/month, or \"none\" to remove the budget"},
+		{"keys", "--model-budget=sim-gpt=", "--model-budget sim-gpt: empty"},
+		{"projects", "--budget=", "--budget: empty"},
+		{"keys", "--tpm=9223372036854775807", "--tpm: must be 0 (not limited) or more, at most 1000000000000"},
+		{"projects", "--budget=1000000001/month", "more than the most a budget may be"},
+	} {
+		before = len(f.sent())
+		_, err := f.run(t, c.cmd, "limits", "key_1", c.flag)
+		require.Error(t, err, c.flag)
+		assert.Contains(t, err.Error(), c.want, c.flag)
+		for _, call := range f.sent()[before:] {
+			assert.False(t, strings.HasPrefix(call, "PUT "), "%s %s: nothing is changed: %s", c.cmd, c.flag, call)
+		}
+	}
 }
 
 func TestCLIKeysProject(t *testing.T) {

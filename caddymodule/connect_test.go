@@ -126,6 +126,24 @@ func TestConnectCommand(t *testing.T) {
 	_, err = os.Stat(filepath.Join(dir, "sim-gpt.config.toml"))
 	require.NoError(t, err, "a profile per Family A model")
 
+	// A config.toml this command did not write is kept unless --force, and the refusal
+	// says how to replace it.
+	mine := filepath.Join(t.TempDir(), "codex")
+	require.NoError(t, os.MkdirAll(mine, 0o700))
+	handWritten := "model = \"o3\"\n"
+	require.NoError(t, os.WriteFile(filepath.Join(mine, "config.toml"), []byte(handWritten), 0o600))
+	_, err = run("connect", "codex", "--base-url", "https://gw.example.com", "--write", "--dir", mine)
+	require.ErrorContains(t, err, "pass --force to replace it")
+	got, err = os.ReadFile(filepath.Join(mine, "config.toml"))
+	require.NoError(t, err)
+	assert.Equal(t, handWritten, string(got), "without --force the file is as it was")
+	out, err = run("connect", "codex", "--base-url", "https://gw.example.com", "--write", "--dir", mine, "--force")
+	require.NoError(t, err)
+	assert.Contains(t, out, "replaced "+filepath.Join(mine, "config.toml"))
+	got, err = os.ReadFile(filepath.Join(mine, "config.toml"))
+	require.NoError(t, err)
+	assert.Contains(t, string(got), `base_url = "https://gw.example.com/v1"`, "--force replaces it")
+
 	_, err = run("connect", "anthropic", "--base-url", "https://gw.example.com", "--write", "--dir", dir)
 	require.ErrorContains(t, err, "configured by environment variables")
 	_, err = run("connect", "codex", "--base-url", "https://gw.example.com/v1")

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/switchyard-gw/switchyard/admission"
 	"github.com/switchyard-gw/switchyard/auth"
 	"github.com/switchyard-gw/switchyard/protocols"
 	"github.com/switchyard-gw/switchyard/relay"
@@ -378,36 +379,20 @@ func (h *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Ha
 	// Admission: the request's worst case is reserved against every limit on its path
 	// before any upstream is called; the answer's metered cost replaces it at the end,
 	// and a request no answer came of costs nothing.
-	reservation, apiErr := h.admit(r.Context(), w, rt, identity, requestID)
-	if apiErr != nil {
-		return fail(apiErr)
+	adm := h.admit(w, r, rt, identity, requestID)
+	if adm.Err != nil {
+		return fail(adm.Err)
 	}
-	var usedTokens, usedMicros int64
-	req.Finalize = func(out *relay.Outcome) {
-		rt.parsed = req.Parsed // an arriving body has passed before any answer commits
-		usedTokens, usedMicros = h.meter(rt, identity, requestID, out)
-	}
-	// Deferred, so that the reservation is released on every way out of the relay.
-	defer func() { settle(reservation, usedTokens, usedMicros) }()
-	// A conversation goes back to the candidate that served it last, while it is
-	// healthy: thinking signatures and prompt caches only hold there.
-	var conversation string
-	if aff := h.app.affinity; aff != nil {
-		if id := protocols.ConversationID(rt.parsed, r.Header, h.app.affinityHeader()); id != "" {
-			conversation = routing.ConversationKey(rt.model.ID, rt.op.Family, id)
-			req.Preferred, _ = aff.Get(conversation, time.Now())
+	var outcome *relay.Outcome
+	var apiErr *protocols.APIError
+	// Serve settles the reservation on every way out of the relay, a panic included.
+	adm.Admitted.Serve(func(used *admission.Usage) {
+		req.Finalize = func(out *relay.Outcome) {
+			rt.parsed = req.Parsed // an arriving body has passed before any answer commits
+			used.Tokens, used.CostMicros = h.meter(rt, identity, requestID, out)
 		}
-	}
-	outcome, apiErr := relay.Serve(r.Context(), w, req, h.app.upstreamsFor(rt.model, rt.op.Family))
-	if rt.arriving != nil && outcome.Served == nil {
-		// A body that failed is the client's answer, whatever the candidates did.
-		if _, bodyErr := rt.arriving.Wait(); bodyErr != nil {
-			apiErr = bodyErr
-		}
-	}
-	if conversation != "" && outcome.Served != nil && outcome.StreamError == nil {
-		h.app.affinity.Set(conversation, outcome.Served.Identity, time.Now())
-	}
+		outcome, apiErr = h.serve(w, r, rt, req)
+	})
 	loadMetrics().observe(rt.model.ID, rt.op.Family, outcome)
 
 	log := logOf(r)
@@ -427,12 +412,37 @@ func (h *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Ha
 	return nil
 }
 
+// serve sends an admitted request to its model's candidates, a conversation to the
+// candidate that served it last.
+func (h *Proxy) serve(w http.ResponseWriter, r *http.Request, rt *route, req *relay.Request) (*relay.Outcome, *protocols.APIError) {
+	// A conversation goes back to the candidate that served it last, while it is
+	// healthy: thinking signatures and prompt caches only hold there.
+	var conversation string
+	if aff := h.app.affinity; aff != nil {
+		if id := protocols.ConversationID(rt.parsed, r.Header, h.app.affinityHeader()); id != "" {
+			conversation = routing.ConversationKey(rt.model.ID, rt.op.Family, id)
+			req.Preferred, _ = aff.Get(conversation, time.Now())
+		}
+	}
+	outcome, apiErr := relay.Serve(r.Context(), w, req, h.app.upstreamsFor(rt.model, rt.op.Family))
+	if rt.arriving != nil && outcome.Served == nil {
+		// A body that failed is the client's answer, whatever the candidates did.
+		if _, bodyErr := rt.arriving.Wait(); bodyErr != nil {
+			apiErr = bodyErr
+		}
+	}
+	if conversation != "" && outcome.Served != nil && outcome.StreamError == nil {
+		h.app.affinity.Set(conversation, outcome.Served.Identity, time.Now())
+	}
+	return outcome, apiErr
+}
+
 // needsWholeBody reports whether the request must be read to its end before any
 // candidate is called: a limit reserves its worst case, which needs the output cap
 // wherever the body puts it; and among several candidates, conversation affinity without
 // a session header takes its id from the body (prompt_cache_key).
 func (h *Proxy) needsWholeBody(r *http.Request, rt *route, identity *auth.Identity) bool {
-	if h.app.limiter != nil && identity != nil && len(h.app.checksFor(identity, rt.model.ID)) > 0 {
+	if identity != nil && h.app.admission.Applies(whoOf(identity), rt.model.ID) {
 		return true
 	}
 	return h.app.affinity != nil && len(h.app.upstreamsFor(rt.model, rt.op.Family)) > 1 &&

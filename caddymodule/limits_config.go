@@ -9,10 +9,6 @@ import (
 	"github.com/switchyard-gw/switchyard/limits"
 )
 
-// DefaultOutputReservation is the output reserved for a request that sets no output cap,
-// on a model that declares none.
-const DefaultOutputReservation = 4096
-
 // LimitsConfig says where limit counters live and what keys and projects without limits
 // of their own get. Limits themselves are set per key and per project (console, admin
 // API, CLI) or per static key here.
@@ -123,6 +119,9 @@ func parsePolicyOption(d *caddyfile.Dispenser, where string, p *limits.Policy, p
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 1 {
 			return true, d.Errf("%s: %s: %q is not a positive whole number", where, opt, v)
+		}
+		if n > limits.MaxRate {
+			return true, d.Errf("%s: %s: %d is more than the most it may be, %d", where, opt, n, int64(limits.MaxRate))
 		}
 		*map[string]*int64{"rpm": &p.RPM, "tpm": &p.TPM, "concurrency": &p.Concurrency}[opt] = n
 	case "budget":

@@ -74,7 +74,9 @@ func (m *gatewayMetrics) observe(model string, family protocols.Family, out *rel
 	served := "none"
 	if out.Served != nil {
 		served = out.Served.Candidate.Name
-		m.ttfb.WithLabelValues(model, served).Observe(out.TimeToFirstByte.Seconds())
+		if out.TimeToFirstByte > 0 { // none for an answer metered after its client left
+			m.ttfb.WithLabelValues(model, served).Observe(out.TimeToFirstByte.Seconds())
+		}
 	}
 	m.requests.WithLabelValues(model, proto, served, out.Result()).Inc()
 	m.attempts.WithLabelValues(model, proto).Observe(float64(len(out.Attempts)))

@@ -266,6 +266,62 @@ func TestWriteCodex(t *testing.T) {
 	assert.Equal(t, s.Files[0].Content, string(got))
 }
 
+// Without --force, a hand-written Codex file stops --write before anything is written:
+// the file is as it was, and no other file of the set-up appears beside it.
+func TestWriteWithoutForceChangesNothing(t *testing.T) {
+	dir := t.TempDir()
+	s := gen(t, connect.Request{Client: connect.Codex})
+	require.Greater(t, len(s.Files), 1)
+	profile := s.Files[len(s.Files)-1].Name
+	mine := "model = \"o3\"\n"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, profile), []byte(mine), 0o600))
+
+	done, err := connect.Write(s, dir, false)
+	require.ErrorContains(t, err, filepath.Join(dir, profile)+" exists and was not written by this command")
+	require.ErrorContains(t, err, "--force")
+	assert.Empty(t, done)
+	got, err := os.ReadFile(filepath.Join(dir, profile))
+	require.NoError(t, err)
+	assert.Equal(t, mine, string(got), "the hand-written file is kept")
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "nothing else was written")
+
+	done, err = connect.Write(s, dir, true)
+	require.NoError(t, err)
+	assert.Contains(t, done, "replaced "+filepath.Join(dir, profile))
+	got, _ = os.ReadFile(filepath.Join(dir, profile))
+	assert.Equal(t, s.Files[len(s.Files)-1].Content, string(got))
+}
+
+// Claude Code sends a key from settings.json's env block instead of the key helper's,
+// so each key variable found there is taken out, and the answer says so.
+func TestWriteClaudeCodeTakesOutEachKeyVariable(t *testing.T) {
+	for _, name := range []string{"ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_API_KEY"} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			old := `{"env":{"` + name + `":"sk-stale-secret","FOO":"bar"}}`
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "settings.json"), []byte(old), 0o600))
+			done, err := connect.Write(gen(t, connect.Request{Client: connect.ClaudeCode}), dir, false)
+			require.NoError(t, err)
+			require.Len(t, done, 1)
+			assert.Contains(t, done[0], "removed the key variables "+name)
+
+			raw, err := os.ReadFile(filepath.Join(dir, "settings.json"))
+			require.NoError(t, err)
+			assert.NotContains(t, string(raw), "sk-stale-secret")
+			var got struct {
+				Env          map[string]string `json:"env"`
+				APIKeyHelper string            `json:"apiKeyHelper"`
+			}
+			require.NoError(t, json.Unmarshal(raw, &got))
+			assert.NotContains(t, got.Env, name)
+			assert.Equal(t, "bar", got.Env["FOO"])
+			assert.Equal(t, "printenv SWITCHYARD_API_KEY", got.APIKeyHelper, "the helper gives the key")
+		})
+	}
+}
+
 func TestWriteClaudeCodeMergesSettings(t *testing.T) {
 	dir := t.TempDir()
 	old := `{"theme":"dark","env":{"FOO":"bar","ANTHROPIC_API_KEY":"sk-ant-old-secret","ANTHROPIC_MODEL":"old"},"permissions":{"allow":["Bash(ls)"]}}`

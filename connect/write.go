@@ -41,21 +41,25 @@ func errNoFiles(client string) error {
 // Claude Code's settings.json is merged: the set-up's variables go into its env block,
 // apiKeyHelper is set, and everything else in the file stays. A key found in that env
 // block (ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN) is removed: a key does not belong in a
-// file, and it would take precedence over the helper.
+// file, and it would take precedence over the helper. When a file is refused, none is
+// written.
 func Write(s *Setup, dir string, force bool) ([]string, error) {
 	if len(s.Files) == 0 {
 		return nil, errNoFiles(s.Client)
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, err
+	// Every file is checked before any is written, so that a refusal leaves the
+	// directory as it was, not half set up.
+	type change struct {
+		path, what string
+		content    []byte
 	}
-	var done []string
+	changes := make([]change, 0, len(s.Files))
 	for _, f := range s.Files {
 		path := filepath.Join(dir, f.Name)
 		old, err := os.ReadFile(path)
 		exists := err == nil
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return done, err
+			return nil, err
 		}
 		content := []byte(f.Content)
 		what := "wrote"
@@ -63,21 +67,28 @@ func Write(s *Setup, dir string, force bool) ([]string, error) {
 		case s.Client == ClaudeCode && exists:
 			merged, removed, err := mergeSettings(old, f.Content)
 			if err != nil {
-				return done, fmt.Errorf("%s: %v; fix or move the file, then run this again", path, err)
+				return nil, fmt.Errorf("%s: %v; fix or move the file, then run this again", path, err)
 			}
 			content, what = merged, "updated the env block and apiKeyHelper of"
 			if len(removed) > 0 {
 				what += " (removed the key variables " + strings.Join(removed, ", ") + " from it)"
 			}
 		case exists && !force && !bytes.HasPrefix(old, []byte(CodexMarker)):
-			return done, fmt.Errorf("%s exists and was not written by this command; merge the printed set-up by hand, or pass --force to replace it", path)
+			return nil, fmt.Errorf("%s exists and was not written by this command; merge the printed set-up by hand, or pass --force to replace it", path)
 		case exists:
 			what = "replaced"
 		}
-		if err := writeFile(path, content); err != nil {
+		changes = append(changes, change{path: path, what: what, content: content})
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	var done []string
+	for _, c := range changes {
+		if err := writeFile(c.path, c.content); err != nil {
 			return done, err
 		}
-		done = append(done, what+" "+path)
+		done = append(done, c.what+" "+c.path)
 	}
 	return done, nil
 }

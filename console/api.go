@@ -121,9 +121,9 @@ func (a *API) changing(next http.HandlerFunc) http.HandlerFunc {
 // write them, and, for an active key, its standing against them.
 type keyView struct {
 	*auth.Key
-	Status   string    `json:"status"`
-	Limits   *Limits   `json:"limits,omitempty"`
-	Standing *Standing `json:"standing,omitempty"`
+	Status   string         `json:"status"`
+	Limits   *limits.Policy `json:"limits,omitempty"`
+	Standing *Standing      `json:"standing,omitempty"`
 }
 
 // view is k without its standing, for answers about a change.
@@ -131,7 +131,7 @@ func (a *API) view(k *auth.Key) keyView {
 	if k == nil {
 		return keyView{}
 	}
-	return keyView{Key: k, Status: k.Status(a.now()), Limits: LimitsOf(k.Limits)}
+	return keyView{Key: k, Status: k.Status(a.now()), Limits: auth.NormalizeLimits(k.Limits)}
 }
 
 // viewStanding is k with its standing when it is active.
@@ -190,12 +190,12 @@ func (a *API) getKey(w http.ResponseWriter, r *http.Request) {
 }
 
 type createBody struct {
-	Name      string   `json:"name"`
-	Models    []string `json:"models"`
-	ExpiresAt string   `json:"expires_at"` // RFC 3339
-	ExpiresIn string   `json:"expires_in"` // a duration: 90m, 12h, 30d
-	ProjectID string   `json:"project_id"`
-	Limits    *Limits  `json:"limits"`
+	Name      string         `json:"name"`
+	Models    []string       `json:"models"`
+	ExpiresAt string         `json:"expires_at"` // RFC 3339
+	ExpiresIn string         `json:"expires_in"` // a duration: 90m, 12h, 30d
+	ProjectID string         `json:"project_id"`
+	Limits    *limits.Policy `json:"limits"`
 }
 
 // modelExists checks the models named in per-model limits.
@@ -213,7 +213,7 @@ func (a *API) createKey(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	policy, err := body.Limits.Policy(a.modelExists)
+	policy, err := checkLimits(body.Limits, a.modelExists)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "limits."+err.Error())
 		return

@@ -10,100 +10,32 @@ import (
 	"github.com/switchyard-gw/switchyard/limits"
 )
 
-// Limits is a limits.Policy as operators write it and read it back: rates as whole
-// numbers, the budget as "<amount>/<day|month|total>" in the price unit of the configured
-// model prices, per-model variants under models. Every figure left out (or zero) is not
-// limited.
-//
-//	{"rpm":60,"tpm":100000,"concurrency":4,"budget":"50/month",
-//	 "models":{"sim-gpt":{"budget":"5/day"}}}
-type Limits struct {
-	RPM         int64              `json:"rpm,omitempty"`
-	TPM         int64              `json:"tpm,omitempty"`
-	Concurrency int64              `json:"concurrency,omitempty"`
-	Budget      string             `json:"budget,omitempty"`
-	Models      map[string]*Limits `json:"models,omitempty"`
-}
-
-// LimitsOf is p as operators write it; nil when p limits nothing.
-func LimitsOf(p *limits.Policy) *Limits {
-	if p.IsZero() {
-		return nil
-	}
-	l := &Limits{RPM: p.RPM, TPM: p.TPM, Concurrency: p.Concurrency}
-	if p.Budget != nil {
-		l.Budget = p.Budget.String()
-	}
-	for model, v := range p.Models {
-		if v.IsZero() {
-			continue
-		}
-		if l.Models == nil {
-			l.Models = map[string]*Limits{}
-		}
-		l.Models[model] = LimitsOf(v)
-	}
-	return l
-}
-
-// Policy reads l into a policy: nil when l limits nothing (which clears a key's or a
-// project's limits). modelExists, when set, checks the models of per-model variants. The
-// error says what to correct and how.
-func (l *Limits) Policy(modelExists func(string) bool) (*limits.Policy, error) {
-	p, err := l.policy("", modelExists)
-	if err != nil {
-		return nil, err
-	}
+// checkLimits checks a policy as the API received it (limits.Policy is read and written
+// in the same form everywhere: {"rpm":60,"tpm":100000,"concurrency":4,"budget":"50/month",
+// "models":{"sim-gpt":{"budget":"5/day"}}}): every figure in range, the models of
+// per-model variants known (modelExists, when set). It answers nil when p limits
+// nothing, which clears a key's or a project's limits, and drops variants that limit
+// nothing. The error says what to correct and how.
+func checkLimits(p *limits.Policy, modelExists func(string) bool) (*limits.Policy, error) {
 	if p.IsZero() {
 		return nil, nil
 	}
-	return p, nil
-}
-
-func (l *Limits) policy(where string, modelExists func(string) bool) (*limits.Policy, error) {
-	if l == nil {
-		return nil, nil
-	}
-	p := &limits.Policy{RPM: l.RPM, TPM: l.TPM, Concurrency: l.Concurrency}
-	for _, f := range []struct {
-		name string
-		v    int64
-	}{{"rpm", l.RPM}, {"tpm", l.TPM}, {"concurrency", l.Concurrency}} {
-		if f.v < 0 {
-			return nil, fmt.Errorf("%s%s: must be a whole number, 0 or more (0 or left out: not limited)", where, f.name)
-		}
-	}
-	if b := strings.TrimSpace(l.Budget); b != "" {
-		budget, err := limits.ParseBudget(b)
-		if err != nil {
-			return nil, fmt.Errorf("%sbudget: want <amount>/<day|month|total>, e.g. 50/month or 2.5/day (the amount in the price unit, at most six decimals); got %q", where, l.Budget)
-		}
-		p.Budget = &budget
-	}
-	if len(l.Models) > 0 && where != "" {
-		return nil, fmt.Errorf("%smodels: a per-model limit cannot have per-model limits of its own", where)
-	}
-	for _, model := range slices.Sorted(maps.Keys(l.Models)) {
+	for _, model := range slices.Sorted(maps.Keys(p.Models)) {
 		if strings.TrimSpace(model) == "" {
 			return nil, fmt.Errorf("models: a per-model limit needs a model id")
 		}
 		if modelExists != nil && !modelExists(model) {
 			return nil, fmt.Errorf("models: %q is not a model of this gateway", model)
 		}
-		v, err := l.Models[model].policy("models."+model+".", modelExists)
-		if err != nil {
-			return nil, err
+		if p.Models[model].IsZero() && len(p.Models[model].Models) == 0 {
+			delete(p.Models, model)
 		}
-		if v.IsZero() {
-			continue
-		}
-		if p.Models == nil {
-			p.Models = map[string]*limits.Policy{}
-		}
-		p.Models[model] = v
+	}
+	if len(p.Models) == 0 {
+		p.Models = nil
 	}
 	if err := p.Validate(); err != nil {
-		return nil, fmt.Errorf("%s%v", where, err)
+		return nil, err
 	}
 	return p, nil
 }

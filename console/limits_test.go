@@ -34,28 +34,24 @@ func newLimitsAPI(t *testing.T) (*console.API, http.Handler) {
 	return api, console.New(api)
 }
 
-// Limits are written and read back the way operators write them, budgets included.
+// Limits are written and read back the way operators write them, budgets included, and
+// what limits nothing clears them.
 func TestLimitsRoundTripAsWritten(t *testing.T) {
+	_, h := newLimitsAPI(t)
+	id := gjson.Get(do(h, "POST", "/api/keys", `{"name":"k"}`).Body.String(), "key.id").Str
+	require.NotEmpty(t, id)
 	const written = `{"rpm":60,"tpm":100000,"concurrency":4,"budget":"50/month","models":{"sim-gpt":{"budget":"5/day"}}}`
-	var in console.Limits
-	require.NoError(t, json.Unmarshal([]byte(written), &in))
-	p, err := in.Policy(nil)
-	require.NoError(t, err)
-	assert.Equal(t, int64(50_000_000), p.Budget.Micros)
-	assert.Equal(t, limits.PeriodMonth, p.Budget.Period)
-	assert.Equal(t, int64(5_000_000), p.Models["sim-gpt"].Budget.Micros)
-	out, err := json.Marshal(console.LimitsOf(p))
-	require.NoError(t, err)
-	assert.JSONEq(t, written, string(out))
+	w := do(h, "PUT", "/api/keys/"+id+"/limits", written)
+	require.Equal(t, http.StatusOK, w.Code, w.Body.String())
+	assert.JSONEq(t, written, gjson.Get(w.Body.String(), "key.limits").Raw)
+	assert.JSONEq(t, written, gjson.Get(do(h, "GET", "/api/keys/"+id, "").Body.String(), "key.limits").Raw)
 
-	for _, empty := range []string{`{}`, `{"rpm":0,"budget":"","models":{"m":{}}}`} {
-		var l console.Limits
-		require.NoError(t, json.Unmarshal([]byte(empty), &l))
-		p, err := l.Policy(nil)
-		require.NoError(t, err)
-		assert.Nil(t, p, "%s limits nothing", empty)
+	for _, empty := range []string{`{}`, `null`, `{"rpm":0,"budget":"none","models":{"m":{}}}`} {
+		require.Equal(t, http.StatusOK, do(h, "PUT", "/api/keys/"+id+"/limits", written).Code)
+		w := do(h, "PUT", "/api/keys/"+id+"/limits", empty)
+		require.Equal(t, http.StatusOK, w.Code, w.Body.String())
+		assert.False(t, gjson.Get(w.Body.String(), "key.limits").Exists(), "%s limits nothing", empty)
 	}
-	assert.Nil(t, console.LimitsOf(nil))
 }
 
 func TestLimitsAPIRefusesBadLimitsSayingHowToFixThem(t *testing.T) {
@@ -67,7 +63,13 @@ func TestLimitsAPIRefusesBadLimitsSayingHowToFixThem(t *testing.T) {
 		{`{"budget":"fifty/month"}`, "budget: want <amount>/<day|month|total>"},
 		{`{"budget":"50"}`, "budget: want <amount>/<day|month|total>"},
 		{`{"budget":"0.0000001/day"}`, "at most six decimals"},
-		{`{"rpm":-1}`, "rpm: must be a whole number, 0 or more"},
+		{`{"rpm":-1}`, "rpm must not be negative"},
+		{`{"budget":""}`, `budget: empty; want <amount>/<day|month|total>, e.g. "50/month" (leave it out, or "none", for no budget)`},
+		{`{"models":{"m":{"budget":""}}}`, "models.m.budget: empty"},
+		{`{"tpm":9223372036854775807}`, "tpm 9223372036854775807 is more than the most it may be, 1000000000000"},
+		{`{"rpm":1000000000001}`, "rpm 1000000000001 is more than the most it may be"},
+		{`{"concurrency":1000000000001}`, "concurrency 1000000000001 is more than the most it may be"},
+		{`{"budget":"1000000001/month"}`, "more than the most a budget may be, 1000000000"},
 		{`{"models":{"nope":{"budget":"1/day"}}}`, `models: "nope" is not a model of this gateway`},
 		{`{"models":{"m":{"budget":"1/fortnight"}}}`, "models.m.budget: want"},
 		{`{"models":{"m":{"models":{"m":{"rpm":1}}}}}`, "cannot have per-model limits of its own"},
@@ -80,7 +82,7 @@ func TestLimitsAPIRefusesBadLimitsSayingHowToFixThem(t *testing.T) {
 	}
 	w := do(h, "POST", "/api/keys", `{"name":"x","limits":{"budget":"5/week"}}`)
 	assert.Equal(t, http.StatusBadRequest, w.Code)
-	assert.Contains(t, gjson.Get(w.Body.String(), "error").Str, "limits.budget: want")
+	assert.Contains(t, gjson.Get(w.Body.String(), "error").Str, "budget: want")
 	w = do(h, "POST", "/api/projects", `{"id":"Bad Id"}`)
 	assert.Equal(t, http.StatusBadRequest, w.Code)
 	assert.Contains(t, gjson.Get(w.Body.String(), "error").Str, "e.g. platform")

@@ -10,13 +10,13 @@ import (
 	"github.com/switchyard-gw/switchyard/limits"
 )
 
-// readLimits reads a request body that is a Limits, or null ({} and null clear).
+// readLimits reads a request body that is a limits.Policy, or null ({} and null clear).
 func (a *API) readLimits(w http.ResponseWriter, r *http.Request) (*limits.Policy, bool) {
-	var body *Limits
+	var body *limits.Policy
 	if !readJSON(w, r, &body) {
 		return nil, false
 	}
-	p, err := body.Policy(a.modelExists)
+	p, err := checkLimits(body, a.modelExists)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return nil, false
@@ -70,9 +70,9 @@ func (a *API) setKeyProject(w http.ResponseWriter, r *http.Request) {
 // how many of its keys are active.
 type projectView struct {
 	*auth.Project
-	Limits     *Limits   `json:"limits,omitempty"`
-	Standing   *Standing `json:"standing,omitempty"`
-	ActiveKeys int       `json:"key_count"`
+	Limits     *limits.Policy `json:"limits,omitempty"`
+	Standing   *Standing      `json:"standing,omitempty"`
+	ActiveKeys int            `json:"key_count"`
 }
 
 // projectDetail is a project with its keys (every status, newest first).
@@ -82,7 +82,7 @@ type projectDetail struct {
 }
 
 func (a *API) projectView(r *http.Request, p *auth.Project, keys []*auth.Key) projectView {
-	v := projectView{Project: p, Limits: LimitsOf(p.Limits), Standing: a.standing(r.Context(), limits.ScopeProject, p.ID, p.Limits)}
+	v := projectView{Project: p, Limits: auth.NormalizeLimits(p.Limits), Standing: a.standing(r.Context(), limits.ScopeProject, p.ID, p.Limits)}
 	now := a.now()
 	for _, k := range keys {
 		if k.ProjectID == p.ID && k.Active(now) {
@@ -137,9 +137,9 @@ func (a *API) getProject(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) createProject(w http.ResponseWriter, r *http.Request) {
 	var body struct {
-		ID     string  `json:"id"`
-		Name   string  `json:"name"`
-		Limits *Limits `json:"limits"`
+		ID     string         `json:"id"`
+		Name   string         `json:"name"`
+		Limits *limits.Policy `json:"limits"`
 	}
 	if !readJSON(w, r, &body) {
 		return
@@ -149,7 +149,7 @@ func (a *API) createProject(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "id: "+err.Error())
 		return
 	}
-	policy, err := body.Limits.Policy(a.modelExists)
+	policy, err := checkLimits(body.Limits, a.modelExists)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "limits."+err.Error())
 		return

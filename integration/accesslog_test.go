@@ -88,9 +88,10 @@ func TestAccessLogFields(t *testing.T) {
 }
 
 // Caddyfile.example as it is (only its ports changed), run by the built binary: no key
-// reaches any line the process writes, whatever header or query parameter it came in,
-// for the gateway's site, for a host name the example serves no site for (answered 404,
-// not an empty 200), and for the admin endpoint.
+// reaches any line the process writes, whatever header it came in or wherever in the URL
+// (a key's parameter name, any other name, a path segment, percent-encoded), for the
+// gateway's site, for a host name the example serves no site for (answered 404, not an
+// empty 200), and for the admin endpoint.
 func TestExampleConfigKeepsKeysOutOfEveryLogLine(t *testing.T) {
 	caddy := buildCaddyCLI(t)
 	dir := t.TempDir()
@@ -149,6 +150,12 @@ func TestExampleConfigKeepsKeysOutOfEveryLogLine(t *testing.T) {
 		"?api_key", "?api-key", "?apikey", "?key", "?access_token", "?token"} {
 		secrets[where] = "sk-sy-logprobe-" + strconv.Itoa(i) + "-7f3a9c0d1e2b"
 	}
+	for i, where := range []string{"?foo", "a path segment", "an encoded query value"} {
+		secrets[where] = "sk-sy-urlprobe-" + strconv.Itoa(i) + "-5e1c8a2f4b6d"
+	}
+	secrets["?Key without sk-"] = "plain-static-secret-9d3f7a1c" // a static key need not start with sk-
+	// The encoded probe as a client library might escape it: s, k and - as %73 %6B %2D.
+	encoded := "%73%6B%2D" + strings.TrimPrefix(secrets["an encoded query value"], "sk-")
 	query := "?api_key=" + secrets["?api_key"] + "&api-key=" + secrets["?api-key"] + "&apikey=" + secrets["?apikey"] +
 		"&key=" + secrets["?key"] + "&access_token=" + secrets["?access_token"] + "&token=" + secrets["?token"] + "&page=2"
 
@@ -190,15 +197,30 @@ func TestExampleConfigKeepsKeysOutOfEveryLogLine(t *testing.T) {
 		`{"model":"sim-claude","max_tokens":64,"messages":[{"role":"user","content":"Hello"}]}`,
 		map[string]string{"X-Api-Key": demoKey, "Anthropic-Version": "2023-06-01", "Content-Type": "application/json"}))
 	assert.Equal(t, 200, send(gw, "", "GET", "/v1/models", "", map[string]string{"Authorization": "Bearer " + demoKey}))
+	// Keys elsewhere in the URL: refused (400) or not found (404), and logged masked.
+	demo := map[string]string{"Authorization": "Bearer " + demoKey}
+	assert.Equal(t, 400, send(gw, "", "GET", "/v1/models?page=2&foo="+secrets["?foo"], "", demo))
+	assert.Equal(t, 400, send(gw, "", "GET", "/v1/models?x="+encoded, "", demo))
+	assert.Equal(t, 400, send(gw, "", "GET", "/v1/models?Key="+secrets["?Key without sk-"], "", demo))
+	assert.Equal(t, 404, send(gw, "", "GET", "/v1/"+secrets["a path segment"]+"/models", "", demo))
+	// A name that merely holds "sk-" is not a key, and stays readable.
+	send(gw, "", "GET", "/v1/models/desk-model-2026", "", demo)
 	// The admin endpoint logs every request it receives, with its headers and URI.
 	send(admin, "", "GET", "/switchyard/keys"+query, "", every)
+	send(admin, "", "GET", "/switchyard/"+secrets["a path segment"]+"?foo="+secrets["?foo"]+"&x="+encoded, "", every)
 
-	// Every request above is in the log, so the check below is not vacuous.
+	// Every request above is in the log, its URI masked where a key was, so the check
+	// below is not vacuous.
 	var unknown gjson.Result
+	masked := []string{"/v1/models?page=2&foo=REDACTED", "/v1/models?x=REDACTED", "/v1/models?Key=REDACTED",
+		"/v1/REDACTED/models", "/v1/models/desk-model-2026", "/switchyard/REDACTED?foo=REDACTED&x=REDACTED"}
+	var missing []string
 	require.Eventually(t, func() bool {
 		var site, adminSeen bool
+		uris := map[string]bool{}
 		for _, line := range strings.Split(out.String(), "\n") {
 			e := gjson.Parse(line)
+			uris[e.Get("request.uri").Str], uris[e.Get("uri").Str] = true, true
 			switch {
 			case e.Get("request.host").Str == "unknown.example":
 				unknown = e
@@ -208,8 +230,14 @@ func TestExampleConfigKeepsKeysOutOfEveryLogLine(t *testing.T) {
 				adminSeen = true
 			}
 		}
-		return unknown.Exists() && site && adminSeen
-	}, waitShort, pollEvery, "the log lacks an expected entry:\n%s", out)
+		missing = missing[:0]
+		for _, uri := range masked {
+			if !uris[uri] {
+				missing = append(missing, uri)
+			}
+		}
+		return len(missing) == 0 && unknown.Exists() && site && adminSeen
+	}, waitShort, pollEvery, "the log lacks an expected entry (URIs missing: %q):\n%s", &missing, out)
 	assert.Equal(t, int64(404), unknown.Get("status").Int(), "the unknown host's entry: %s", unknown.Raw)
 	assert.Contains(t, unknown.Get("request.uri").Str, "page=2", "other query parameters are kept")
 
@@ -218,7 +246,8 @@ func TestExampleConfigKeepsKeysOutOfEveryLogLine(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	for _, line := range lines {
 		for where, secret := range secrets {
-			if strings.Contains(line, secret) {
+			// Without its sk- too: a key whose prefix was escaped must not slip past the mask.
+			if strings.Contains(line, secret) || strings.Contains(line, strings.TrimPrefix(secret, "sk-")) {
 				t.Errorf("the key sent in %s is in a %q log line: %s", where, gjson.Get(line, "logger").Str, line)
 			}
 		}

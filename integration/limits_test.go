@@ -91,11 +91,15 @@ func TestBudgetHoldsAcrossTwoGatewaysUnderConcurrentStreams(t *testing.T) {
 		case 200:
 			admitted = append(admitted, i)
 		case 429:
+			// The burst arrives while the admitted streams still hold their
+			// reservations and nothing is spent yet: the budget is held, not used up,
+			// and the client is told it may retry shortly.
 			refused = append(refused, i)
-			e := familyA(t, r, 429, "insufficient_quota")
-			assert.Equal(t, "budget_exceeded", e.Get("code").String())
-			assert.Contains(t, e.Get("message").String(), "1/day")
-			assert.Equal(t, "false", r.Header.Get("X-Should-Retry"))
+			e := familyA(t, r, 429, "rate_limit_error")
+			assert.Equal(t, "rate_limit_exceeded", e.Get("code").String())
+			assert.Contains(t, e.Get("message").String(), "1/day has 1 held by requests in flight")
+			assert.Equal(t, "true", r.Header.Get("X-Should-Retry"))
+			assert.Equal(t, "1", r.Header.Get("Retry-After"))
 		default:
 			t.Errorf("request %d: status %d: %s", i, r.Status, r.Body)
 		}

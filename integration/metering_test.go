@@ -34,7 +34,9 @@ func meteredGateway(t *testing.T) (*gateway, *sql.DB) {
 	a, b := "http://"+up.hostport()+"/v1", "http://"+up.hostport()
 	models := "\t\tmodel priced {\n\t\t\tprice input 2 cached_input 0.5 output 8 reasoning 20\n" +
 		candidate("a", "family_a", a, "up-priced") + candidate("b", "family_b", b, "up-priced") + "\t\t}\n" +
-		"\t\tmodel drip {\n\t\t\tprice input 2 output 8\n" + candidate("b", "family_b", b, "up+drip-300ms") + "\t\t}\n" +
+		// Its final usage comes well after the 2 s a departed client's stream is read on.
+		"\t\tmodel drip {\n\t\t\tprice input 2 output 8\n" + candidate("b", "family_b", b, "up+drip-300ms+usage-delay-30s") + "\t\t}\n" +
+		"\t\tmodel slow {\n\t\t\tprice input 2 output 8\n" + candidate("a", "family_a", a, "up+slow-headers-1s") + "\t\t}\n" +
 		"\t\tmodel paced {\n\t\t\tprice input 2 output 8\n" + candidate("b", "family_b", b, "up+drip-100ms") + "\t\t}\n" +
 		"\t\tmodel fails-over {\n\t\t\tprice input 2 output 8\n" +
 		candidate("refused", "family_a", "http://127.0.0.1:1/v1", "up-dead", "priority 1") +
@@ -173,6 +175,40 @@ func TestClientThatLeavesMidStreamIsBilledAsAnEstimate(t *testing.T) {
 	assert.Positive(t, rec.Input, "message_start's input count is kept")
 	assert.Positive(t, rec.Output, "what was forwarded is billed")
 	assert.Positive(t, rec.Cost)
+}
+
+// A client that leaves a non-streamed request once the upstream has its body, before the
+// answer, is billed the upstream's own usage all the same: the work was done.
+func TestClientThatLeavesBeforeTheAnswerIsBilled(t *testing.T) {
+	g, db := meteredGateway(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", g.base+"/v1/chat/completions",
+		strings.NewReader(`{"model":"slow","messages":[{"role":"user","content":"hi"}]}`))
+	req.Header.Set("Authorization", "Bearer "+testKey)
+	failed := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		failed <- err
+	}()
+	require.Eventually(t, func() bool { return g.up.count() > 0 }, waitShort, 5*time.Millisecond, "the upstream got the request")
+	cancel()
+	require.Error(t, <-failed, "the client left before any answer")
+
+	var rows, input, output int64
+	var estimated bool
+	require.Eventually(t, func() bool {
+		err := db.QueryRow(`SELECT COUNT(*), COALESCE(MAX(input), 0), COALESCE(MAX(output), 0), COALESCE(MAX(estimated), 0) FROM usage_records WHERE model = 'slow'`).
+			Scan(&rows, &input, &output, &estimated)
+		return err == nil && rows > 0
+	}, waitShort, 20*time.Millisecond, "the answer read on after the client left is in the ledger")
+	assert.Equal(t, int64(1), rows, "exactly once")
+	assert.Equal(t, int64(len(g.up.last(t).Body)/4+1), input, "the upstream's own input count")
+	assert.Equal(t, int64(10), output, "the upstream's own output count")
+	assert.False(t, estimated)
 }
 
 // A record counts every attempt, the serving one included, and names the candidate that

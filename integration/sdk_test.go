@@ -92,6 +92,21 @@ func (g *gateway) assertHidden(t *testing.T, raw string) {
 	}
 }
 
+// assertSDKHeadersForwarded checks that the SDK's own headers (its user agent and
+// X-Stainless-* telemetry, retry count and timeout) reached the upstream as sent: client
+// headers leave by an allowlist, and one an SDK sends must be on it or dropped on purpose.
+func assertSDKHeadersForwarded(t *testing.T, sent, seen http.Header) {
+	t.Helper()
+	n := 0
+	for name, values := range sent {
+		if name == "User-Agent" || strings.HasPrefix(name, "X-Stainless-") {
+			n++
+			assert.Equal(t, values, seen[name], "the SDK's %s reached the upstream", name)
+		}
+	}
+	assert.GreaterOrEqual(t, n, 3, "the SDK sent its own headers: %v", sent)
+}
+
 // assertUpstreamCredentialOnly checks that the last upstream request carried the
 // candidate's credential and nothing of the gateway key.
 func (g *gateway) assertUpstreamCredentialOnly(t *testing.T) seenRequest {
@@ -135,6 +150,7 @@ func TestOpenAIGoSDK(t *testing.T) {
 		assert.Equal(t, "Bearer "+testKey, wire.last(t).reqHeader.Get("Authorization"))
 		seen := g.assertUpstreamCredentialOnly(t)
 		assert.Equal(t, "Bearer "+upstreamCred, seen.Header.Get("Authorization"))
+		assertSDKHeadersForwarded(t, wire.last(t).reqHeader, seen.Header)
 	})
 
 	t.Run("chat completion streamed with usage", func(t *testing.T) {
@@ -331,6 +347,7 @@ func TestAnthropicGoSDKv1(t *testing.T) {
 		seen := g.assertUpstreamCredentialOnly(t)
 		assert.Equal(t, upstreamCred, seen.Header.Get("X-Api-Key"))
 		assert.Equal(t, "2023-06-01", seen.Header.Get("Anthropic-Version"))
+		assertSDKHeadersForwarded(t, sent, seen.Header)
 		assert.Equal(t, upstreamPrefix+"-b", gjson.GetBytes(seen.Body, "model").Str)
 	})
 
@@ -487,6 +504,7 @@ func TestAnthropicGoSDKv2(t *testing.T) {
 		assert.Equal(t, "2026-10-21", seen.Header.Get("Anthropic-Version"), "the client's version is forwarded")
 		assert.Equal(t, upstreamCred, seen.Header.Get("X-Api-Key"), "the candidate credential in the native header")
 		assert.Empty(t, seen.Header.Get("Authorization"), "no bearer token reaches a family_b upstream")
+		assertSDKHeadersForwarded(t, sent, seen.Header)
 	}
 
 	t.Run("messages", func(t *testing.T) {

@@ -59,6 +59,11 @@ type Refusal struct {
 	Budget *Budget
 	// ResetAt is the refusing budget's period end, for KindBudget (zero for PeriodTotal).
 	ResetAt time.Time
+	// HeldMicros, for KindBudget, is what requests in flight hold in the refusing budget
+	// when they alone stand in the way (the settled spend leaves room for this request);
+	// it frees as they end, so RetryAfter is then a short hint, as for concurrency. Zero
+	// when the spend itself leaves no room.
+	HeldMicros int64
 }
 
 // Decision is the answer to an Ask.
@@ -357,6 +362,9 @@ func (l *Limiter) Reserve(ctx context.Context, a Ask) (Decision, error) {
 	return l.reserveOn(ctx, l.fallback, r, a, now)
 }
 
+// heldBudgetWait is the retry hint, in µs, for a budget held only by requests in flight.
+const heldBudgetWait = 1_000_000
+
 func (l *Limiter) reserveOn(ctx context.Context, c Counters, r *Reservation, a Ask, now time.Time) (Decision, error) {
 	nowUS := now.UnixMicro()
 	for attempt := 0; attempt < 3; attempt++ {
@@ -450,8 +458,13 @@ func (r *Reservation) decision() Decision {
 
 func (r *Reservation) refusal(a Ask, now time.Time) *Refusal {
 	var best *item
+	// A budget with no room wins (waiting does not help), then a rate the request can
+	// never fit, then the longest wait; a budget held only by requests in flight is a
+	// wait of a second.
 	rank := func(it *item) (int, int64) {
 		switch {
+		case it.kind == itemBudget && it.held > 0:
+			return 1, heldBudgetWait
 		case it.kind == itemBudget:
 			return 3, 0
 		case it.wait < 0:
@@ -490,7 +503,11 @@ func (r *Reservation) refusal(a Ask, now time.Time) *Refusal {
 		b := *a.Checks[best.check].Policy.Budget
 		ref.Budget = &b
 		ref.ResetAt = b.Reset(now)
-		if !ref.ResetAt.IsZero() && best.take <= b.Micros {
+		switch {
+		case best.held > 0:
+			ref.HeldMicros = best.held
+			ref.RetryAfter = heldBudgetWait * time.Microsecond
+		case !ref.ResetAt.IsZero() && best.take <= b.Micros:
 			ref.RetryAfter = ref.ResetAt.Sub(now)
 		}
 		return ref

@@ -117,13 +117,17 @@ func TestBudgetAdmitsAtTheEdgeAndRefusesOneMore(t *testing.T) {
 		c := Check{Scope: keyScope("k1"), Policy: Policy{Budget: budget(1000, PeriodMonth)}}
 
 		inFlight := admit(t, l, ask(0, 600, c))
+		// Nothing is spent yet: only the request in flight stands in the way, and it
+		// ends within seconds. The refusal says so, and that a retry soon may fit.
 		ref := refuse(t, l, ask(0, 401, c))
 		require.Equal(t, KindBudget, ref.Kind)
 		require.Equal(t, int64(1000), ref.Limit)
 		require.Equal(t, budget(1000, PeriodMonth), ref.Budget)
 		reset := time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC)
 		require.Equal(t, reset, ref.ResetAt)
-		require.Equal(t, reset.Sub(t0), ref.RetryAfter)
+		require.Equal(t, int64(600), ref.HeldMicros)
+		require.Equal(t, time.Second, ref.RetryAfter)
+		require.Zero(t, refuse(t, l, ask(0, 1001, c)).HeldMicros, "more than the whole budget: no wait helps")
 		edge := admit(t, l, ask(0, 400, c)) // 600 + 400 == 1000
 		st := status(t, l, c)
 		require.Equal(t, int64(1000), st.ReservedMicros)
@@ -139,10 +143,34 @@ func TestBudgetAdmitsAtTheEdgeAndRefusesOneMore(t *testing.T) {
 		require.Equal(t, time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC), st.PeriodStart)
 		require.Equal(t, reset, st.ResetAt)
 		admit(t, l, ask(0, 100, c)).Settle(context.Background(), 0, 100)
-		refuse(t, l, ask(0, 1, c))
+		ref = refuse(t, l, ask(0, 1, c))
+		require.Zero(t, ref.HeldMicros, "spent: nothing in flight to wait for")
+		require.Equal(t, reset.Sub(t0), ref.RetryAfter, "until the period resets")
 
 		// An ask bigger than the whole budget never fits: no Retry-After.
 		require.Equal(t, time.Duration(0), refuse(t, l, ask(0, 1001, c)).RetryAfter)
+	})
+}
+
+// A budget refusal caused only by requests in flight tells itself apart from one whose
+// spend is used up, in memory and in Redis: the first frees as they end.
+func TestBudgetHeldOnlyByRequestsInFlightIsATemporaryRefusal(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		clk := newClock(t0)
+		l := b.limiter(t, Options{Now: clk.Now})
+		c := Check{Scope: keyScope("k1"), Policy: Policy{Budget: budget(1000, PeriodMonth)}}
+		admit(t, l, ask(0, 900, c)).Settle(context.Background(), 0, 900)
+		inFlight := admit(t, l, ask(0, 60, c))
+
+		ref := refuse(t, l, ask(0, 50, c)) // 900 + 50 fits; 900 + 60 + 50 does not
+		require.Equal(t, int64(60), ref.HeldMicros)
+		require.Equal(t, time.Second, ref.RetryAfter)
+		ref = refuse(t, l, ask(0, 150, c)) // 900 + 150 does not fit even once they end
+		require.Zero(t, ref.HeldMicros)
+		require.Equal(t, time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC).Sub(t0), ref.RetryAfter)
+
+		inFlight.Settle(context.Background(), 0, 30)
+		admit(t, l, ask(0, 50, c))
 	})
 }
 

@@ -236,6 +236,9 @@ func (m *memory) reserve(_ context.Context, r *Reservation, now, lease int64) (o
 			}
 			if b.spent+b.held.sum+it.take > it.limit {
 				it.refused, refusing = true, true
+				if b.spent+it.take <= it.limit {
+					it.held = b.held.sum // only requests in flight stand in the way
+				}
 			}
 		}
 	}

@@ -6,6 +6,8 @@
 package limits
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -25,10 +27,53 @@ const (
 )
 
 // Budget is a spend limit: Micros (micro-units of the configured price currency, the
-// unit of metering.Cost) per Period.
+// unit of metering.Cost) per Period. In JSON (Caddy's, the admin API's, the stores')
+// it is the string ParseBudget reads and String writes, "50/month"; the object
+// {"micros":…,"period":…} that earlier versions wrote is still read.
 type Budget struct {
-	Micros int64  `json:"micros"`
-	Period Period `json:"period"`
+	Micros int64
+	Period Period
+}
+
+// MaxBudgetMicros is the largest budget: 10^9 in the price unit. Counters compare
+// budgets as float64 (Redis scripts have no other number), exact only below 2^53.
+const MaxBudgetMicros = 1_000_000_000 * 1_000_000
+
+// MaxRate is the largest rpm, tpm or concurrency: 10^12. Token buckets are float64 in
+// memory and in Redis; a larger figure would not be counted (or shown) exactly.
+const MaxRate = 1_000_000_000_000
+
+// MarshalJSON writes the budget as "50/month".
+func (b Budget) MarshalJSON() ([]byte, error) { return json.Marshal(b.String()) }
+
+// UnmarshalJSON reads "50/month", or the older {"micros":…,"period":…}. An empty string
+// is refused: a budget left out (or null) is none.
+func (b *Budget) UnmarshalJSON(data []byte) error {
+	data = bytes.TrimSpace(data)
+	if len(data) > 0 && data[0] == '{' {
+		var old struct {
+			Micros int64  `json:"micros"`
+			Period Period `json:"period"`
+		}
+		if err := json.Unmarshal(data, &old); err != nil {
+			return fmt.Errorf("budget: %v", err)
+		}
+		*b = Budget{Micros: old.Micros, Period: old.Period}
+		return nil // Policy.Validate checks it, as it does every figure
+	}
+	var s string
+	if err := json.Unmarshal(data, &s); err != nil {
+		return errors.New(`budget: want a string "<amount>/<day|month|total>", e.g. "50/month"`)
+	}
+	if strings.TrimSpace(s) == "" {
+		return errors.New(`budget: empty; want <amount>/<day|month|total>, e.g. "50/month" (leave it out, or "none", for no budget)`)
+	}
+	v, err := ParseBudget(s)
+	if err != nil {
+		return fmt.Errorf("budget: want <amount>/<day|month|total>, e.g. 50/month or 2.5/day (the amount in the price unit, at most six decimals); got %q (%v)", s, err)
+	}
+	*b = v
+	return nil
 }
 
 // Start is when the period holding t began (the zero time for PeriodTotal).
@@ -83,6 +128,9 @@ func (b Budget) Validate() error {
 	}
 	if b.Micros < 0 {
 		return errors.New("budget amount must not be negative")
+	}
+	if b.Micros > MaxBudgetMicros {
+		return fmt.Errorf("budget amount %s is more than the most a budget may be, %s", FormatMicros(b.Micros), FormatMicros(MaxBudgetMicros))
 	}
 	return nil
 }
@@ -140,6 +188,46 @@ type Policy struct {
 	Models map[string]*Policy `json:"models,omitempty"`
 }
 
+// UnmarshalJSON reads a policy, its budget as Budget does; "none" is no budget, as on
+// the command line.
+func (p *Policy) UnmarshalJSON(data []byte) error {
+	type plain Policy
+	var v struct {
+		*plain
+		Budget json.RawMessage            `json:"budget"` // these two shadow plain's
+		Models map[string]json.RawMessage `json:"models"`
+	}
+	*p = Policy{}
+	v.plain = (*plain)(p)
+	// Strict, as Caddy reads its JSON: a misspelt limit must not pass as no limit.
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&v); err != nil {
+		return err
+	}
+	switch raw := bytes.TrimSpace(v.Budget); {
+	case len(raw) == 0, string(raw) == "null", string(raw) == `"none"`:
+		p.Budget = nil
+	default:
+		b := new(Budget)
+		if err := json.Unmarshal(raw, b); err != nil {
+			return err
+		}
+		p.Budget = b
+	}
+	for model, raw := range v.Models {
+		var m *Policy
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return fmt.Errorf("models.%s.%v", model, err)
+		}
+		if p.Models == nil {
+			p.Models = make(map[string]*Policy, len(v.Models))
+		}
+		p.Models[model] = m
+	}
+	return nil
+}
+
 // IsZero reports a policy that limits nothing.
 func (p *Policy) IsZero() bool {
 	if p == nil {
@@ -172,6 +260,9 @@ func (p *Policy) validate(top bool) error {
 	}{{"rpm", p.RPM}, {"tpm", p.TPM}, {"concurrency", p.Concurrency}} {
 		if f.v < 0 {
 			return fmt.Errorf("%s must not be negative", f.name)
+		}
+		if f.v > MaxRate {
+			return fmt.Errorf("%s %d is more than the most it may be, %d", f.name, f.v, int64(MaxRate))
 		}
 	}
 	if p.Budget != nil {

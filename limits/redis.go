@@ -109,7 +109,7 @@ end
 // Answer: {status, then per item two integers}; status 0 admitted (buckets: whole units
 // left, µs to full; slots: in flight; budgets: spent, held), 1 needs seeding (budgets: 2
 // when its counter is absent), 2 refused (1 when the item refuses, and its wait in µs,
-// -1 for never).
+// -1 for never; budgets: what requests in flight hold when only they refuse, else 0).
 var reserveScript = redis.NewScript(luaCommon + `
 local nowS, id, deadline, leaseMS = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local now = tonumber(nowS)
@@ -151,7 +151,10 @@ for i = 1, n do
       seeding, v1 = true, 2
     else
       local held = tonumber(redis.call('HGET', bk, 'held') or '0')
-      if tonumber(spent) + held + take > limit then refusing, v1 = true, 1 end
+      if tonumber(spent) + held + take > limit then
+        refusing, v1 = true, 1
+        if tonumber(spent) + take <= limit then v2 = held end
+      end
     end
   end
   out[2*i], out[2*i+1] = v1, v2
@@ -337,7 +340,12 @@ func (rc *redisCounters) reserve(ctx context.Context, r *Reservation, now, lease
 		case needsSeed:
 			it.needSeed = it.kind == itemBudget && v1 == 2
 		case refused:
-			it.refused, it.wait = v1 == 1, v2
+			it.refused = v1 == 1
+			if it.kind == itemBudget {
+				it.held = max(v2, 0) // held by requests in flight when only they refuse
+			} else {
+				it.wait = v2
+			}
 		default:
 			return 0, fmt.Errorf("reserve script answered status %d", v[0])
 		}

@@ -39,10 +39,10 @@ func Bill(o protocols.Observation, requestInputTokens func() int64) Usage {
 		out.Reasoning = min(estimateTokens(o.ThinkingChars), out.Output)
 		out.Estimated = true
 	}
-	if !o.Complete || !o.UsageReported {
-		// The answer ended before the upstream reported its final usage (a client that
-		// left, a stream cut short): bill at least what was forwarded, and say it is an
-		// estimate.
+	if !o.UsageFinal {
+		// The upstream never reported its final usage (a stream cut short, or one that
+		// reported only partial counts): bill at least the text it carried, and say it
+		// is an estimate. Final usage is billed as reported, terminator or not.
 		if est := estimateTokens(o.OutputChars + o.ThinkingChars); est > out.Output {
 			out.Output = est
 		}

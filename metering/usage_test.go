@@ -134,3 +134,78 @@ func TestCostPricesEachKindOfTokenAtItsOwnPrice(t *testing.T) {
 	assert.Equal(t, int64(0), Cost(routing.Prices{Input: 400_000}, Usage{Input: 1}), "0.4 rounds down")
 	assert.Equal(t, int64(1), Cost(routing.Prices{Input: 500_000}, Usage{Input: 1}), "0.5 rounds up")
 }
+
+// An upstream's final usage is billed as reported whether or not the stream's terminator
+// follows; usage that is only partial (message_start, continuous chat usage before any
+// finish_reason) leaves the answer estimated from its text.
+func TestFinalUsageWinsWithoutATerminator(t *testing.T) {
+	text := strings.Repeat("x", 372) // worth 93 tokens by the estimate
+	chatChunk := func(content, finish, usage string) string {
+		c := `{"id":"c","model":"m","choices":[{"index":0,"delta":{"content":"` + content + `"},"finish_reason":` + finish + `}]`
+		if usage != "" {
+			c += `,"usage":` + usage
+		}
+		return "data: " + c + "}\n\n"
+	}
+	const usage60 = `{"prompt_tokens":20,"completion_tokens":60,"total_tokens":80}`
+	messagesStart := "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"m\",\"usage\":{\"input_tokens\":20,\"output_tokens\":1}}}\n\n"
+	messagesText := "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"type\":\"text_delta\",\"text\":\"" + text + "\"}}\n\n"
+	responsesText := "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"sequence_number\":1,\"delta\":\"" + text + "\"}\n\n"
+	cases := []struct {
+		name string
+		obs  protocols.Observation
+		want Usage
+	}{
+		{
+			name: "chat: finish_reason, then the usage chunk, no [DONE]",
+			obs: streamed(protocols.KindChat, chatChunk(text, "null", ""), chatChunk("", `"stop"`, ""),
+				"data: {\"id\":\"c\",\"model\":\"m\",\"choices\":[],\"usage\":"+usage60+"}\n\n"),
+			want: Usage{Input: 20, Output: 60},
+		},
+		{
+			name: "chat: continuous usage, the last on the finishing chunk, no [DONE]",
+			obs: streamed(protocols.KindChat, chatChunk(text, "null", `{"prompt_tokens":20,"completion_tokens":30}`),
+				chatChunk("", `"length"`, usage60)),
+			want: Usage{Input: 20, Output: 60},
+		},
+		{
+			name: "chat: continuous usage cut before any finish_reason",
+			obs:  streamed(protocols.KindChat, chatChunk(text, "null", `{"prompt_tokens":20,"completion_tokens":60}`)),
+			want: Usage{Input: 20, Output: 93, Estimated: true},
+		},
+		{
+			name: "messages: message_delta's usage, no message_stop",
+			obs: streamed(protocols.KindMessages, messagesStart, messagesText,
+				"event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":60}}\n\n"),
+			want: Usage{Input: 20, Output: 60},
+		},
+		{
+			name: "messages: only message_start's usage, then cut",
+			obs:  streamed(protocols.KindMessages, messagesStart, messagesText),
+			want: Usage{Input: 20, Output: 93, Estimated: true},
+		},
+		{
+			name: "messages: message_start's usage and message_stop, no message_delta",
+			obs: streamed(protocols.KindMessages, messagesStart, messagesText,
+				"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"),
+			want: Usage{Input: 20, Output: 93, Estimated: true},
+		},
+		{
+			name: "responses: response.failed with its usage",
+			obs: streamed(protocols.KindResponses, responsesText,
+				"event: response.failed\ndata: {\"type\":\"response.failed\",\"sequence_number\":2,\"response\":{\"model\":\"m\",\"usage\":{\"input_tokens\":20,\"output_tokens\":60}}}\n\n"),
+			want: Usage{Input: 20, Output: 60},
+		},
+		{
+			name: "responses: usage on a lifecycle event before the terminal one, then cut",
+			obs: streamed(protocols.KindResponses, responsesText,
+				"event: response.in_progress\ndata: {\"type\":\"response.in_progress\",\"sequence_number\":2,\"response\":{\"model\":\"m\",\"usage\":{\"input_tokens\":20,\"output_tokens\":60}}}\n\n"),
+			want: Usage{Input: 20, Output: 93, Estimated: true},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			assert.Equal(t, c.want, Bill(c.obs, nil))
+		})
+	}
+}

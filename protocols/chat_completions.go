@@ -100,8 +100,12 @@ func (chatCompletions) event(s *EventStream, ev Event) eventView {
 	}
 	s.Obs.OutputChars += stringLen(choices.content) + stringLen(choices.arguments)
 	s.Obs.ThinkingChars += stringLen(choices.reasoning)
+	s.chatFinished = s.chatFinished || choices.finished
 	if len(usage) > 0 && usage[0] == '{' {
 		s.Obs.setFamilyAUsage(gjson.Result{Type: gjson.JSON, Raw: view(usage)}, chatUsage)
+		// Some servers put usage in every chunk, counting so far: it is final only once
+		// a choice has finished, in this chunk or before.
+		s.Obs.UsageFinal = s.chatFinished
 		if s.dropUsageChunk && choices.isArray && !choices.hasFirst {
 			return eventView{drop: true} // the usage-only chunk the gateway asked for itself
 		}
@@ -133,7 +137,13 @@ func (h *chunkHead) remember(prefix []byte, modelSeen bool, modelStart, modelEnd
 type chatChoices struct {
 	isArray, hasFirst             bool
 	content, reasoning, arguments []byte // the first choice's delta text, as written
+	// finished says a choice carries a finish_reason.
+	finished bool
 }
+
+// isFinishReason reports a finish_reason value that says a choice ended: a non-empty
+// string (null, or "" from some servers, while it goes on).
+func isFinishReason(v []byte) bool { return stringLen(v) > 0 }
 
 // readChoices reads the choices value starting at b[start] in one pass, and returns where
 // it ends (-1 when it is broken).
@@ -149,20 +159,28 @@ func readChoices(b []byte, start int) (c chatChoices, end int) {
 	c.hasFirst = i < len(b)
 	if i < len(b) && b[i] == '{' {
 		w := memberWalk{b: b, i: i + 1}
-		var delta []byte
+		var delta, finish []byte
 		for {
 			key, s, e, ok := w.next()
 			if !ok {
 				break
 			}
-			if delta == nil && keyText(key) == "delta" {
-				delta = b[s:e]
+			switch keyText(key) {
+			case "delta":
+				if delta == nil {
+					delta = b[s:e]
+				}
+			case "finish_reason":
+				if finish == nil {
+					finish = b[s:e]
+				}
 			}
 		}
 		if end = w.objectEnd(); end < 0 {
 			return chatChoices{}, -1
 		}
 		c.readDelta(delta)
+		c.finished = isFinishReason(finish)
 	} else if end = skipJSONValue(b, i); end < 0 {
 		return chatChoices{}, -1
 	}
@@ -172,8 +190,14 @@ func readChoices(b []byte, start int) (c chatChoices, end int) {
 		case ']':
 			return c, i + 1
 		case ',':
-			if end = skipJSONValue(b, skipSpace(b, i+1)); end < 0 {
+			next := skipSpace(b, i+1)
+			if end = skipJSONValue(b, next); end < 0 {
 				return chatChoices{}, -1
+			}
+			if !c.finished {
+				// With n > 1 a chunk may carry several choices; any one finishing counts.
+				finish, _ := member(b[next:end], "finish_reason")
+				c.finished = isFinishReason(finish)
 			}
 		default:
 			return chatChoices{}, -1

@@ -72,6 +72,7 @@ func answerFamilyA(body []byte, names familyAUsage) (gjson.Result, Observation) 
 	obs := Observation{Complete: true, Billable: true}
 	if u := getView(body, "usage"); u.IsObject() {
 		obs.setFamilyAUsage(u, names)
+		obs.UsageFinal = true // a whole answer's usage is its last word
 	}
 	return getView(body, "model"), obs
 }

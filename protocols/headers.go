@@ -2,51 +2,82 @@ package protocols
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 )
 
-// requestHeadersDropped are client headers that never reach an upstream: the gateway key
-// (in every header a client might put it), the client's own account selectors, hop-by-hop
-// and framing headers the transport sets itself, and headers that would expose the client
-// or the gateway's network.
-var requestHeadersDropped = map[string]bool{
-	"Authorization":       true,
-	"X-Api-Key":           true,
-	"Api-Key":             true,
-	"X-Goog-Api-Key":      true,
-	"Proxy-Authorization": true,
-	"Cookie":              true,
-	"Openai-Organization": true,
-	"Openai-Project":      true,
-	"Family-B-Version":    true,
-	"Anthropic-Version":   true, // re-set below from either version header
-	"Accept-Encoding":     true, // re-set: the gateway must read the body to rewrite model
-	"Host":                true,
-	"Content-Length":      true,
-	"Connection":          true,
-	"Keep-Alive":          true,
-	"Proxy-Connection":    true,
-	"Te":                  true,
-	"Trailer":             true,
-	"Transfer-Encoding":   true,
-	"Upgrade":             true,
-	"Expect":              true,
-	"Content-Encoding":    true, // only identity bodies are accepted; see RequestEncodingOK
-	// Who the client is and how it reached the gateway is not the provider's business.
-	"Forwarded":                true,
-	"X-Forwarded-For":          true,
-	"X-Forwarded-Host":         true,
-	"X-Forwarded-Proto":        true,
-	"X-Forwarded-Port":         true,
-	"X-Forwarded-Server":       true,
-	"X-Real-Ip":                true,
-	"X-Client-Ip":              true,
-	"X-Cluster-Client-Ip":      true,
-	"True-Client-Ip":           true,
-	"Cf-Connecting-Ip":         true,
-	"Fastly-Client-Ip":         true,
-	"X-Original-Forwarded-For": true,
-	"Via":                      true,
+// requestHeadersForwarded are the only client headers an upstream receives, each for
+// what it does there. Every other header stays at the gateway: the key in whatever header
+// a client put it, account selectors (OpenAI-Organization, OpenAI-Project), cookies,
+// hop-by-hop and framing headers, and whatever tells the provider who the client is or
+// how it reached the gateway (X-Forwarded-For, X-Envoy-External-Address, Client-IP,
+// Referer, Origin, traceparent, X-Request-Id of a proxy in front, …). A list of what may
+// leave cannot forward a header nobody thought of. The gateway sets Accept-Encoding and,
+// for Family B, Anthropic-Version itself (see UpstreamRequestHeader).
+var requestHeadersForwarded = map[string]bool{
+	"Content-Type": true, // how the upstream parses the body
+	"Accept":       true, // JSON or an event stream: what the client can read
+
+	// Protocol features: the upstream answers differently with them.
+	"Anthropic-Beta": true, // Family B beta features; Claude Code depends on its list
+	"Openai-Beta":    true, // Family A beta features (assistants=v2, responses_websockets=…)
+
+	// Retries and deadlines: what an upstream may do with a repeated or abandoned request.
+	"Idempotency-Key":          true, // a retry answered from the first attempt is not done (or billed) twice
+	"X-Stainless-Retry-Count":  true, // which attempt this is: a retry is told from a new request
+	"X-Stainless-Timeout":      true, // how long the client waits (JS and Go SDKs, Claude Code)
+	"X-Stainless-Read-Timeout": true, // the same, as the Python SDKs name it
+
+	// The client software, as every SDK tells the provider when called directly: providers
+	// serve known clients' behaviour by it. It names a program and platform, not a person
+	// or a network.
+	"User-Agent":                  true,
+	"X-Stainless-Lang":            true,
+	"X-Stainless-Package-Version": true,
+	"X-Stainless-Os":              true,
+	"X-Stainless-Arch":            true,
+	"X-Stainless-Runtime":         true,
+	"X-Stainless-Runtime-Version": true,
+	"X-Stainless-Async":           true, // Python SDKs: sync or async client
+	"X-Stainless-Helper-Method":   true, // which SDK helper made the call (messages.stream)
+	"X-App":                       true, // Claude Code's surface (cli, sdk-cli)
+	"Originator":                  true, // Codex's client name (codex_exec, codex_cli_rs)
+	"X-Codex-Beta-Features":       true, // Codex's Responses features (remote_compaction_v2)
+
+	// Sessions: an upstream keeps a conversation's turns on the same prompt cache by them.
+	"X-Claude-Code-Session-Id": true, // Claude Code
+	"Session-Id":               true, // Codex
+	"Thread-Id":                true, // Codex
+	"X-Client-Request-Id":      true, // OpenAI records it with the request: the client's own trace id
+
+	// Deliberately absent: Anthropic-Dangerous-Direct-Browser-Access (only a browser's
+	// cross-origin call needs it, and Origin never leaves), X-Codex-Turn-Metadata and
+	// X-Codex-Window-Id (Codex telemetry carrying its installation id), X-Request-Id (set
+	// by proxies in front of the gateway, which has its own id).
+}
+
+// keyHeaders are the headers a client may send its gateway key in. None is forwarded; the
+// key in them is also looked for in the headers that are (see clientKeys).
+var keyHeaders = []string{"Authorization", "X-Api-Key", "Api-Key", "X-Goog-Api-Key", "Proxy-Authorization"}
+
+// minKeyLength is the shortest key the gateway accepts (auth.ErrWeakKey); shorter values
+// in a key header cannot be a key, and looking for them would drop innocent headers.
+const minKeyLength = 16
+
+// clientKeys returns the secrets the client sent in its key headers: every word of their
+// values long enough to be a key (so "Bearer" and "Basic" are not).
+func clientKeys(client http.Header) []string {
+	var keys []string
+	for _, name := range keyHeaders {
+		for _, v := range client[name] {
+			for word := range strings.FieldsSeq(v) {
+				if len(word) >= minKeyLength {
+					keys = append(keys, word)
+				}
+			}
+		}
+	}
+	return keys
 }
 
 // connectionNamed returns the headers the client's Connection header lists: hop-by-hop
@@ -82,20 +113,41 @@ func RequestEncodingOK(h http.Header) bool {
 }
 
 // UpstreamRequestHeader builds the headers of an upstream request: the client's headers
-// that describe the request (anthropic-beta, user agent, SDK telemetry, session ids, …),
-// the candidate's credential in its family's native header, and for Family B the version.
+// on the forwarded list (content type, anthropic-beta, SDK and session headers, …), the
+// candidate's credential in its family's native header, and for Family B the version.
+// A forwarded header is still dropped when the client's Connection header names it
+// (hop-by-hop by definition) or when its value holds the key the client sent.
 func UpstreamRequestHeader(client http.Header, family Family, credential string) http.Header {
-	out := make(http.Header, len(client)+3)
+	out := make(http.Header, min(len(client), len(requestHeadersForwarded))+3)
 	hop := connectionNamed(client)
+	keys := clientKeys(client)
 	for name, values := range client {
-		if requestHeadersDropped[name] || hop[name] || strings.HasPrefix(name, "X-Switchyard-") {
+		name = http.CanonicalHeaderKey(name)
+		if !requestHeadersForwarded[name] || hop[name] || anyHolds(values, keys) {
 			continue
+		}
+		if prior, ok := out[name]; ok {
+			// Two spellings of one name in a map not built by net/http: keep both values
+			// without writing into the client's slices.
+			values = append(slices.Clip(prior), values...)
 		}
 		out[name] = values
 	}
 	out["Accept-Encoding"] = []string{"identity"}
 	rulesOf(family).upstreamAuth(out, client, credential)
 	return out
+}
+
+// anyHolds reports whether one of values contains one of keys.
+func anyHolds(values, keys []string) bool {
+	for _, k := range keys {
+		for _, v := range values {
+			if strings.Contains(v, k) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // responseHeadersKept are the upstream response headers a client may see. Everything

@@ -64,7 +64,6 @@ func TestUpstreamRequestHeaderFamilyB(t *testing.T) {
 		"X-Api-Key", "sk-ant-upstream-credential",
 		"Anthropic-Version", "2023-06-01",
 		"Anthropic-Beta", "claude-code-20250219,interleaved-thinking-2025-05-14",
-		"Anthropic-Dangerous-Direct-Browser-Access", "true",
 		"User-Agent", "claude-cli/2.1.197 (external, cli)",
 		"X-App", "cli",
 		"X-Stainless-Lang", "js",
@@ -198,25 +197,138 @@ func TestCopyResponseHeader(t *testing.T) {
 	assert.Equal(t, want, dst)
 }
 
-func TestUpstreamRequestHeaderDropsHopByHopAndClientIdentity(t *testing.T) {
+// Headers that say who the client is, how it reached the gateway, or what the gateway
+// itself consumes never reach a provider, whatever their name: only listed headers leave.
+func TestUpstreamRequestHeaderForwardsNothingUnlisted(t *testing.T) {
+	dropped := []string{
+		// The list: network identity a denylist missed.
+		"X-Envoy-External-Address", "X-Azure-ClientIP", "Client-IP", "X-Originating-IP", "Referer", "Origin",
+		// More of the same kind.
+		"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Forwarded-Port", "Forwarded",
+		"X-Real-IP", "True-Client-IP", "CF-Connecting-IP", "Fastly-Client-IP", "X-Cluster-Client-IP",
+		"X-Client-IP", "X-Original-Forwarded-For", "X-Azure-SocketIP", "X-Envoy-Peer-Metadata", "Via",
+		"Cf-Ipcountry", "X-Amzn-Trace-Id", "Traceparent", "Tracestate", "X-Request-Id", "X-Correlation-Id",
+		// Keys, accounts, cookies, framing.
+		"Authorization", "X-Api-Key", "Api-Key", "X-Goog-Api-Key", "Proxy-Authorization", "Cookie",
+		"Openai-Organization", "Openai-Project", "Content-Length", "Content-Encoding", "Transfer-Encoding",
+		"Te", "Trailer", "Upgrade", "Keep-Alive", "Proxy-Connection", "Expect", "Host", "Connection",
+		// What the gateway consumes or sets itself, and client telemetry nobody upstream needs.
+		"X-Switchyard-Candidate", "X-Conversation-Id", "Family-B-Version",
+		"Anthropic-Dangerous-Direct-Browser-Access", "X-Codex-Turn-Metadata", "X-Codex-Window-Id",
+		"Accept-Language", "Sec-Fetch-Mode", "Dnt",
+		// A header nobody thought of.
+		"X-Whatever",
+	}
 	client := http.Header{}
-	client.Set("Connection", "keep-alive, X-Hop-Secret")
-	client.Add("Connection", "x-other-hop")
-	client.Set("X-Hop-Secret", "v")
-	client.Set("X-Other-Hop", "v")
-	for _, name := range []string{"True-Client-IP", "CF-Connecting-IP", "X-Client-IP", "X-Forwarded-Port",
-		"X-Forwarded-For", "Forwarded", "X-Real-IP", "Via", "Fastly-Client-IP", "X-Cluster-Client-IP", "Content-Encoding"} {
+	for _, name := range dropped {
 		client.Set(name, "203.0.113.9")
 	}
 	client.Set("Anthropic-Beta", "tools-2024-04-04")
-	out := protocols.UpstreamRequestHeader(client, protocols.FamilyB, "cred")
-	for name := range client {
-		if name == "Anthropic-Beta" {
-			continue
+	for _, family := range []protocols.Family{protocols.FamilyA, protocols.FamilyB} {
+		out := protocols.UpstreamRequestHeader(client, family, "cand-cred")
+		for _, name := range dropped {
+			for _, v := range out.Values(name) {
+				assert.NotEqual(t, "203.0.113.9", v, "%s reached a %s upstream", name, family)
+			}
 		}
-		assert.Empty(t, out.Values(name), "%s must not reach the upstream", name)
+		assert.Equal(t, "tools-2024-04-04", out.Get("Anthropic-Beta"), "a listed header sent alongside still passes")
 	}
+}
+
+// Every header a provider or SDK feature relies on reaches the upstream as sent: the
+// headers real clients send (reference/clients.md) and the ones their features need.
+func TestUpstreamRequestHeaderForwardsWhatProvidersUse(t *testing.T) {
+	forwarded := map[string]string{
+		"Content-Type":                "application/json",
+		"Accept":                      "text/event-stream",
+		"Anthropic-Beta":              "claude-code-20250219,context-1m-2025-08-07",
+		"Openai-Beta":                 "responses_websockets=2026-02-06",
+		"Idempotency-Key":             "stainless-node-retry-6c1f8a0e",
+		"User-Agent":                  "OpenAI/JS 7.57.0",
+		"X-Stainless-Retry-Count":     "1",
+		"X-Stainless-Timeout":         "600",
+		"X-Stainless-Read-Timeout":    "600",
+		"X-Stainless-Lang":            "js",
+		"X-Stainless-Package-Version": "7.57.0",
+		"X-Stainless-Os":              "Linux",
+		"X-Stainless-Arch":            "x64",
+		"X-Stainless-Runtime":         "node",
+		"X-Stainless-Runtime-Version": "v20.20.2",
+		"X-Stainless-Async":           "false",
+		"X-Stainless-Helper-Method":   "stream",
+		"X-App":                       "cli",
+		"Originator":                  "codex_exec",
+		"X-Codex-Beta-Features":       "remote_compaction_v2",
+		"X-Claude-Code-Session-Id":    "6c1f8a0e-3b7d-4c55-9a3e-0d2f1b7e4a11",
+		"Session-Id":                  "019a5f3c-0000-7000-8000-000000000001",
+		"Thread-Id":                   "019a5f3c-0000-7000-8000-000000000001",
+		"X-Client-Request-Id":         "019a5f3c-0000-7000-8000-000000000001",
+	}
+	client := header("Authorization", "Bearer sk-sy-client-0123456789abcdef")
+	for name, v := range forwarded {
+		client.Set(name, v)
+	}
+	for _, family := range []protocols.Family{protocols.FamilyA, protocols.FamilyB} {
+		out := protocols.UpstreamRequestHeader(client, family, "cand-cred")
+		for name, v := range forwarded {
+			assert.Equal(t, []string{v}, out[name], "%s to a %s upstream", name, family)
+		}
+	}
+}
+
+func TestUpstreamRequestHeaderDropsHopByHop(t *testing.T) {
+	client := http.Header{}
+	client.Set("Connection", "keep-alive, X-Stainless-Timeout")
+	client.Add("Connection", "session-id")
+	client.Set("X-Stainless-Timeout", "600")
+	client.Set("Session-Id", "s1")
+	client.Set("Anthropic-Beta", "tools-2024-04-04")
+	out := protocols.UpstreamRequestHeader(client, protocols.FamilyB, "cred")
+	assert.Empty(t, out.Values("X-Stainless-Timeout"), "a listed header the Connection header names ends at the gateway")
+	assert.Empty(t, out.Values("Session-Id"), "named in a second Connection header, lower case")
 	assert.Equal(t, "tools-2024-04-04", out.Get("Anthropic-Beta"))
+}
+
+// A client that repeats its key in a forwarded header (a user agent string, a custom
+// header of ANTHROPIC_CUSTOM_HEADERS) does not send it to the provider that way.
+func TestUpstreamRequestHeaderDropsAForwardedHeaderHoldingTheKey(t *testing.T) {
+	const key = "sk-sy-client-0123456789abcdef"
+	for _, keyHeader := range [][2]string{{"Authorization", "Bearer " + key}, {"X-Api-Key", key}, {"Api-Key", key}, {"X-Goog-Api-Key", key}} {
+		client := header(keyHeader[0], keyHeader[1],
+			"User-Agent", "my-tool/1.0 key="+key,
+			"Session-Id", key,
+			"Anthropic-Beta", "tools-2024-04-04")
+		for _, family := range []protocols.Family{protocols.FamilyA, protocols.FamilyB} {
+			out := protocols.UpstreamRequestHeader(client, family, "cand-cred")
+			for name, values := range out {
+				for _, v := range values {
+					assert.NotContains(t, v, key, "the key sent in %s reached a %s upstream in %s", keyHeader[0], family, name)
+				}
+			}
+			assert.Equal(t, "tools-2024-04-04", out.Get("Anthropic-Beta"), "headers without the key still pass")
+		}
+	}
+	t.Run("a short key-header value drops nothing", func(t *testing.T) {
+		out := protocols.UpstreamRequestHeader(header("X-Api-Key", "a", "User-Agent", "a b c"), protocols.FamilyA, "cand-cred")
+		assert.Equal(t, "a b c", out.Get("User-Agent"))
+	})
+}
+
+// A header map not built by net/http may spell names in any case: the list still decides.
+func TestUpstreamRequestHeaderNonCanonicalNames(t *testing.T) {
+	client := http.Header{
+		"anthropic-beta":        {"a"},
+		"Anthropic-Beta":        {"b"},
+		"x-forwarded-for":       {"203.0.113.9"},
+		"x-envoy-original-path": {"/secret"},
+	}
+	out := protocols.UpstreamRequestHeader(client, protocols.FamilyB, "cand-cred")
+	assert.ElementsMatch(t, []string{"a", "b"}, out["Anthropic-Beta"])
+	assert.NotContains(t, out, "x-forwarded-for")
+	assert.NotContains(t, out, "X-Forwarded-For")
+	assert.NotContains(t, out, "x-envoy-original-path")
+	assert.Equal(t, []string{"a"}, client["anthropic-beta"], "the client's map is not changed")
+	assert.Equal(t, []string{"b"}, client["Anthropic-Beta"])
 }
 
 func TestRequestEncodingOK(t *testing.T) {

@@ -36,9 +36,15 @@ func chatEventByGjson(s *EventStream, ev Event) eventView {
 		d := gjson.GetMany(choices.Raw, "0.delta.content", "0.delta.tool_calls.0.function.arguments", "0.delta.reasoning_content")
 		s.Obs.OutputChars += textLen(d[0]) + textLen(d[1])
 		s.Obs.ThinkingChars += textLen(d[2])
+		for _, c := range choices.Array() {
+			if f := c.Get("finish_reason"); f.Type == gjson.String && textLen(f) > 0 {
+				s.chatFinished = true
+			}
+		}
 	}
 	if usage.IsObject() {
 		s.Obs.setFamilyAUsage(usage, chatUsage)
+		s.Obs.UsageFinal = s.chatFinished
 		if s.dropUsageChunk && choices.IsArray() && !choices.Get("0").Exists() {
 			return eventView{drop: true}
 		}

@@ -30,6 +30,7 @@ func (messages) Answer(kind Kind, body []byte) (gjson.Result, Observation) {
 	obs := Observation{Complete: true, Billable: true}
 	if u := getView(body, "usage"); u.IsObject() {
 		obs.mergeMessagesUsage(u)
+		obs.UsageFinal = true
 	}
 	// Thinking text, in case the upstream does not split thinking tokens out.
 	for _, t := range gjson.GetBytes(body, `content.#(type=="thinking")#.thinking`).Array() {
@@ -74,8 +75,10 @@ func (m messages) event(s *EventStream, ev Event) eventView {
 		s.Obs.OutputChars += textLen(d[0]) + textLen(d[1])
 		s.Obs.ThinkingChars += textLen(d[2])
 	case "message_delta":
+		// message_start's output count is a placeholder; message_delta's is the final one.
 		if u := getView(ev.Data, "usage"); u.IsObject() {
 			s.Obs.mergeMessagesUsage(u)
+			s.Obs.UsageFinal = true
 		}
 	case "message_stop":
 		s.Obs.Complete = true

@@ -34,25 +34,34 @@ var responsesUsage = familyAUsage{"input_tokens", "input_tokens_details.cached_t
 
 func (r responses) event(s *EventStream, ev Event) eventView {
 	if r.IsError(ev) {
+		// A failed response still reports what it used, and that count is its last.
+		if u := getView(ev.Data, "response.usage"); u.IsObject() {
+			s.Obs.setFamilyAUsage(u, responsesUsage)
+			s.Obs.UsageFinal = true
+		}
 		return eventView{isError: true}
 	}
 	f := gjson.GetMany(view(ev.Data), "type", "sequence_number", "delta")
 	if f[1].Type == gjson.Number {
 		s.LastSequence = f[1].Int()
 	}
+	terminal := false
 	switch f[0].Str {
 	case "response.output_text.delta", "response.function_call_arguments.delta", "response.refusal.delta":
 		s.Obs.OutputChars += textLen(f[2])
 	case "response.reasoning_summary_text.delta", "response.reasoning_text.delta":
 		s.Obs.ThinkingChars += textLen(f[2])
 	case "response.completed", "response.failed", "response.incomplete":
-		s.Obs.Complete = true
+		s.Obs.Complete, terminal = true, true
 	}
 	if r.eventModelPath(ev) == "" {
 		return eventView{}
 	}
+	// Only the terminal lifecycle events carry the final usage; earlier ones, when they
+	// carry any, count so far.
 	if u := getView(ev.Data, "response.usage"); u.IsObject() {
 		s.Obs.setFamilyAUsage(u, responsesUsage)
+		s.Obs.UsageFinal = terminal
 	}
 	return eventView{model: getView(ev.Data, "response.model")}
 }

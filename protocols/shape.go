@@ -79,6 +79,10 @@ type Observation struct {
 	Usage Usage
 	// UsageReported says the upstream reported any usage.
 	UsageReported bool
+	// UsageFinal says the usage is the upstream's final count for the answer, not a
+	// partial one (Messages' message_start, a chat chunk before any finish_reason): it
+	// is billed as reported, whether or not the stream's terminator followed.
+	UsageFinal bool
 	// ReasoningReported says the upstream split reasoning tokens out of its output
 	// count (or its shape always does); when not, they may be derived from ThinkingChars.
 	ReasoningReported bool

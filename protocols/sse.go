@@ -50,6 +50,9 @@ type EventStream struct {
 
 	// chunkHead lets a chat stream's chunks skip what they repeat.
 	chunkHead chunkHead
+	// chatFinished is set once a chat chunk carried a finish_reason: usage from then on
+	// is final.
+	chatFinished bool
 
 	// LastSequence is the highest Responses sequence_number seen, -1 before any.
 	LastSequence int64
@@ -273,7 +276,9 @@ func (s *EventStream) AppendRewritten(dst []byte, ev Event) (out []byte, keep bo
 	}
 	if len(ev.Data) == 0 || ev.Data[0] != '{' {
 		if string(ev.Data) == "[DONE]" {
+			// The stream's end: the last usage it reported is its final one.
 			s.Obs.Complete = true
+			s.Obs.UsageFinal = s.Obs.UsageReported
 		}
 		return append(dst, ev.Raw...), true // [DONE], comments, pings without data
 	}

@@ -136,6 +136,7 @@ func TestEventStreamRewritesRecordedStreams(t *testing.T) {
 					assert.Zero(t, s.Buffered(), how)
 					assert.Equal(t, tc.usage, s.Obs.Usage, how)
 					assert.True(t, s.Obs.UsageReported && s.Obs.Complete, how)
+					assert.True(t, s.Obs.UsageFinal, how)
 					assert.Equal(t, tc.lastSeq, s.LastSequence, how)
 				}
 
@@ -497,4 +498,69 @@ func TestFillReadsEveryEventWhateverTheReadSizes(t *testing.T) {
 			require.Equal(t, string(want), string(got))
 		}
 	}
+}
+
+// observe feeds events to a fresh stream of kind and returns what it observed.
+func observe(kind protocols.Kind, events ...string) protocols.Observation {
+	s := protocols.NewEventStream(kind, "svc", false, protocols.Scrubber{})
+	_ = run(s, [][]byte{[]byte(strings.Join(events, ""))})
+	return s.Obs
+}
+
+// Each shape says when the usage it has seen is the upstream's final count: what
+// metering bills as reported even when the stream's terminator never comes.
+func TestEachShapeSaysWhenItsUsageIsFinal(t *testing.T) {
+	chat := func(choices, usage string) string {
+		c := `data: {"id":"c","model":"m","choices":` + choices
+		if usage != "" {
+			c += `,"usage":` + usage
+		}
+		return c + "}\n\n"
+	}
+	const u = `{"prompt_tokens":5,"completion_tokens":2}`
+	msgStart := "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"m\",\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n"
+	msgDelta := "event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":2}}\n\n"
+	lifecycle := func(name string) string {
+		return "event: " + name + "\ndata: {\"type\":\"" + name + "\",\"sequence_number\":1,\"response\":{\"model\":\"m\",\"usage\":{\"input_tokens\":5,\"output_tokens\":2}}}\n\n"
+	}
+	cases := []struct {
+		name   string
+		kind   protocols.Kind
+		events []string
+		final  bool
+	}{
+		{"chat: usage chunk after a finish_reason", protocols.KindChat, []string{chat(`[{"index":0,"delta":{},"finish_reason":"stop"}]`, ""), chat(`[]`, u)}, true},
+		{"chat: usage on the finishing chunk", protocols.KindChat, []string{chat(`[{"index":0,"delta":{},"finish_reason":"stop"}]`, u)}, true},
+		{"chat: a second choice finishing", protocols.KindChat, []string{chat(`[{"index":0,"delta":{"content":"a"}},{"index":1,"delta":{},"finish_reason":"stop"}]`, u)}, true},
+		{"chat: continuous usage before any finish_reason", protocols.KindChat, []string{chat(`[{"index":0,"delta":{"content":"a"},"finish_reason":null}]`, u)}, false},
+		{"chat: an empty finish_reason is not a finish", protocols.KindChat, []string{chat(`[{"index":0,"delta":{"content":"a"},"finish_reason":""}]`, u)}, false},
+		{"chat: usage before the finish, none after", protocols.KindChat, []string{chat(`[{"index":0,"delta":{"content":"a"}}]`, u), chat(`[{"index":0,"delta":{},"finish_reason":"stop"}]`, "")}, false},
+		{"chat: usage then [DONE]", protocols.KindChat, []string{chat(`[{"index":0,"delta":{"content":"a"}}]`, u), "data: [DONE]\n\n"}, true},
+		{"chat: [DONE] without usage", protocols.KindChat, []string{chat(`[{"index":0,"delta":{},"finish_reason":"stop"}]`, ""), "data: [DONE]\n\n"}, false},
+		{"messages: message_start only", protocols.KindMessages, []string{msgStart}, false},
+		{"messages: message_delta", protocols.KindMessages, []string{msgStart, msgDelta}, true},
+		{"responses: response.in_progress", protocols.KindResponses, []string{lifecycle("response.in_progress")}, false},
+		{"responses: response.completed", protocols.KindResponses, []string{lifecycle("response.completed")}, true},
+		{"responses: response.incomplete", protocols.KindResponses, []string{lifecycle("response.incomplete")}, true},
+		{"responses: response.failed", protocols.KindResponses, []string{lifecycle("response.failed")}, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			obs := observe(c.kind, c.events...)
+			assert.Equal(t, c.final, obs.UsageFinal)
+		})
+	}
+
+	t.Run("whole answers with usage", func(t *testing.T) {
+		for kind, body := range map[protocols.Kind]string{
+			protocols.KindChat:      `{"model":"m","usage":{"prompt_tokens":5,"completion_tokens":2}}`,
+			protocols.KindResponses: `{"model":"m","usage":{"input_tokens":5,"output_tokens":2}}`,
+			protocols.KindMessages:  `{"model":"m","usage":{"input_tokens":5,"output_tokens":2}}`,
+		} {
+			_, obs := protocols.ShapeOf(kind).Answer(kind, []byte(body))
+			assert.True(t, obs.UsageFinal, "%v", kind)
+			_, obs = protocols.ShapeOf(kind).Answer(kind, []byte(`{"model":"m"}`))
+			assert.False(t, obs.UsageFinal, "%v without usage", kind)
+		}
+	})
 }

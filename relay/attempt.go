@@ -23,9 +23,10 @@ type attemptClock struct {
 	timer    *time.Timer
 	idle     time.Duration
 	timedOut atomic.Bool
-	// committed is set once the answer's status went to the client; clientLeft once the
-	// client went away after that.
-	committed, clientLeft atomic.Bool
+	// committed is set once the answer's status went to the client; streaming once a
+	// stream's headers came; clientLeft once the client went away after either: then only
+	// the grace for reading on counts.
+	committed, streaming, clientLeft atomic.Bool
 }
 
 func startClock(firstByte, idle time.Duration, cancel context.CancelFunc) *attemptClock {
@@ -45,7 +46,8 @@ func (c *attemptClock) activity() {
 	}
 }
 
-// clientGone starts the bounded read-on after the client left a committed answer.
+// clientGone starts the bounded read-on after the client left a committed answer or a
+// stream whose headers came.
 func (c *attemptClock) clientGone() {
 	if c.clientLeft.CompareAndSwap(false, true) {
 		c.timer.Reset(clientGoneGrace)
@@ -63,7 +65,10 @@ func (a *attempt) run() bool {
 		}
 		// The body came too slowly to forward as it arrived, or needs a change among the
 		// bytes already sent: the candidate did nothing wrong, and gets it again whole
-		// once all of it is in.
+		// once all of it is in (unless the client has left meanwhile).
+		if a.ctx.Err() != nil {
+			return false
+		}
 		*a.att = Attempt{Candidate: cand.Name}
 		whole, bodyErr := req.Arriving.Wait()
 		if bodyErr != nil {
@@ -84,10 +89,17 @@ const awaitingBody = 24 * time.Hour
 // forwarded as it arrives; it reports whether an answer was committed to the client.
 func (a *attempt) send(parsed *protocols.ParsedRequest) bool {
 	req, up, cand := a.req, a.up, a.up.Candidate
-	// The upstream call is not tied to the client's context directly: before commit a
-	// departing client cancels it at once, after commit it is read on briefly for usage.
+	// The upstream call is not tied to the client's context directly: a client that
+	// departs before the upstream has the whole body cancels it at once; after that the
+	// upstream can do (and bill) the work, so its answer is read on for billing.
 	attemptCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	// delivered is set once the transport has taken the whole body; opened is the body
+	// the transport reads now.
+	var (
+		delivered atomic.Bool
+		opened    atomic.Pointer[deliveryWatch]
+	)
 
 	var (
 		body          io.ReadCloser
@@ -127,12 +139,28 @@ func (a *attempt) send(parsed *protocols.ParsedRequest) bool {
 		})
 	}
 	defer a.clock.stop()
+	// Every body the transport reads, a reopened one too, is watched for its delivery.
+	body = watchDelivery(body, length, &delivered, &opened)
+	reopenBody := func() (io.ReadCloser, error) {
+		b, err := openBody()
+		return watchDelivery(b, length, &delivered, &opened), err
+	}
 	stopWatching := context.AfterFunc(a.ctx, func() {
-		if a.clock.committed.Load() {
+		switch {
+		case a.clock.committed.Load():
 			a.clock.clientGone()
-		} else {
+		case !delivered.Load():
+			// The upstream cannot act on part of a body. Closing the body ends a read
+			// waiting on the client, which the transport would wait for.
 			cancel()
+			if body := opened.Load(); body != nil {
+				_ = body.Close()
+			}
+		case a.clock.streaming.Load():
+			a.clock.clientGone()
 		}
+		// Otherwise the upstream has the whole body and has not answered: its answer is
+		// awaited within the attempt's own limits, to be billed.
 	})
 	defer stopWatching()
 
@@ -144,7 +172,7 @@ func (a *attempt) send(parsed *protocols.ParsedRequest) bool {
 		ProtoMinor:    1,
 		Header:        protocols.UpstreamRequestHeader(req.Header, cand.Protocol, cand.Credential),
 		Body:          body,
-		GetBody:       openBody,
+		GetBody:       reopenBody,
 		ContentLength: length,
 		Host:          up.host,
 	}).WithContext(attemptCtx)
@@ -241,7 +269,7 @@ func classifyStatus(op protocols.Operation, code int, mediaType string) routing.
 
 // attempt is one try of a request on one candidate.
 type attempt struct {
-	ctx   context.Context // the client's
+	ctx   context.Context // the client's; once it is done, nothing more is written to w
 	w     http.ResponseWriter
 	req   *Request
 	up    *Upstream
@@ -269,6 +297,9 @@ func (a *attempt) commit(size int) {
 // relayError passes back an upstream's answer to a mistake of the client's (400, 413,
 // 422, …), scrubbed of everything that would reveal the candidate.
 func (a *attempt) relayError() bool {
+	if a.ctx.Err() != nil {
+		return false // nobody to pass it to, and a refusal bills nothing
+	}
 	b, err := protocols.ReadBounded(a.resp.Body, a.resp.ContentLength, MaxErrorBody)
 	if err != nil {
 		a.att.Reason = brokenOrTimedOut(a.clock, err)
@@ -281,6 +312,39 @@ func (a *attempt) relayError() bool {
 	a.out.finalize(a.req, a.up)
 	_, _ = a.w.Write(b)
 	return true
+}
+
+// meterGone bills an answer read on after the client left, through the same Finalize
+// hook as one the client received; nothing is written to the client.
+func (a *attempt) meterGone(obs protocols.Observation) {
+	a.out.Status, a.out.Obs = a.resp.StatusCode, obs
+	a.out.finalize(a.req, a.up)
+}
+
+// deliveryWatch notes when the transport has read the whole upstream body: at its last
+// byte when its length is known (the transport may write those bytes before it reads on
+// to the end), else at its end.
+type deliveryWatch struct {
+	io.ReadCloser
+	unread    int64 // bytes to go, -1 when the length is not known
+	delivered *atomic.Bool
+}
+
+func watchDelivery(body io.ReadCloser, length int64, delivered *atomic.Bool, opened *atomic.Pointer[deliveryWatch]) io.ReadCloser {
+	d := &deliveryWatch{ReadCloser: body, unread: length, delivered: delivered}
+	opened.Store(d)
+	return d
+}
+
+func (d *deliveryWatch) Read(p []byte) (int, error) {
+	n, err := d.ReadCloser.Read(p)
+	if d.unread >= 0 {
+		d.unread -= int64(n)
+	}
+	if err == io.EOF || d.unread == 0 {
+		d.delivered.Store(true)
+	}
+	return n, err
 }
 
 func firstByteLimit(c *routing.Candidate, streamed bool) time.Duration {

@@ -28,6 +28,12 @@ func (a *attempt) relayJSON() bool {
 	a.clock.stop()
 	b = a.scrub.ScrubSecrets(b)
 	model, obs := protocols.ShapeOf(req.Op.Kind).Answer(req.Op.Kind, b)
+	if a.ctx.Err() != nil {
+		// The client left after the upstream had the whole body: the work is done and
+		// billed upstream, so it is billed here too, and Serve reports the client gone.
+		a.meterGone(obs)
+		return false
+	}
 	out.Obs = obs
 	answer := protocols.SpliceAt(b, len(b), len(b), nil)
 	if model.Exists() && model.Index > 0 {

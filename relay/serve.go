@@ -43,7 +43,8 @@ type Request struct {
 	// Finalize, when set, is called once per answer that reached the client, just
 	// before the answer's last bytes are written: a record made there (the usage ledger)
 	// exists for every answer a client saw complete, even if the process dies a moment
-	// later.
+	// later. It is also called, once, for an answer read on after the client left (once
+	// the upstream had the whole body, the work is done and billed upstream regardless).
 	Finalize func(*Outcome)
 }
 
@@ -64,7 +65,8 @@ type Attempt struct {
 // Outcome describes how a request went, for logs, metrics, health and metering.
 type Outcome struct {
 	Attempts []Attempt
-	// Served is the candidate whose answer reached the client; nil when none did.
+	// Served is the candidate whose answer reached the client, or was read on and
+	// metered after the client left; nil when none did.
 	Served *Upstream
 	Status int
 	Stream bool
@@ -154,7 +156,8 @@ func Serve(ctx context.Context, w http.ResponseWriter, req *Request, upstreams [
 			}
 			return out, nil
 		case ctx.Err() != nil:
-			// The client left; that says nothing about the candidate.
+			// The client left; that says nothing about the candidate, whether its answer
+			// was read on and metered (Served is then set) or not. No other is tried.
 			att.Reason = routing.ReasonClientGone
 			health.Release(admission)
 			out.ClientGone = true

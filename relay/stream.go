@@ -11,8 +11,9 @@ import (
 	"github.com/switchyard-gw/switchyard/routing"
 )
 
-// After the client has gone, the gateway reads on for the usage that ends most streams,
-// within these bounds, so that what the client received is billed from real counts.
+// After the client has gone (once the stream's headers came), the gateway reads on for
+// the usage that ends most streams, within these bounds, so that the work is billed from
+// real counts.
 const (
 	clientGoneGrace = 2 * time.Second
 	clientGoneBytes = 64 << 10
@@ -40,11 +41,20 @@ func giveScratch(b []byte) {
 // if that event is an error, and otherwise relays every event as soon as it is complete.
 // The usage record is made before the bytes that end the answer are written, on every
 // way a stream can end; the bytes themselves are the upstream's, only the model changed.
+//
+// A client that left after the upstream had the whole body, and before the first byte,
+// is not written to: the stream is read on within the same bounds as after the first
+// byte, and billed from what was read. It then reports no commit, so that Serve takes the
+// client's leaving as it does before commit: no failover, the candidate's health as it was.
 func (a *attempt) relayStream(injectedUsage bool) bool {
 	req, out, clock := a.req, a.out, a.clock
 	events := protocols.NewEventStream(req.Op.Kind, req.ServiceModel, injectedUsage, a.scrub)
 	pending := takeScratch()
 	defer func() { giveScratch(pending); events.Release() }()
+	clock.streaming.Store(true)
+	if a.ctx.Err() != nil {
+		clock.clientGone() // it left before the headers came
+	}
 
 	// The gate: nothing is committed until an event that carries data is in hand.
 	// Comments and keep-alive frames before it are held and sent with it; if it turns
@@ -67,6 +77,11 @@ func (a *attempt) relayStream(injectedUsage bool) bool {
 		n, err := events.Fill(a.resp.Body)
 		if err != nil && n == 0 {
 			a.att.Reason = brokenOrTimedOut(clock, err)
+			if clock.clientLeft.Load() && clock.timedOut.Load() {
+				// The read-on's own bound ended it, not the upstream, which has the prompt:
+				// billed as an estimate.
+				a.meterGone(events.Obs)
+			}
 			return false
 		}
 	}
@@ -75,7 +90,12 @@ func (a *attempt) relayStream(injectedUsage bool) bool {
 		return false
 	}
 
-	a.commit(-1)
+	gone := a.ctx.Err() != nil
+	if gone {
+		out.Status, out.ClientGone = a.resp.StatusCode, true
+	} else {
+		a.commit(-1)
+	}
 	clock.activity() // from here on the idle limit applies
 	out.Stream = true
 	flush := flusher(a.w)
@@ -139,7 +159,7 @@ func (a *attempt) relayStream(injectedUsage bool) bool {
 			}
 		}
 		pending = pending[:0]
-		if readErr != nil || out.ClientGone && (events.Obs.Complete || readOn >= clientGoneBytes) {
+		if readErr != nil || out.ClientGone && (events.Obs.Complete || events.Obs.UsageFinal || readOn >= clientGoneBytes) {
 			break
 		}
 		giveScratch(pending) // nothing to send while waiting for the upstream
@@ -153,7 +173,7 @@ func (a *attempt) relayStream(injectedUsage bool) bool {
 		}
 		readErr = err
 	}
-	return true
+	return !gone
 }
 
 var errEventTooLarge = errors.New("upstream event exceeds the gateway's limit")

@@ -141,15 +141,44 @@ check "the new key calls the gateway" 200 '"model":"sim-claude"' \
 	"$base_url/v1/messages" -H "x-api-key: $created_key" -H 'anthropic-version: 2023-06-01' "${json[@]}" \
 	-d '{"model":"sim-claude","max_tokens":64,"messages":[{"role":"user","content":"Hello"}]}'
 
-# Requests that carry keys the log must not show: for a host the example serves no site
-# for (its catch-all site answers 404), and with keys in the query string.
+# Requests that carry keys the log must not show, wherever a client may put one: in each
+# header a key is sent in, in the query under a key's name and under any other, as a
+# path segment, and percent-encoded; on the gateway's site, on a host name the example
+# serves no site for (its catch-all site answers 404), and on the admin endpoint. Each
+# probe is distinct so that a leak names where it came from.
 probe_header=sk-sy-smokeprobe-header-5b1e9d0c
+probe_bearer=sk-sy-smokeprobe-bearer-0f6a2c4e
 probe_query=sk-sy-smokeprobe-query-8c4f2a7e
+probe_other=sk-sy-smokeprobe-othername-1d7b3e5f
+probe_path=sk-sy-smokeprobe-path-6e2a8d4b
+probe_encoded=sk-sy-smokeprobe-encoded-3a9c7f1d
+probe_named=smokeprobe-named-plain-4c8e2b6a # a static key need not start with sk-
+# The encoded probe as a client library might escape it: s, k and - as %73 %6B %2D.
+encoded_query="%73%6B%2D${probe_encoded#sk-}"
+key_headers=(-H "x-api-key: $probe_header" -H "api-key: $probe_header" -H "x-goog-api-key: $probe_header"
+	-H "Authorization: Bearer $probe_bearer")
 check "a host the example serves no site for is 404" 404 'No site' \
-	-H 'Host: unknown.example' -H "x-api-key: $probe_header" -H "Authorization: Bearer $probe_header" \
-	"$base_url/v1/models?api_key=$probe_query&key=$probe_query"
+	-H 'Host: unknown.example' "${key_headers[@]}" \
+	"$base_url/v1/models?api_key=$probe_query&key=$probe_query&foo=$probe_other"
+check "a host the example serves no site for, key in the path" 404 'No site' \
+	-H 'Host: unknown.example' "$base_url/v1/$probe_path/models"
 check "a key in the query string is refused" 400 '.' \
 	-H "Authorization: Bearer $key" "$base_url/v1/models?api_key=$probe_query"
+check "a value under a key's name in the query is refused" 400 '.' \
+	-H "Authorization: Bearer $key" "$base_url/v1/models?Key=$probe_named"
+check "a key in the query under another name is refused" 400 '.' \
+	-H "Authorization: Bearer $key" "$base_url/v1/models?page=2&foo=$probe_other"
+check "the gateway's own key in the query under another name is refused" 400 '.' \
+	-H "Authorization: Bearer $key" "$base_url/v1/models?foo=$key"
+check "a percent-encoded key in the query is refused" 400 '.' \
+	-H "Authorization: Bearer $key" "$base_url/v1/models?foo=$encoded_query"
+check "a key as a path segment is not found" 404 '.' \
+	-H "Authorization: Bearer $key" "${json[@]}" "$base_url/v1/$probe_path/chat/completions" \
+	-d '{"model":"sim-gpt","messages":[{"role":"user","content":"Hello"}]}'
+check "keys in every key header are refused" 401 'invalid_api_key' \
+	"${key_headers[@]}" "$base_url/v1/models"
+check "the admin endpoint with keys in its URL" 404 '' \
+	"${key_headers[@]}" "http://127.0.0.1:2019/switchyard/$probe_path?token=$probe_query&foo=$probe_other&bar=$encoded_query"
 
 # Every line the server wrote: the requests above are there, and no key is.
 log_check() {
@@ -162,20 +191,30 @@ log_check() {
 		say "FAIL $name"
 	fi
 }
+# The entries of the requests above, their keys masked where they were: waiting for
+# them makes the search below see every line.
 seen=no
 for _ in $(seq 50); do
-	if grep -q '"host":"unknown.example"' "$work/server.log" && grep -q '"switchyard_model":"sim-claude"' "$work/server.log"; then
+	if grep -q '"host":"unknown.example"' "$work/server.log" &&
+		grep -q '"switchyard_model":"sim-claude"' "$work/server.log" &&
+		grep -qF '"uri":"/v1/REDACTED/chat/completions"' "$work/server.log" &&
+		grep -qF '"uri":"/v1/models?page=2&foo=REDACTED"' "$work/server.log" &&
+		grep -qF '"uri":"/v1/models?Key=REDACTED"' "$work/server.log" &&
+		grep -qF '"uri":"/switchyard/REDACTED?token=REDACTED&foo=REDACTED&bar=REDACTED"' "$work/server.log"; then
 		seen=yes
 		break
 	fi
 	sleep 0.1
 done
-log_check "the access log has the unknown host's request and the gateway's" "$seen"
+log_check "the log has every request above, keys masked in each URI" "$seen"
+# Each key is looked for whole and without its sk- (which catches a key whose prefix
+# was escaped and so escaped the mask).
 leaked=
-for secret in "$key" "$created_key" "$probe_header" "$probe_query" sim-upstream-secret; do
+for secret in "$key" "$created_key" "$probe_header" "$probe_bearer" "$probe_query" "$probe_other" \
+	"$probe_path" "$probe_encoded" "$probe_named" sim-upstream-secret; do
 	[ -n "$secret" ] || continue
-	if grep -qF -- "$secret" "$work/server.log"; then
-		leaked="$leaked ${secret:0:10}…"
+	if grep -qF -e "$secret" -e "${secret#sk-}" "$work/server.log"; then
+		leaked="$leaked ${secret:0:22}…"
 	fi
 done
 if [ -z "$leaked" ]; then

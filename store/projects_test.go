@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -385,4 +386,45 @@ func TestManagerAuditsEveryChange(t *testing.T) {
 		assert.Contains(t, err.Error(), "keeps no projects")
 		assert.False(t, errors.Is(err, auth.ErrNotFound))
 	})
+}
+
+// Rows written before budgets were one string hold {"micros":…,"period":…}: they still
+// load, and are written back in the string form.
+func TestLimitsStoredWithTheOldBudgetObjectStillLoad(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		s := f.open(t)
+		require.NoError(t, s.CreateProject(ctx, &auth.Project{ID: "platform", Name: "platform", Limits: &limits.Policy{RPM: 1}}, nil))
+		_, k := newKey(t, "agent", t0)
+		k.Limits = &limits.Policy{RPM: 1}
+		require.NoError(t, s.CreateKey(ctx, k))
+		const old = `{"rpm":60,"budget":{"micros":50000000,"period":"month"},"models":{"m":{"budget":{"micros":2500000,"period":"day"}}}}`
+		arg := "?"
+		if f.driver == DriverPostgres {
+			arg = "$1"
+		}
+		f.exec(t, `UPDATE projects SET limits = `+arg, old)
+		f.exec(t, `UPDATE api_keys SET limits = `+arg, old)
+		want := &limits.Policy{RPM: 60, Budget: monthly(50),
+			Models: map[string]*limits.Policy{"m": {Budget: &limits.Budget{Micros: 2_500_000, Period: limits.PeriodDay}}}}
+
+		p, err := s.GetProject(ctx, "platform")
+		require.NoError(t, err)
+		assert.Equal(t, want, p.Limits)
+		got, err := s.GetKey(ctx, k.ID)
+		require.NoError(t, err)
+		assert.Equal(t, want, got.Limits)
+
+		require.NoError(t, s.SetKeyLimits(ctx, k.ID, got.Limits, nil))
+		rows := f.rows(t, `SELECT CAST(limits AS TEXT) FROM api_keys`)
+		require.Len(t, rows, 1)
+		assert.JSONEq(t, `{"rpm":60,"budget":"50/month","models":{"m":{"budget":"2.5/day"}}}`, stringOf(rows[0][0]))
+	})
+}
+
+func stringOf(v any) string {
+	if b, ok := v.([]byte); ok {
+		return string(b)
+	}
+	return fmt.Sprint(v)
 }

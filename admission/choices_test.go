@@ -1,4 +1,4 @@
-package caddymodule
+package admission
 
 import (
 	"math"
@@ -9,24 +9,22 @@ import (
 
 	"github.com/switchyard-gw/switchyard/metering"
 	"github.com/switchyard-gw/switchyard/protocols"
-	"github.com/switchyard-gw/switchyard/routing"
 )
 
 // A chat completion with n answers reserves n output caps: the upstream writes and bills
 // each of them. The product saturates instead of wrapping into a small ask.
 func TestWorstCaseReservesEveryAnswer(t *testing.T) {
 	chat := protocols.Operation{Family: protocols.FamilyA, Kind: protocols.KindChat}
-	a := &App{Limits: &LimitsConfig{}}
-	model := &routing.Model{ID: "m", MaxOutputTokens: 1000}
+	p := &Policy{}
+	m := Model{ID: "m", MaxOutputTokens: 1000}
 	output := func(body string) int64 {
-		p, err := protocols.ParseRequest(protocols.FamilyA, []byte(body))
+		parsed, err := protocols.ParseRequest(protocols.FamilyA, []byte(body))
 		require.Nil(t, err)
-		input := metering.EstimateInputTokens(p.Body)
-		tokens, _ := a.worstCase(&route{op: chat, model: model, parsed: p})
+		tokens, _ := p.WorstCase(chat, parsed, m)
 		if tokens == math.MaxInt64 {
 			return tokens
 		}
-		return tokens - input
+		return tokens - metering.EstimateInputTokens(parsed.Body)
 	}
 	assert.Equal(t, int64(1000), output(`{"model":"m","messages":[]}`))
 	assert.Equal(t, int64(128*1000), output(`{"model":"m","messages":[],"n":128}`))

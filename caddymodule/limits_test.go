@@ -1,0 +1,83 @@
+package caddymodule
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+
+	"github.com/switchyard-gw/switchyard/admission"
+	"github.com/switchyard-gw/switchyard/limits"
+	"github.com/switchyard-gw/switchyard/protocols"
+	"github.com/switchyard-gw/switchyard/routing"
+)
+
+// The limiter the glue opens counts budgets from the store's ledger, and admission holds
+// keys without limits of their own to key_defaults: a key whose ledger shows its budget
+// nearly spent is refused on its first request after a start.
+func TestOpenLimiterSeedsFromTheLedgerAndAppliesKeyDefaults(t *testing.T) {
+	monthly, err := limits.ParseBudget("1/month")
+	require.NoError(t, err)
+	var seeded []limits.Scope
+	a := &App{
+		Limits:   &LimitsConfig{KeyDefaults: &limits.Policy{Budget: &monthly}, DefaultOutputTokens: 100},
+		logger:   zap.NewNop(),
+		storeKey: t.Name(), // a limiter of its own in the pool
+		spend: func(_ context.Context, s limits.Scope, _ time.Time) (int64, error) {
+			seeded = append(seeded, s)
+			return 999_990, nil
+		},
+	}
+	require.NoError(t, a.openLimiter(caddy.NewReplacer()))
+	t.Cleanup(func() { _, _ = limiterPool.Delete(a.limiterKey) })
+
+	op := protocols.Operation{Family: protocols.FamilyA, Kind: protocols.KindChat}
+	parsed, apiErr := protocols.ParseRequest(op.Family, []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+	require.Nil(t, apiErr)
+	who := admission.Who{KeyID: "key_1"}
+	require.True(t, a.admission.Applies(who, "m"), "key_defaults apply to a key without limits")
+	res := a.admission.Admit(context.Background(), admission.Request{
+		ID: "req_1", Who: who, Op: op, Parsed: parsed,
+		Model: admission.Model{ID: "m", Prices: routing.Prices{Input: 1_000_000, Output: 1_000_000}},
+	}, http.Header{})
+	require.NotNil(t, res.Err, "999,990 of 1,000,000 spent: 100 output tokens do not fit")
+	assert.Equal(t, "key_budget", res.Refused)
+	assert.Equal(t, []limits.Scope{{Kind: limits.ScopeKey, ID: "key_1"}}, seeded)
+}
+
+// A rate or budget beyond what the counters hold exactly is refused in the Caddyfile and
+// in Caddy JSON, not accepted and then shown as used up in every allowance header.
+func TestLimitsBeyondTheMaximumAreRefusedInConfiguration(t *testing.T) {
+	withDefaults := func(lines string) string {
+		return "{\n\tswitchyard {\n\t\tlimits {\n\t\t\tkey_defaults {\n" + lines + "\t\t\t}\n\t\t}\n" +
+			"\t\tmodel m {\n\t\t\tcandidate east {\n\t\t\t\tprotocol family_a\n\t\t\t\turl http://127.0.0.1:9/v1\n\t\t\t\tupstream_model up\n\t\t\t}\n\t\t}\n\t}\n}\n"
+	}
+	for src, want := range map[string]string{
+		"\t\t\t\ttpm 9223372036854775807\n": "tpm: 9223372036854775807 is more than the most it may be, 1000000000000",
+		"\t\t\t\trpm 1000000000001\n":       "rpm: 1000000000001 is more than the most it may be",
+		"\t\t\t\tbudget 1000000001/day\n":   "more than the most a budget may be",
+		"\t\t\t\tbudget \"\"\n":             "want <amount>/<day|month|total>",
+	} {
+		_, err := adapt(t, withDefaults(src))
+		require.Error(t, err, src)
+		assert.Contains(t, err.Error(), want, src)
+	}
+	require.NoError(t, validate(t, withDefaults("\t\t\t\ttpm 1000000000000\n\t\t\t\tbudget 1000000000/total\n")))
+
+	t.Setenv("XDG_DATA_HOME", t.TempDir())
+	var lc LimitsConfig
+	require.NoError(t, json.Unmarshal([]byte(`{"key_defaults":{"concurrency":1000000000001}}`), &lc))
+	a := App{Limits: &lc, Models: []ModelConfig{{ID: "m",
+		Candidates: []CandidateConfig{{Name: "c", Protocol: "family_a", URL: "http://127.0.0.1:9/v1", UpstreamModel: "u"}}}}}
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: t.Context()})
+	defer cancel()
+	err := a.Provision(ctx)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "limits: key_defaults: concurrency 1000000000001 is more than the most it may be")
+}
