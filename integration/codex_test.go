@@ -184,7 +184,9 @@ func TestCodexKnowsTheWindowFromTheGeneratedSetup(t *testing.T) {
 	}
 	last := up.last(t)
 	assert.Equal(t, upstreamPrefix+"-a", gjson.GetBytes(last.Body, "model").String())
-	assert.False(t, gjson.GetBytes(last.Body, "max_output_tokens").Exists(), "Codex sends no output cap")
+	// Codex sends no output cap; the gateway sends the model's declared one, the cap its
+	// reservation priced.
+	assert.Equal(t, int64(winGPTCap), gjson.GetBytes(last.Body, "max_output_tokens").Int(), "the declared cap reached the upstream")
 
 	run = codexRun(t, k, box, proxy, "--profile", "plain-a", "Say hello.")
 	require.Equal(t, 0, run.exit, "codex exec --profile plain-a failed:\n%s", run)

@@ -244,10 +244,12 @@ func TestHopByHopAndClientIdentifyingHeadersAreDropped(t *testing.T) {
 	dropped := []string{
 		"X-Hop-Secret", "X-Other-Hop", "True-Client-IP", "CF-Connecting-IP", "X-Client-IP", "X-Forwarded-Port",
 		"X-Forwarded-For", "Forwarded", "X-Real-IP", "Via", "X-Forwarded-Host", "X-Forwarded-Proto", "Keep-Alive",
-		"Proxy-Authorization", "TE", "Trailer", "Upgrade-Insecure-Requests-Hop",
+		"Proxy-Authorization", "TE", "Trailer", "Upgrade-Insecure-Requests-Hop", "X-Stainless-Os",
 	}
 	headers := []string{
-		"Connection", "keep-alive, X-Hop-Secret, x-other-hop, Upgrade-Insecure-Requests-Hop",
+		// X-Stainless-Os is on the allowlist: named here, it is hop-by-hop all the same.
+		"Connection", "keep-alive, X-Hop-Secret, x-other-hop, Upgrade-Insecure-Requests-Hop, X-Stainless-Os",
+		"X-Stainless-Os", "v-hop-4",
 		"X-Hop-Secret", "v-hop-1",
 		"X-Other-Hop", "v-hop-2",
 		"Upgrade-Insecure-Requests-Hop", "v-hop-3",
@@ -264,7 +266,8 @@ func TestHopByHopAndClientIdentifyingHeadersAreDropped(t *testing.T) {
 		"Keep-Alive", "timeout=5",
 		"Proxy-Authorization", "Basic Y29ycDpzZWNyZXQ=",
 		"anthropic-version", v1,
-		"X-Kept-Header", "kept",
+		"X-Unlisted-Header", "unlisted",
+		"X-Stainless-Lang", "js",
 	}
 	for _, c := range []struct{ path, body string }{
 		{"/v1/chat/completions", hChat},
@@ -285,7 +288,8 @@ func TestHopByHopAndClientIdentifyingHeadersAreDropped(t *testing.T) {
 					}
 				}
 			}
-			assert.Equal(t, "kept", seen.Header.Get("X-Kept-Header"), "an ordinary end-to-end header is forwarded")
+			assert.Empty(t, seen.Header.Values("X-Unlisted-Header"), "a header off the allowlist stays at the gateway")
+			assert.Equal(t, "js", seen.Header.Get("X-Stainless-Lang"), "a header on the allowlist is forwarded")
 		})
 	}
 }
