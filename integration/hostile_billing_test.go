@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
@@ -52,9 +53,15 @@ type greedyRequest struct {
 type greedyUpstream struct {
 	mu   sync.Mutex
 	seen []greedyRequest
-	// held, when set, is handed each request's release as the request arrives: its
-	// answer waits until the release is closed.
-	held chan chan struct{}
+	// held, when set, is handed each request as it arrives: its answer waits until the
+	// release is closed.
+	held chan heldRequest
+}
+
+// heldRequest is a request the greedy upstream holds its answer to.
+type heldRequest struct {
+	release chan struct{}
+	gone    <-chan struct{} // closed when the gateway gives up on the request
 }
 
 // lenientFields is how a server decoding with encoding/json reads the fields that make it
@@ -98,7 +105,7 @@ func (g *greedyUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.mu.Unlock()
 	if g.held != nil {
 		release := make(chan struct{})
-		g.held <- release
+		g.held <- heldRequest{release: release, gone: r.Context().Done()}
 		<-release
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -132,7 +139,7 @@ func greedyGateway(t *testing.T, keyNames []string, hold bool, limitsOption stri
 	t.Helper()
 	greedy := &greedyUpstream{}
 	if hold {
-		greedy.held = make(chan chan struct{})
+		greedy.held = make(chan heldRequest)
 	}
 	up := &upstream{Server: httptest.NewServer(greedy)}
 	t.Cleanup(up.Close)
@@ -294,10 +301,17 @@ func TestAClientThatLeavesBeforeTheAnswerIsStillBilled(t *testing.T) {
 			done <- resp
 		}()
 		select {
-		case release := <-greedy.held:
+		case held := <-greedy.held:
 			cancel() // the upstream has the request: leave before its answer
 			<-done
-			close(release)
+			// A gateway that gives up on the upstream shows it at once; one that waits for
+			// the answer shows nothing, so give it time to have seen the client leave (a
+			// millisecond or so) before the answer comes.
+			select {
+			case <-held.gone:
+			case <-time.After(300 * time.Millisecond):
+			}
+			close(held.release)
 		case resp := <-done:
 			// Refused at admission: the budget is spent.
 			require.NotNil(t, resp)
