@@ -58,3 +58,12 @@ var recycleBodyBuffer = func(b *[]byte) {
 		bodyBuffers[class].Put(b)
 	}
 }
+
+// bodyBufferSize is the capacity takeBodyBuffer(n) gives: the memory a buffer of n bytes
+// really takes, which is what the ceiling is charged.
+func bodyBufferSize(n int) int {
+	if _, size, ok := bodyClass(n); ok {
+		return size
+	}
+	return n
+}
