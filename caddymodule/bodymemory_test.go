@@ -120,7 +120,7 @@ func messagesBody(n int) []byte {
 }
 
 func TestBodiesPastTheCeilingGet503InTheirFamilyWhileMemoryStaysUnderIt(t *testing.T) {
-	const ceiling = 320 << 10
+	const ceiling = 576 << 10
 	g := newBodyGateway(t, ceiling)
 	mem := g.app.bodyMemory
 	prev := current.Swap(g.app)
@@ -132,8 +132,9 @@ func TestBodiesPastTheCeilingGet503InTheirFamilyWhileMemoryStaysUnderIt(t *testi
 		require.LessOrEqual(t, gauge(), int64(ceiling))
 	}
 
-	// Three clients send the start of long bodies and stall. Each holds a buffer for
-	// what came, no more: the first promised 300 KiB, sent 100 KiB and holds 128 KiB.
+	// Three clients send the start of long bodies and stall. Each holds buffers for what
+	// came, no more: the first promised 300 KiB and sent 100 KiB, so it grew from 64 KiB
+	// to 128 KiB and holds both (192 KiB) until it is let go.
 	run := func(path string, body []byte, first int, holdsThen int64) (*slowBody, chan *httptest.ResponseRecorder) {
 		slow := sendSlowly(t, body, first)
 		done := make(chan *httptest.ResponseRecorder, 1)
@@ -143,9 +144,9 @@ func TestBodiesPastTheCeilingGet503InTheirFamilyWhileMemoryStaysUnderIt(t *testi
 		watch()
 		return slow, done
 	}
-	slowA, doneA := run("/v1/chat/completions", chatBody(300<<10), 100<<10, 128<<10)
-	slowB, doneB := run("/v1/messages", messagesBody(120<<10), 100<<10, 256<<10)
-	slowC, doneC := run("/v1/chat/completions", chatBody(120<<10), 10<<10, ceiling)
+	slowA, doneA := run("/v1/chat/completions", chatBody(300<<10), 100<<10, 192<<10)
+	slowB, doneB := run("/v1/messages", messagesBody(120<<10), 100<<10, 384<<10)
+	slowC, doneC := run("/v1/chat/completions", chatBody(120<<10), 70<<10, ceiling)
 
 	// The gateway is full: new bodies, small or large, are refused in their own family.
 	for _, c := range []struct {

@@ -45,8 +45,11 @@ type ArrivingBody struct {
 	declared int     // the body's length as Content-Length gave it
 	buf      []byte  // at most the declared length and one byte more, to see the end
 	pooled   *[]byte // buf's pool entry
+	// outgrown are the pool entries buf grew out of: they go back with it, under the same
+	// rule, once nothing reads any of them.
+	outgrown []*[]byte
 	mem      *BodyMemory
-	charged  int64 // what buf took from mem
+	charged  int64 // what buf and the buffers it outgrew took from mem
 	holders  atomic.Int32
 	reuse    atomic.Bool // the handler left no view into buf behind
 	reader   requestReader
@@ -137,15 +140,17 @@ func (a *ArrivingBody) release() {
 		// A reader that should not be left would now see no body rather than another
 		// client's bytes (and the race detector would name it in tests).
 		a.reader.p.Body, a.buf = nil, nil
-		recycleBodyBuffer(a.pooled)
+		recycleBodyBuffers(append(a.outgrown, a.pooled)...)
 	}
 	a.mem.Give(a.charged)
 }
 
 // grow moves the body into a buffer twice as large (no larger than the declared length
 // and a byte), taken from the ceiling first; false when the ceiling has no room. Only
-// the reading goroutine calls it. The outgrown buffer is left to the collector, never
-// pooled: forwarders may still copy from it, and the scanner's keys may point into it.
+// the reading goroutine calls it. The outgrown buffer stays charged and is pooled again
+// only with the final one, when the last holder lets go of a body whose handler vouched
+// for it: until then forwarders may still copy from it, and the scanner's keys may point
+// into it.
 func (a *ArrivingBody) grow() bool {
 	size := min(2*len(a.buf), a.declared+1)
 	charge := int64(bodyBufferSize(size))
@@ -155,10 +160,10 @@ func (a *ArrivingBody) grow() bool {
 	pooled := takeBodyBuffer(size)
 	copy(*pooled, a.buf[:a.arrived])
 	a.mu.Lock()
+	a.outgrown = append(a.outgrown, a.pooled)
 	a.buf, a.pooled = *pooled, pooled
 	a.mu.Unlock()
-	a.mem.Give(a.charged)
-	a.charged = charge
+	a.charged += charge
 	return true
 }
 
