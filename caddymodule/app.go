@@ -31,6 +31,11 @@ func init() {
 // the size Family B's native API accepts.
 const DefaultMaxRequestBody = 32 << 20
 
+// DefaultMaxBodyMemory is the ceiling on request-body bytes held at once when none is
+// configured: 32 bodies of the largest default size, a small share of a 2-core 24 GiB
+// machine, and far more than the bodies its cores can scan and forward at a time.
+const DefaultMaxBodyMemory = 1 << 30
+
 // App is the `switchyard` app: the service models, their candidates, and the keys that
 // may call them. The handler modules read it.
 type App struct {
@@ -40,6 +45,10 @@ type App struct {
 	Keys []KeyConfig `json:"keys,omitempty"`
 	// MaxRequestBody is the largest request body accepted, in bytes. Default: 32 MiB.
 	MaxRequestBody int64 `json:"max_request_body,omitempty"`
+	// MaxBodyMemory is the most request-body bytes the gateway holds at once, across all
+	// requests; a body past it waits up to a second for room, then gets 503 with
+	// Retry-After. Default: 1 GiB.
+	MaxBodyMemory int64 `json:"max_body_memory,omitempty"`
 	// Health tunes the candidates' circuit breakers. Default: see HealthConfig.
 	Health *HealthConfig `json:"health,omitempty"`
 	// Affinity tunes conversation affinity. Default: on, see AffinityConfig.
@@ -73,6 +82,7 @@ type App struct {
 	catalog     *routing.Catalog
 	verifier    auth.Verifier
 	upstreams   map[*routing.Candidate]*relay.Upstream
+	bodyMemory  *protocols.BodyMemory // the ceiling every request body is taken from
 	models      *modelList
 	logger      *zap.Logger
 }
@@ -266,6 +276,13 @@ func (a *App) Provision(ctx caddy.Context) error {
 	a.models = newModelList(catalog)
 	if a.MaxRequestBody <= 0 {
 		a.MaxRequestBody = DefaultMaxRequestBody
+	}
+	if a.MaxBodyMemory <= 0 {
+		a.MaxBodyMemory = DefaultMaxBodyMemory
+	}
+	a.bodyMemory = protocols.NewBodyMemory(a.MaxBodyMemory, protocols.DefaultBodyMemoryWait)
+	if err := registerCollectors(ctx.GetMetricsRegistry(), bodyMemoryGauge()); err != nil {
+		return err
 	}
 	return nil
 }

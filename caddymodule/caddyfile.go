@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"math"
 	"strconv"
 
 	"github.com/caddyserver/caddy/v2"
@@ -62,6 +63,7 @@ func takesNoOptions(d *caddyfile.Dispenser) error {
 //
 //	switchyard {
 //		max_request_body <size>
+//		max_body_memory <size>
 //		key <name> <secret> {
 //			models <model...>
 //			rpm <n>
@@ -134,6 +136,15 @@ func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
 				return nil, d.Errf("max_request_body: %q is not a size", d.Val())
 			}
 			app.MaxRequestBody = int64(size)
+		case "max_body_memory":
+			if !d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			size, err := humanize.ParseBytes(d.Val())
+			if err != nil || size == 0 || size > math.MaxInt64 {
+				return nil, d.Errf("max_body_memory: %q is not a size", d.Val())
+			}
+			app.MaxBodyMemory = int64(size)
 		case "key":
 			k, err := parseKey(d)
 			if err != nil {

@@ -396,6 +396,8 @@ func TestBadHealthAffinityAndTimeoutValuesNameTheOption(t *testing.T) {
 		"header missing":           {affinity("header"), []string{"header"}},
 		"affinity unknown option":  {affinity("sticky yes"), []string{"affinity", `"sticky"`}},
 		"affinity bad argument":    {global("\t\taffinity on\n"), []string{"affinity"}},
+		"max_body_memory bad":      {global("\t\tmax_body_memory plenty\n"), []string{"max_body_memory", `"plenty"`}},
+		"max_body_memory missing":  {global("\t\tmax_body_memory\n"), []string{"max_body_memory"}},
 		"first_byte_timeout bad":   {candidate("first_byte_timeout later"), []string{`"gpt-x"`, `"east"`, "first_byte_timeout", `"later"`}},
 		"first_byte_timeout zero":  {candidate("first_byte_timeout 0s"), []string{`"east"`, "first_byte_timeout"}},
 		"idle_timeout bad":         {candidate("idle_timeout never"), []string{`"gpt-x"`, `"east"`, "idle_timeout", `"never"`}},

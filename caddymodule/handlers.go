@@ -225,7 +225,10 @@ func (h *Model) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp
 	if declared := r.ContentLength; declared >= protocols.ForwardWhileArrivingMin && declared <= h.app.MaxRequestBody {
 		// A large body is forwarded while it arrives, once its model is known and allowed;
 		// otherwise it is read to its end here, scanned on the way in.
-		arriving := protocols.NewArrivingBody(op, int(declared))
+		arriving, apiErr := protocols.NewArrivingBodyWithin(op, int(declared), h.app.bodyMemory)
+		if apiErr != nil {
+			return fail(apiErr)
+		}
 		if modelID, ok := arriving.ReadUntilModel(r.Body); ok {
 			if model, ok := h.app.catalog.Lookup(modelID); ok && identity.MayCall(modelID) && model.Supports(op.Family) {
 				return h.serveArriving(w, r, next, identity, op, model, arriving)
@@ -239,11 +242,17 @@ func (h *Model) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp
 		arriving.Release(err == nil)
 		return err
 	}
-	body, err := protocols.ReadBounded(http.MaxBytesReader(w, r.Body, h.app.MaxRequestBody), r.ContentLength, int(h.app.MaxRequestBody)+1)
+	body, held, err := protocols.ReadBoundedWithin(http.MaxBytesReader(w, r.Body, h.app.MaxRequestBody), r.ContentLength, int(h.app.MaxRequestBody)+1, h.app.bodyMemory)
+	// Counted until the request is over. A small body has no pooled buffer to protect: an
+	// upstream body the transport closes later reads memory the collector keeps for it.
+	defer h.app.bodyMemory.Give(held)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
 			return fail(protocols.ErrBodyTooLarge(op.Family, h.app.MaxRequestBody))
+		}
+		if errors.Is(err, protocols.ErrNoBodyMemory) {
+			return fail(protocols.ErrBodyMemory(op.Family))
 		}
 		return fail(protocols.ErrBodyUnreadable(op.Family))
 	}

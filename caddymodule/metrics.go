@@ -87,6 +87,20 @@ func (m *gatewayMetrics) observe(model string, family protocols.Family, out *rel
 	}
 }
 
+// bodyMemoryGauge reports the request-body bytes the app in force holds against its
+// max_body_memory, read when scraped.
+var bodyMemoryGauge = sync.OnceValue(func() prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "switchyard", Name: "body_memory_bytes",
+		Help: "Request-body bytes held at once, counted against max_body_memory.",
+	}, func() float64 {
+		if app := current.Load(); app != nil {
+			return float64(app.bodyMemory.Held())
+		}
+		return 0
+	})
+})
+
 // current is the most recently started app. The circuit collector is registered once
 // per process (the metrics are process-wide) and reports the configuration in force.
 var current atomic.Pointer[App]

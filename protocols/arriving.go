@@ -26,8 +26,8 @@ var (
 )
 
 // ArrivingBody is a request body that the gateway forwards while it is still coming in.
-// It is read into one buffer sized from Content-Length and checked as it arrives by the
-// scanner every body gets. Each attempt on a candidate takes its own Forwarder, which gives
+// It is read into a buffer that starts small and doubles as bytes arrive (up to its
+// Content-Length), and is checked as it arrives by the scanner every body gets. Each attempt on a candidate takes its own Forwarder, which gives
 // the bytes known good so far, with the candidate's model spliced in, and the rest only
 // once the whole body has passed every check. Until then the upstream holds a request it
 // cannot act on: it lacks at least the object's closing brace. A body that fails ends the
@@ -38,14 +38,21 @@ var (
 // every upstream body made from it (until the transport closes it, which may be after
 // RoundTrip has returned). Only a body that passed every check, whose handler vouched
 // that no view into it is left, goes back when the last holder lets go; any other
-// buffer is left to the collector.
+// buffer is left to the collector. So is every buffer the body outgrew: the scanner's
+// state and the strings read from it may still point into one.
 type ArrivingBody struct {
-	op      Operation
-	buf     []byte  // the declared length and one byte more, to see the end without growing
-	pooled  *[]byte // buf's pool entry
-	holders atomic.Int32
-	reuse   atomic.Bool // the handler left no view into buf behind
-	reader  requestReader
+	op       Operation
+	declared int     // the body's length as Content-Length gave it
+	buf      []byte  // at most the declared length and one byte more, to see the end
+	pooled   *[]byte // buf's pool entry
+	// outgrown are the pool entries buf grew out of: they go back with it, under the same
+	// rule, once nothing reads any of them.
+	outgrown []*[]byte
+	mem      *BodyMemory
+	charged  int64 // what buf and the buffers it outgrew took from mem
+	holders  atomic.Int32
+	reuse    atomic.Bool // the handler left no view into buf behind
+	reader   requestReader
 	// Only the reading goroutine touches these: how much of the body the scanner has
 	// been given, and whether reading is over.
 	fedAt int
@@ -74,15 +81,29 @@ const (
 	arrivedBad
 )
 
-// NewArrivingBody prepares to read a body of declared bytes for op.
+// NewArrivingBody prepares to read a body of declared bytes for op, with no ceiling on
+// its memory.
 func NewArrivingBody(op Operation, declared int) *ArrivingBody {
+	a, _ := NewArrivingBodyWithin(op, declared, nil)
+	return a
+}
+
+// NewArrivingBodyWithin prepares to read a body of declared bytes for op, whose buffers
+// are taken from mem. It is ErrBodyMemory when mem has no room for the first buffer;
+// the body is given back to mem once its last holder lets go.
+func NewArrivingBodyWithin(op Operation, declared int, mem *BodyMemory) (*ArrivingBody, *APIError) {
+	size := min(declared+1, firstBodyBuffer)
+	charge := int64(bodyBufferSize(size))
+	if !mem.Take(charge) {
+		return nil, ErrBodyMemory(op.Family)
+	}
 	now := time.Now()
-	pooled := takeBodyBuffer(declared + 1)
-	a := &ArrivingBody{op: op, buf: *pooled, pooled: pooled, start: now, lastAt: now,
-		changed: make(chan struct{}), done: make(chan struct{})}
+	pooled := takeBodyBuffer(size)
+	a := &ArrivingBody{op: op, declared: declared, buf: *pooled, pooled: pooled, mem: mem, charged: charge,
+		start: now, lastAt: now, changed: make(chan struct{}), done: make(chan struct{})}
 	a.holders.Store(1)
 	a.reader = requestReader{family: op.Family, p: &ParsedRequest{}}
-	return a
+	return a, nil
 }
 
 // Release is the handler's word that it is done with the body and with everything read
@@ -119,8 +140,31 @@ func (a *ArrivingBody) release() {
 		// A reader that should not be left would now see no body rather than another
 		// client's bytes (and the race detector would name it in tests).
 		a.reader.p.Body, a.buf = nil, nil
-		recycleBodyBuffer(a.pooled)
+		recycleBodyBuffers(append(a.outgrown, a.pooled)...)
 	}
+	a.mem.Give(a.charged)
+}
+
+// grow moves the body into a buffer twice as large (no larger than the declared length
+// and a byte), taken from the ceiling first; false when the ceiling has no room. Only
+// the reading goroutine calls it. The outgrown buffer stays charged and is pooled again
+// only with the final one, when the last holder lets go of a body whose handler vouched
+// for it: until then forwarders may still copy from it, and the scanner's keys may point
+// into it.
+func (a *ArrivingBody) grow() bool {
+	size := min(2*len(a.buf), a.declared+1)
+	charge := int64(bodyBufferSize(size))
+	if !a.mem.Take(charge) {
+		return false
+	}
+	pooled := takeBodyBuffer(size)
+	copy(*pooled, a.buf[:a.arrived])
+	a.mu.Lock()
+	a.outgrown = append(a.outgrown, a.pooled)
+	a.buf, a.pooled = *pooled, pooled
+	a.mu.Unlock()
+	a.charged += charge
+	return true
 }
 
 // ReadUntilModel reads from r until the body's top-level model is known as a string, and
@@ -191,7 +235,12 @@ func (a *ArrivingBody) judge(check func(*ParsedRequest) *APIError) {
 // readOnce reads once, scans what it can and publishes how far the body is good. Only
 // the reading goroutine calls it; what the forwarders read changes under mu.
 func (a *ArrivingBody) readOnce(r io.Reader) {
-	declared := a.declared()
+	declared := a.declared
+	if a.arrived == len(a.buf) && !a.grow() {
+		a.ended = true
+		a.fail(ErrBodyMemory(a.op.Family))
+		return
+	}
 	n, err := r.Read(a.buf[a.arrived:])
 	arrived := a.arrived + n
 	if arrived > declared || err != nil && (err != io.EOF || arrived < declared) {
@@ -219,9 +268,6 @@ func (a *ArrivingBody) readOnce(r io.Reader) {
 	}
 	a.publish(arrived, a.reader.scanner.safe, stillArriving, nil)
 }
-
-// declared is the body's length as Content-Length gave it.
-func (a *ArrivingBody) declared() int { return len(a.buf) - 1 }
 
 // fail ends the body with the client's error; nothing more of it is forwarded.
 func (a *ArrivingBody) fail(err *APIError) { a.publish(a.arrived, a.safe, arrivedBad, err) }
@@ -314,14 +360,14 @@ var (
 func (a *ArrivingBody) Forward(upstreamModel string, declaredCap int64) *Forwarder {
 	f := &Forwarder{a: a, upstreamModel: upstreamModel, declaredCap: declaredCap, value: AppendJSONString(nil, upstreamModel),
 		modelAt: a.modelAt, end: a.modelEnd, closed: make(chan struct{}), hold: a.newHold()}
-	f.giveUpAt = a.start.Add(forwardStall + time.Duration(a.declared())*time.Second/time.Duration(forwardMinRate))
+	f.giveUpAt = a.start.Add(forwardStall + time.Duration(a.declared)*time.Second/time.Duration(forwardMinRate))
 	f.length = -1
 	// A chat stream's request for usage changes a body's length, and so does the declared
 	// cap a Family A generation without one gets (Family B's max_tokens is required); any
 	// other body is the client's bytes with the model replaced.
 	mayGetCap := declaredCap > 0 && a.op.Generates() && a.op.Family == FamilyA
 	if a.op.Kind != KindChat && !mayGetCap {
-		f.length = int64(a.declared() - (f.end - f.modelAt) + len(f.value))
+		f.length = int64(a.declared - (f.end - f.modelAt) + len(f.value))
 	}
 	return f
 }
@@ -362,7 +408,7 @@ func (f *Forwarder) readHeld(p []byte) (int, error) {
 		}
 		a := f.a
 		a.mu.Lock()
-		state, safe, changed, lastAt := a.state, a.safe, a.changed, a.lastAt
+		state, safe, changed, lastAt, buf := a.state, a.safe, a.changed, a.lastAt, a.buf
 		a.mu.Unlock()
 		switch state {
 		case arrivedBad:
@@ -373,7 +419,7 @@ func (f *Forwarder) readHeld(p []byte) (int, error) {
 			}
 			continue
 		}
-		if n := f.copyKnownGood(p, safe); n > 0 {
+		if n := f.copyKnownGood(p, buf, safe); n > 0 {
 			return n, nil
 		}
 		patience := min(time.Until(lastAt.Add(forwardStall)), time.Until(f.giveUpAt))
@@ -393,17 +439,18 @@ func (f *Forwarder) readHeld(p []byte) (int, error) {
 	}
 }
 
-// parts are the upstream body's bytes up to the client's byte limit: the body before the
-// model, the candidate's model, the body after it.
-func (f *Forwarder) parts(limit int) [3][]byte {
-	buf := f.a.buf
+// parts are the upstream body's bytes in buf up to the client's byte limit: the body
+// before the model, the candidate's model, the body after it.
+func (f *Forwarder) parts(buf []byte, limit int) [3][]byte {
 	return [3][]byte{buf[:f.modelAt], f.value, buf[f.end:max(f.end, limit)]}
 }
 
-// copyKnownGood copies into p what follows the bytes sent, up to the client's byte safe.
-func (f *Forwarder) copyKnownGood(p []byte, safe int) int {
+// copyKnownGood copies into p what follows the bytes sent, up to the client's byte safe,
+// from buf, the body's buffer when safe was read (a buffer the body outgrew since keeps
+// the same bytes up to safe).
+func (f *Forwarder) copyKnownGood(p, buf []byte, safe int) int {
 	skip, n := f.sent, 0
-	for _, part := range f.parts(safe) {
+	for _, part := range f.parts(buf, safe) {
 		if skip >= len(part) {
 			skip -= len(part)
 			continue
@@ -439,7 +486,7 @@ func (f *Forwarder) sentBegins(whole Splice) bool {
 	if f.sent > whole.Len() {
 		return false
 	}
-	sent := f.parts(len(f.a.buf))
+	sent := f.parts(f.a.buf, len(f.a.buf)) // the whole body is in: buf grows no more
 	w := whole.parts
 	// The usual case: the client's own bytes around the same model, sent no further than
 	// the whole body's next change (the output cap it may add in place of the brace).

@@ -51,10 +51,21 @@ func takeBodyBuffer(n int) *[]byte {
 	return &b
 }
 
-// recycleBodyBuffer gives a buffer back once nothing reads it any more. A variable only
-// so that tests can watch what comes back.
-var recycleBodyBuffer = func(b *[]byte) {
-	if class, size, ok := bodyClass(cap(*b)); ok && size == cap(*b) {
-		bodyBuffers[class].Put(b)
+// recycleBodyBuffers gives back a body's buffers (its last and those it outgrew) once
+// nothing reads any of them. A variable only so that tests can watch what comes back.
+var recycleBodyBuffers = func(bufs ...*[]byte) {
+	for _, b := range bufs {
+		if class, size, ok := bodyClass(cap(*b)); ok && size == cap(*b) {
+			bodyBuffers[class].Put(b)
+		}
 	}
+}
+
+// bodyBufferSize is the capacity takeBodyBuffer(n) gives: the memory a buffer of n bytes
+// really takes, which is what the ceiling is charged.
+func bodyBufferSize(n int) int {
+	if _, size, ok := bodyClass(n); ok {
+		return size
+	}
+	return n
 }

@@ -45,17 +45,19 @@ func TestBodyBuffersAreAtMostAQuarterLargerThanAsked(t *testing.T) {
 func watchRecycling(t *testing.T) func() int {
 	var mu sync.Mutex
 	count := 0
-	old := recycleBodyBuffer
-	recycleBodyBuffer = func(b *[]byte) {
+	old := recycleBodyBuffers
+	recycleBodyBuffers = func(bufs ...*[]byte) {
 		mu.Lock()
 		defer mu.Unlock()
-		count++
-		full := (*b)[:cap(*b)]
-		for i := range full {
-			full[i] = 'X'
+		count++ // one body's buffers come back together
+		for _, b := range bufs {
+			full := (*b)[:cap(*b)]
+			for i := range full {
+				full[i] = 'X'
+			}
 		}
 	}
-	t.Cleanup(func() { recycleBodyBuffer = old })
+	t.Cleanup(func() { recycleBodyBuffers = old })
 	return func() int {
 		mu.Lock()
 		defer mu.Unlock()

@@ -8,29 +8,79 @@ import (
 // ErrTooLarge is ReadBounded's error for a body longer than its limit.
 var ErrTooLarge = errors.New("body exceeds the gateway's limit")
 
-// ReadBounded reads a body, a client's or an upstream's, into one buffer sized from
-// Content-Length when the sender gave it. A body longer than limit is ErrTooLarge: at most
-// limit+1 bytes are ever read, whatever the sender claims or sends.
+// firstBodyBuffer is the most memory a body is given before its bytes arrive: a declared
+// Content-Length is a promise, and memory is committed only as it is kept.
+const firstBodyBuffer = 64 << 10
+
+// unknownLengthFirst is the first buffer of a body that declares no length.
+const unknownLengthFirst = 16 << 10
+
+// ReadBounded reads a body, a client's or an upstream's, into one buffer that starts
+// small (Content-Length sizes it only up to firstBodyBuffer) and doubles as bytes arrive.
+// A body longer than limit is ErrTooLarge: at most limit+1 bytes are ever read, whatever
+// the sender claims or sends.
 func ReadBounded(r io.Reader, contentLength int64, limit int) ([]byte, error) {
-	size := 16 << 10
-	if contentLength > 0 && contentLength <= int64(limit) {
-		size = int(contentLength) + 1 // +1 lets the final Read see EOF without growing
+	b, _, err := readBounded(r, contentLength, limit, nil)
+	return b, err
+}
+
+// ReadBoundedWithin is ReadBounded for a client's body, whose buffers are taken from mem
+// before they are allocated. held is what was taken, for the caller to Give back once
+// nothing reads the body; on an error nothing is held (and no body is given). A body mem
+// has no room for is ErrNoBodyMemory.
+func ReadBoundedWithin(r io.Reader, contentLength int64, limit int, mem *BodyMemory) (body []byte, held int64, err error) {
+	b, held, err := readBounded(r, contentLength, limit, mem)
+	if err != nil {
+		mem.Give(held)
+		return nil, 0, err
 	}
-	b := make([]byte, 0, min(size, limit+1))
+	return b, held, nil
+}
+
+func readBounded(r io.Reader, contentLength int64, limit int, mem *BodyMemory) ([]byte, int64, error) {
+	end := limit + 1 // the declared length and one byte more, so the last Read sees EOF
+	first := unknownLengthFirst
+	if contentLength >= 0 && contentLength <= int64(limit) {
+		end = int(contentLength) + 1
+		first = min(end, firstBodyBuffer)
+	}
+	first = min(first, limit+1)
+	if !mem.Take(int64(first)) {
+		return nil, 0, ErrNoBodyMemory
+	}
+	held := int64(first)
+	b := make([]byte, 0, first)
 	for {
 		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
+			size := grownSize(cap(b), end, limit+1)
+			if !mem.Take(int64(size)) {
+				return nil, held, ErrNoBodyMemory
+			}
+			grown := make([]byte, len(b), size)
+			copy(grown, b)
+			mem.Give(held)
+			b, held = grown, int64(size)
 		}
 		n, err := r.Read(b[len(b):min(cap(b), limit+1)])
 		b = b[:len(b)+n]
 		if len(b) > limit {
-			return b[:limit], ErrTooLarge
+			return b[:limit], held, ErrTooLarge
 		}
 		if err == io.EOF {
-			return b, nil
+			return b, held, nil
 		}
 		if err != nil {
-			return b, err
+			return b, held, err
 		}
 	}
+}
+
+// grownSize is the buffer a body outgrows size for: twice as large, but no larger than
+// end (its declared length and a byte) while it is short of it, nor than most.
+func grownSize(size, end, most int) int {
+	next := 2 * size
+	if size < end {
+		next = min(next, end)
+	}
+	return min(next, most)
 }

@@ -1,0 +1,167 @@
+package protocols
+
+import (
+	"bytes"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestTheCeilingGivesWhatItHasAndWaitsForTheRest(t *testing.T) {
+	m := NewBodyMemory(100, 30*time.Millisecond)
+	require.True(t, m.Take(60))
+	require.True(t, m.Take(40))
+	assert.Equal(t, int64(100), m.Held())
+
+	start := time.Now()
+	assert.False(t, m.Take(1), "taken past the ceiling")
+	assert.GreaterOrEqual(t, time.Since(start), 30*time.Millisecond, "refused without waiting")
+	assert.False(t, m.Take(101), "more than the whole ceiling")
+
+	m.Give(40)
+	assert.Equal(t, int64(60), m.Held())
+	assert.True(t, m.Take(40))
+	m.Give(100)
+	assert.Equal(t, int64(0), m.Held())
+
+	var none *BodyMemory
+	assert.True(t, none.Take(1<<40), "no ceiling refuses nothing")
+	none.Give(1 << 40)
+}
+
+func TestAWaitingBodyIsWokenByBytesGivenBack(t *testing.T) {
+	m := NewBodyMemory(100, time.Minute)
+	require.True(t, m.Take(100))
+	got := make(chan bool)
+	go func() { got <- m.Take(50) }()
+	require.Eventually(t, func() bool { m.mu.Lock(); defer m.mu.Unlock(); return m.freed != nil },
+		10*time.Second, 100*time.Microsecond, "the body never waited")
+	m.Give(50)
+	select {
+	case ok := <-got:
+		assert.True(t, ok)
+	case <-time.After(10 * time.Second):
+		t.Fatal("a waiting body was not woken when bytes came back")
+	}
+	assert.Equal(t, int64(100), m.Held())
+}
+
+func TestTheCeilingHoldsUnderConcurrentBodies(t *testing.T) {
+	const limit = 1000
+	m := NewBodyMemory(limit, 5*time.Millisecond)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	mostHeld := int64(0)
+	for g := range 16 {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(g), 1))
+			for range 300 {
+				n := int64(1 + r.IntN(300))
+				if !m.Take(n) {
+					continue
+				}
+				held := m.Held()
+				mu.Lock()
+				mostHeld = max(mostHeld, held)
+				mu.Unlock()
+				m.Give(n)
+			}
+		})
+	}
+	wg.Wait()
+	assert.LessOrEqual(t, mostHeld, int64(limit))
+	assert.Equal(t, int64(0), m.Held(), "bytes lost or given back twice")
+}
+
+func TestABodyThatPromisesMuchTakesMemoryOnlyForWhatArrives(t *testing.T) {
+	// 10 bytes that claim to be 8 MiB are read within a ceiling of 100 KiB.
+	m := NewBodyMemory(100<<10, 0)
+	body, held, err := ReadBoundedWithin(strings.NewReader(`{"a":"b"}`), 8<<20, 32<<20, m)
+	require.NoError(t, err)
+	assert.Equal(t, `{"a":"b"}`, string(body))
+	assert.LessOrEqual(t, held, int64(firstBodyBuffer))
+	m.Give(held)
+
+	// A body without a length grows by doubling to its end, and takes each buffer from the
+	// ceiling first: one that outgrows the ceiling is refused and gives back what it held.
+	big := bytes.Repeat([]byte("x"), 300<<10)
+	body, held, err = ReadBoundedWithin(bytes.NewReader(big), -1, 32<<20, NewBodyMemory(1<<20, 0))
+	require.NoError(t, err)
+	assert.Equal(t, big, body)
+	assert.Equal(t, int64(512<<10), held)
+	_, held, err = ReadBoundedWithin(bytes.NewReader(big), -1, 32<<20, m)
+	assert.ErrorIs(t, err, ErrNoBodyMemory)
+	assert.Zero(t, held)
+	assert.Zero(t, m.Held(), "a refused body kept its bytes")
+}
+
+func TestAnArrivingBodyGrowsWithWhatArrivesUpToItsLength(t *testing.T) {
+	recycled := watchRecycling(t)
+	op := Operation{Kind: KindResponses, Family: FamilyA}
+	body := []byte(`{"model":"m-early","input":"` + strings.Repeat("y", 300<<10) + `"}`)
+	m := NewBodyMemory(1<<30, 0)
+	// Sixteen times its length is promised; nothing past the first buffer is taken
+	// until bytes come.
+	promised := 16 * len(body)
+	a, apiErr := NewArrivingBodyWithin(op, promised, m)
+	require.Nil(t, apiErr)
+	assert.Equal(t, int64(firstBodyBuffer), m.Held())
+	a.Release(false)
+	assert.Zero(t, m.Held())
+
+	before := recycled()
+	a, apiErr = NewArrivingBodyWithin(op, len(body), m)
+	require.Nil(t, apiErr)
+	src := bytes.NewReader(body)
+	model, ok := a.ReadUntilModel(src)
+	require.True(t, ok)
+	assert.Equal(t, int64(firstBodyBuffer), m.Held(), "grown before the bytes came")
+	parsed, apiErr := a.Finish(src)
+	require.Nil(t, apiErr)
+	assert.Equal(t, string(body), string(parsed.Body))
+	// The whole body holds its own buffer and those it outgrew (each half the next), all
+	// charged until it is let go: 64 + 128 + 256 KiB outgrown, and its own 320 KiB.
+	assert.Equal(t, int64(64+128+256+320)<<10, m.Held())
+	// The model was read from the first buffer, which the body outgrew: it still reads
+	// as sent while the body is held.
+	assert.Equal(t, "m-early", model)
+
+	a.Release(true)
+	assert.Zero(t, m.Held(), "the ceiling was not given back")
+	assert.Equal(t, before+1, recycled(), "the body's buffers serve again together, once")
+}
+
+func TestAnArrivingBodyThatCannotGrowIsRefusedAndGivesItsMemoryBack(t *testing.T) {
+	op := Operation{Kind: KindMessages, Family: FamilyB}
+	body := []byte(`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"` + strings.Repeat("y", 300<<10) + `"}]}`)
+	m := NewBodyMemory(200<<10, 0)
+	a, apiErr := NewArrivingBodyWithin(op, len(body), m)
+	require.Nil(t, apiErr)
+	src := bytes.NewReader(body)
+	_, ok := a.ReadUntilModel(src)
+	require.True(t, ok)
+	_, apiErr = a.Finish(src)
+	require.NotNil(t, apiErr)
+	assert.Equal(t, http.StatusServiceUnavailable, apiErr.Status)
+	assert.Equal(t, 1, apiErr.RetryAfter)
+	assert.Equal(t, FamilyB, apiErr.Family)
+	f := a.Forward("up", 0)
+	_, err := io.ReadAll(f)
+	assert.ErrorIs(t, err, ErrBodyRefused)
+	a.Release(false)
+	require.NoError(t, f.Close())
+	assert.Zero(t, m.Held(), "a refused body kept its memory once every holder let go")
+
+	// No room for even the first buffer: refused before anything is read.
+	full := NewBodyMemory(1, 0)
+	_, apiErr = NewArrivingBodyWithin(op, len(body), full)
+	require.NotNil(t, apiErr)
+	assert.Equal(t, http.StatusServiceUnavailable, apiErr.Status)
+}
