@@ -222,6 +222,7 @@ func (h *Model) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp
 	if !protocols.RequestEncodingOK(r.Header) {
 		return fail(protocols.ErrCompressedBody(op.Family))
 	}
+	limitBodyTime(w, r, h.app.bodyTimes())
 	if declared := r.ContentLength; declared >= protocols.ForwardWhileArrivingMin && declared <= h.app.MaxRequestBody {
 		// A large body is forwarded while it arrives, once its model is known and allowed;
 		// otherwise it is read to its end here, scanned on the way in.
@@ -245,7 +246,7 @@ func (h *Model) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp
 		if errors.As(err, &tooLarge) {
 			return fail(protocols.ErrBodyTooLarge(op.Family, h.app.MaxRequestBody))
 		}
-		return fail(protocols.ErrBodyUnreadable(op.Family))
+		return fail(protocols.ErrBodyRead(op.Family, err))
 	}
 	parsed, apiErr := protocols.ParseRequest(op.Family, body)
 	return h.serveParsed(w, r, next, identity, op, parsed, apiErr, nil)
