@@ -38,6 +38,8 @@ const (
 	varRoute    = "switchyard.route"
 	// varLog holds the request's *requestLog, its id included.
 	varLog = "switchyard.log"
+	// varEntered holds the request's first admission phase, for the second.
+	varEntered = "switchyard.entered"
 )
 
 // route is what switchyard_model resolved, for switchyard_proxy.
@@ -218,6 +220,15 @@ func (h *Model) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp
 	case protocols.KindStatefulResponses, protocols.KindResponsesWebSocket:
 		return fail(protocols.ErrNotServed(op))
 	}
+
+	// Limits that do not depend on the body are taken before a byte of it is read, and
+	// held until the request ends, whichever way.
+	entered, apiErr := h.enter(w, r, identity, op)
+	if apiErr != nil {
+		return fail(apiErr)
+	}
+	defer entered.Release()
+	caddyhttp.SetVar(r.Context(), varEntered, entered)
 
 	if !protocols.RequestEncodingOK(r.Header) {
 		return fail(protocols.ErrCompressedBody(op.Family))
