@@ -70,6 +70,9 @@ type Request struct {
 	Model  Model
 	Op     protocols.Operation
 	Parsed *protocols.ParsedRequest // the whole body; required when Applies
+	// Entered is the request's first phase (Enter), whose limits Admit does not count
+	// again; nil: Admit counts every limit.
+	Entered *Entered
 }
 
 // Result is admission's answer. Exactly one of Admitted (possibly nil when no limit
@@ -168,7 +171,7 @@ func (p *Policy) Admit(ctx context.Context, req Request, hdr http.Header) Result
 	if p == nil || p.Limiter == nil {
 		return Result{}
 	}
-	checks := p.Checks(req.Who, req.Model.ID)
+	checks := req.Entered.without(p.Checks(req.Who, req.Model.ID))
 	if len(checks) == 0 {
 		return Result{}
 	}
@@ -188,7 +191,7 @@ func (p *Policy) Admit(ctx context.Context, req Request, hdr http.Header) Result
 		}
 		return Result{Err: e, Refused: string(r.Scope.Kind) + "_" + string(r.Kind)}
 	}
-	if al := dec.Requests; al != nil {
+	if al := dec.Requests; al != nil && req.Entered == nil {
 		protocols.SetRateLimitHeaders(f, hdr, protocols.LimitRequests, al.Limit, al.Remaining, al.Reset, now)
 	}
 	if al := dec.Tokens; al != nil {
@@ -251,6 +254,96 @@ func RefusalError(f protocols.Family, r *limits.Refusal, now time.Time) *protoco
 		return protocols.ErrRateLimited(f, fmt.Sprintf("%s; retry in %.1fs", msg, r.RetryAfter.Seconds()), r.RetryAfter)
 	}
 	return protocols.ErrRateLimited(f, fmt.Sprintf("rate limit reached: %s limit of %d requests per minute; retry in %.1fs", whose, r.Limit, r.RetryAfter.Seconds()), r.RetryAfter)
+}
+
+// Entered is a request's first phase: its requests-per-minute and its in-flight slot in
+// the key's and the project's own scopes, taken before its body is read (neither depends
+// on the body), so that a key at its concurrency limit cannot make the gateway buffer
+// one more body. Per-model variants wait for the model, in Admit.
+type Entered struct {
+	res    *limits.Reservation
+	scopes []limits.Scope
+}
+
+// enterChecks are the first phase's checks: the key's and the project's rpm and
+// concurrency, when either has one.
+func (p *Policy) enterChecks(w Who) []limits.Check {
+	var checks []limits.Check
+	add := func(kind limits.ScopeKind, scopeID string, pol *limits.Policy) {
+		if pol == nil || pol.RPM <= 0 && pol.Concurrency <= 0 {
+			return
+		}
+		checks = append(checks, limits.Check{Scope: limits.Scope{Kind: kind, ID: scopeID},
+			Policy: limits.Policy{RPM: pol.RPM, Concurrency: pol.Concurrency}})
+	}
+	add(limits.ScopeKey, w.KeyID, p.keyPolicy(w))
+	if w.ProjectID != "" {
+		add(limits.ScopeProject, w.ProjectID, p.projectPolicy(w))
+	}
+	return checks
+}
+
+// Enter is admission's first phase, before the body is read: the request takes its
+// requests-per-minute and in-flight slot in the key's and project's scopes (family f
+// words a refusal). The Entered (nil when neither has such a limit) is to be released
+// on every way out and handed to Admit in Request.Entered. With counters in Redis it is
+// one more round trip than Admit alone, for keys with such limits.
+func (p *Policy) Enter(ctx context.Context, id string, w Who, f protocols.Family, hdr http.Header) (*Entered, Result) {
+	if p == nil || p.Limiter == nil {
+		return nil, Result{}
+	}
+	checks := p.enterChecks(w)
+	if len(checks) == 0 {
+		return nil, Result{}
+	}
+	dec, err := p.Limiter.Reserve(ctx, limits.Ask{ID: id + "/enter", Checks: checks})
+	if err != nil {
+		return nil, Result{Err: protocols.ErrLimitsUnavailable(f), Refused: "unavailable", Cause: err}
+	}
+	if r := dec.Refused; r != nil {
+		return nil, Result{Err: RefusalError(f, r, p.now()), Refused: string(r.Scope.Kind) + "_" + string(r.Kind)}
+	}
+	if al := dec.Requests; al != nil {
+		protocols.SetRateLimitHeaders(f, hdr, protocols.LimitRequests, al.Limit, al.Remaining, al.Reset, p.now())
+	}
+	e := &Entered{res: dec.Reservation}
+	for _, c := range checks {
+		e.scopes = append(e.scopes, c.Scope)
+	}
+	return e, Result{}
+}
+
+// without is checks less what the first phase counted: the entered scopes' rpm and
+// concurrency (their slot is held), their tpm and budget kept.
+func (e *Entered) without(checks []limits.Check) []limits.Check {
+	if e == nil {
+		return checks
+	}
+	out := checks[:0]
+	for _, c := range checks {
+		for _, s := range e.scopes {
+			if c.Scope == s {
+				c.Policy.RPM, c.Policy.Concurrency, c.SlotHeld = 0, 0, true
+			}
+		}
+		if c.SlotHeld && c.Policy.TPM <= 0 && c.Policy.Budget == nil {
+			continue // nothing left to count here
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// Release gives back the first phase's slots (the requests per minute stay spent). It
+// must not wait on the client, so it runs on a context of its own. Later calls, and
+// calls on nil, do nothing.
+func (e *Entered) Release() {
+	if e == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	e.res.Settle(ctx, 0, 0)
 }
 
 // Admitted is an admitted request's hold on its limits, until Settle.

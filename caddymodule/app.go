@@ -49,6 +49,12 @@ type App struct {
 	// requests; a body past it waits up to a second for room, then gets 503 with
 	// Retry-After. Default: 1 GiB.
 	MaxBodyMemory int64 `json:"max_body_memory,omitempty"`
+	// DefaultBodyIdle and DefaultBodyMinRate (bytes/s, 0: none) are the time limits on
+	// a request body arriving on a server that sets none of Caddy's own (read_body, or
+	// read_body_idle with a min_rate): the longest pause, and the least average rate after
+	// a grace of DefaultBodyIdle. Default: 10s and 64 KiB/s; a negative idle: none.
+	DefaultBodyIdle    caddy.Duration `json:"default_body_idle,omitempty"`
+	DefaultBodyMinRate int64          `json:"default_body_min_rate,omitempty"`
 	// Health tunes the candidates' circuit breakers. Default: see HealthConfig.
 	Health *HealthConfig `json:"health,omitempty"`
 	// Affinity tunes conversation affinity. Default: on, see AffinityConfig.

@@ -64,6 +64,7 @@ func takesNoOptions(d *caddyfile.Dispenser) error {
 //	switchyard {
 //		max_request_body <size>
 //		max_body_memory <size>
+//		default_read_body_idle <duration> [<min_rate bytes/s>]
 //		key <name> <secret> {
 //			models <model...>
 //			rpm <n>
@@ -145,6 +146,24 @@ func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
 				return nil, d.Errf("max_body_memory: %q is not a size", d.Val())
 			}
 			app.MaxBodyMemory = int64(size)
+		case "default_read_body_idle":
+			// As Caddy's timeouts { read_body_idle <duration> [<min_rate>] }.
+			args := d.RemainingArgs()
+			if len(args) < 1 || len(args) > 2 {
+				return nil, d.ArgErr()
+			}
+			dur, err := caddy.ParseDuration(args[0])
+			if err != nil || dur == 0 {
+				return nil, d.Errf("default_read_body_idle: %q is not a duration (a negative one turns the limit off)", args[0])
+			}
+			app.DefaultBodyIdle = caddy.Duration(dur)
+			if len(args) == 2 {
+				rate, err := humanize.ParseBytes(args[1])
+				if err != nil {
+					return nil, d.Errf("default_read_body_idle: min_rate %q is not a size per second", args[1])
+				}
+				app.DefaultBodyMinRate = int64(rate)
+			}
 		case "key":
 			k, err := parseKey(d)
 			if err != nil {

@@ -510,3 +510,11 @@ func TestBadModelLimitsInJSONAreRefusedAtProvision(t *testing.T) {
 		})
 	}
 }
+
+func TestTheDefaultBodyLimitsAdapt(t *testing.T) {
+	app := switchyardJSON(t, "{\n\tswitchyard {\n\t\tdefault_read_body_idle 3s 64KiB\n\t}\n}\n")
+	assert.Equal(t, float64(3*time.Second), app["default_body_idle"])
+	assert.Equal(t, float64(64<<10), app["default_body_min_rate"])
+	off := switchyardJSON(t, "{\n\tswitchyard {\n\t\tdefault_read_body_idle -1s\n\t}\n}\n")
+	assert.Less(t, off["default_body_idle"], float64(0))
+}

@@ -38,6 +38,8 @@ const (
 	varRoute    = "switchyard.route"
 	// varLog holds the request's *requestLog, its id included.
 	varLog = "switchyard.log"
+	// varEntered holds the request's first admission phase, for the second.
+	varEntered = "switchyard.entered"
 )
 
 // route is what switchyard_model resolved, for switchyard_proxy.
@@ -219,9 +221,19 @@ func (h *Model) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp
 		return fail(protocols.ErrNotServed(op))
 	}
 
+	// Limits that do not depend on the body are taken before a byte of it is read, and
+	// held until the request ends, whichever way.
+	entered, apiErr := h.enter(w, r, identity, op)
+	if apiErr != nil {
+		return fail(apiErr)
+	}
+	defer entered.Release()
+	caddyhttp.SetVar(r.Context(), varEntered, entered)
+
 	if !protocols.RequestEncodingOK(r.Header) {
 		return fail(protocols.ErrCompressedBody(op.Family))
 	}
+	limitBodyTime(w, r, h.app.bodyTimes())
 	if declared := r.ContentLength; declared >= protocols.ForwardWhileArrivingMin && declared <= h.app.MaxRequestBody {
 		// A large body is forwarded while it arrives, once its model is known and allowed;
 		// otherwise it is read to its end here, scanned on the way in.
@@ -254,7 +266,7 @@ func (h *Model) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp
 		if errors.Is(err, protocols.ErrNoBodyMemory) {
 			return fail(protocols.ErrBodyMemory(op.Family))
 		}
-		return fail(protocols.ErrBodyUnreadable(op.Family))
+		return fail(protocols.ErrBodyRead(op.Family, err))
 	}
 	parsed, apiErr := protocols.ParseRequest(op.Family, body)
 	return h.serveParsed(w, r, next, identity, op, parsed, apiErr, nil)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
@@ -17,6 +18,7 @@ import (
 	"github.com/switchyard-gw/switchyard/admission"
 	"github.com/switchyard-gw/switchyard/auth"
 	"github.com/switchyard-gw/switchyard/limits"
+	"github.com/switchyard-gw/switchyard/protocols"
 )
 
 // limiterPool shares one limiter (its counters, its Redis connection) between the
@@ -143,13 +145,32 @@ func whoOf(id *auth.Identity) admission.Who {
 	return admission.Who{KeyID: id.KeyID, ProjectID: id.ProjectID, Limits: id.Limits}
 }
 
+// enter is admission's first phase, before the body is read (see admission.Enter),
+// counting and logging refusals. A refusal closes the connection after its answer, so
+// net/http does not wait for the unread body to drain it first.
+func (h *Model) enter(w http.ResponseWriter, r *http.Request, id *auth.Identity, op protocols.Operation) (*admission.Entered, *protocols.APIError) {
+	entered, res := h.app.admission.Enter(r.Context(), requestID(r), whoOf(id), op.Family, w.Header())
+	if res.Refused != "" {
+		loadLimitMetrics().rejections.WithLabelValues("", res.Refused).Inc()
+	}
+	if res.Cause != nil {
+		h.app.logger.Warn("limits could not be checked: request refused", zap.String("request_id", requestID(r)), zap.Error(res.Cause))
+	}
+	if res.Err != nil {
+		w.Header().Set("Connection", "close")
+	}
+	return entered, res.Err
+}
+
 // admit reserves the request's worst case against every limit on its path (see package
 // admission), counting and logging refusals. The result's Admitted is to be settled.
 func (h *Proxy) admit(w http.ResponseWriter, r *http.Request, rt *route, id *auth.Identity, requestID string) admission.Result {
 	if id == nil {
 		return admission.Result{}
 	}
-	res := h.app.admission.Admit(r.Context(), admissionRequest(rt, id, requestID), w.Header())
+	req := admissionRequest(rt, id, requestID)
+	req.Entered, _ = caddyhttp.GetVar(r.Context(), varEntered).(*admission.Entered)
+	res := h.app.admission.Admit(r.Context(), req, w.Header())
 	if res.Refused != "" {
 		loadLimitMetrics().rejections.WithLabelValues(rt.model.ID, res.Refused).Inc()
 	}

@@ -19,6 +19,10 @@ import (
 type Check struct {
 	Scope  Scope
 	Policy Policy
+	// SlotHeld says the request already holds its in-flight slot in this scope, through
+	// another reservation (admission's first phase, taken before the body is read): this
+	// one takes none, so the request counts once.
+	SlotHeld bool
 }
 
 // Ask is one request's admission.
@@ -263,7 +267,9 @@ func (r *Reservation) plan(a Ask, now time.Time, seeder Seeder) {
 		if p.TPM > 0 {
 			r.items = append(r.items, item{scope: c.Scope, kind: itemTokens, check: i, limit: p.TPM, take: tokens})
 		}
-		r.items = append(r.items, item{scope: c.Scope, kind: itemSlot, check: i, limit: p.Concurrency, take: 1})
+		if !c.SlotHeld {
+			r.items = append(r.items, item{scope: c.Scope, kind: itemSlot, check: i, limit: p.Concurrency, take: 1})
+		}
 		if b := p.Budget; b != nil {
 			r.items = append(r.items, item{scope: c.Scope, kind: itemBudget, check: i, limit: b.Micros, take: cost,
 				period: b.Period, start: micros(b.Start(now)), end: micros(b.Reset(now)), seed: seed, sseed: seed})

@@ -244,10 +244,10 @@ func (a *ArrivingBody) readOnce(r io.Reader) {
 	n, err := r.Read(a.buf[a.arrived:])
 	arrived := a.arrived + n
 	if arrived > declared || err != nil && (err != io.EOF || arrived < declared) {
-		// A client that stopped sending, or one that sent more than Content-Length said
-		// (net/http never lets that happen).
+		// A client that stopped sending or too slow (408), or one that sent more than
+		// Content-Length said (net/http never lets that happen).
 		a.ended = true
-		a.fail(ErrBodyUnreadable(a.op.Family))
+		a.fail(ErrBodyRead(a.op.Family, err))
 		return
 	}
 	final := arrived == declared

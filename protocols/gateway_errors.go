@@ -1,7 +1,9 @@
 package protocols
 
 import (
+	"errors"
 	"net/http"
+	"os"
 	"strings"
 )
 
@@ -56,6 +58,22 @@ func ErrBodyTooLarge(f Family, limit int64) *APIError {
 // ErrBodyUnreadable is the 400 for a body that broke off.
 func ErrBodyUnreadable(f Family) *APIError {
 	return Errorf(f, http.StatusBadRequest, "", "the request body could not be read")
+}
+
+// ErrBodyTimeout is the 408 for a body that did not arrive within the gateway's time
+// limits (an idle gap, or too slow on average). SDKs retry a 408 on their own.
+func ErrBodyTimeout(f Family) *APIError {
+	return Errorf(f, http.StatusRequestTimeout, "request_timeout",
+		"the request body did not arrive in time: the gateway stops waiting when a body pauses too long or arrives too slowly")
+}
+
+// ErrBodyRead is the client's answer for a body whose read failed with err: 408 when a
+// read deadline ended it, else 400.
+func ErrBodyRead(f Family, err error) *APIError {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return ErrBodyTimeout(f)
+	}
+	return ErrBodyUnreadable(f)
 }
 
 // ErrModelNotFound is the 404 for a model that does not exist or that the key may not

@@ -3,8 +3,10 @@ package protocols_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"testing"
 	"testing/iotest"
 
@@ -35,6 +37,9 @@ func TestTheGatewaysOwnErrors(t *testing.T) {
 		{"compressed", protocols.ErrCompressedBody(protocols.FamilyB), 415, "invalid_request_error", "", "Content-Encoding", false, 0},
 		{"too large", protocols.ErrBodyTooLarge(protocols.FamilyB, 1024), 413, "request_too_large", "", "limit of 1024 bytes", false, 0},
 		{"unreadable", protocols.ErrBodyUnreadable(protocols.FamilyA), 400, "invalid_request_error", "", "could not be read", false, 0},
+		{"body timed out, family A", protocols.ErrBodyRead(protocols.FamilyA, fmt.Errorf("read tcp: %w", os.ErrDeadlineExceeded)), 408, "invalid_request_error", "request_timeout", "did not arrive in time", false, 0},
+		{"body timed out, family B", protocols.ErrBodyRead(protocols.FamilyB, fmt.Errorf("read tcp: %w", os.ErrDeadlineExceeded)), 408, "invalid_request_error", "request_timeout", "did not arrive in time", false, 0},
+		{"body broke off", protocols.ErrBodyRead(protocols.FamilyB, io.ErrUnexpectedEOF), 400, "invalid_request_error", "", "could not be read", false, 0},
 		{"model not found", protocols.ErrModelNotFound(protocols.FamilyB, "m-x"), 404, "not_found_error", "model_not_found", "'m-x' does not exist", false, 0},
 		{"model not listed", protocols.ErrModelNotListed("m-y"), 404, "invalid_request_error", "model_not_found", "'m-y' does not exist", false, 0},
 		{"protocol not offered", protocols.ErrProtocolNotOffered(protocols.FamilyA, "m"), 503, "service_unavailable", protocols.CodeNoChannel, "not offered on the family_a protocol", true, 0},
@@ -55,6 +60,8 @@ func TestTheGatewaysOwnErrors(t *testing.T) {
 			if c.err.Family == protocols.FamilyB {
 				assert.Equal(t, "error", body.Get("type").Str)
 				assert.Equal(t, "req-1", body.Get("request_id").Str)
+			} else {
+				assert.False(t, body.Get("type").Exists(), "family A's envelope has no top-level type")
 			}
 			assert.Equal(t, c.typ, body.Get("error.type").Str)
 			assert.Equal(t, c.code, body.Get("error.code").Str)
@@ -124,4 +131,14 @@ func TestShapeOfAnOperationThatIsNotRelayed(t *testing.T) {
 	assert.False(t, model.Exists())
 	assert.False(t, obs.Billable)
 	assert.Nil(t, s.Validate(nil, protocols.Operation{}, http.Header{}))
+}
+
+func TestABodyThatTimedOutIsAnsweredInItsOwnFamily(t *testing.T) {
+	timedOut := fmt.Errorf("read tcp 127.0.0.1:1: %w", os.ErrDeadlineExceeded)
+	a := gjson.ParseBytes(protocols.ErrBodyRead(protocols.FamilyA, timedOut).Body("req-1"))
+	assert.False(t, a.Get("type").Exists(), "family A's envelope has no top-level type: %s", a.Raw)
+	assert.Equal(t, "request_timeout", a.Get("error.code").Str)
+	b := gjson.ParseBytes(protocols.ErrBodyRead(protocols.FamilyB, timedOut).Body("req-1"))
+	assert.Equal(t, "error", b.Get("type").Str, "family B's envelope: %s", b.Raw)
+	assert.Equal(t, "req-1", b.Get("request_id").Str)
 }
