@@ -6,11 +6,13 @@ import (
 	"database/sql"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -104,6 +106,7 @@ func TestSoak(t *testing.T) {
 		good("soak"), good("soak"), good("soak"), good("soak-fo"),
 		func(ctx context.Context, i int) { soakHostile(client, g.base, i, stats) },
 		func(ctx context.Context, i int) { soakLeaver(ctx, g.base, i, stats) },
+		func(ctx context.Context, i int) { soakUploader(g.base, i, stats) },
 	}
 
 	// A short warm-up fills the connection pools, so the baseline counts them.
@@ -168,6 +171,9 @@ func TestSoak(t *testing.T) {
 	for kind, n := range stats.statuses {
 		if strings.HasPrefix(kind, "good") && !strings.HasSuffix(kind, " 200") {
 			t.Errorf("%d good requests answered %s", n, kind)
+		}
+		if strings.HasPrefix(kind, "upload stalled") && !strings.HasSuffix(kind, " 408") {
+			t.Errorf("%d stalled uploads answered %s, not 408", n, kind)
 		}
 		if strings.HasPrefix(kind, "hostile") && (strings.HasSuffix(kind, " 200") || strings.Contains(kind, " 5")) {
 			t.Errorf("%d hostile requests answered %s", n, kind)
@@ -274,6 +280,33 @@ func soakLeaver(ctx context.Context, base string, i int, stats *soakStats) {
 	cancel()
 	resp.Body.Close()
 	stats.note("leaver "+sh.name, resp.StatusCode, resp.Header.Get("X-Switchyard-Request-Id"), "")
+}
+
+// soakUploader sends large bodies that never arrive whole: most are aborted after their
+// first 100 KiB; every tenth stalls there, and the gateway must end it at the body's
+// deadline with 408.
+func soakUploader(base string, i int, stats *soakStats) {
+	const declared, sent = 300 << 10, 100 << 10
+	if i%10 != 9 {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+		if err != nil {
+			stats.note("upload aborted", 0, "", err.Error())
+			return
+		}
+		head := "POST /v1/chat/completions HTTP/1.1\r\nHost: " + strings.TrimPrefix(base, "http://") +
+			"\r\nAuthorization: Bearer " + testKey + "\r\nContent-Type: application/json\r\nContent-Length: " +
+			strconv.Itoa(declared) + "\r\n\r\n"
+		_, _ = conn.Write([]byte(head + `{"model":"soak","messages":[{"role":"user","content":"` + strings.Repeat("x", sent)))
+		conn.Close()
+		stats.note("upload aborted", 0, "", "")
+		return
+	}
+	status, _, err := partialUpload(base, testKey, "soak", declared, sent, 0, make(chan struct{}))
+	if err != nil {
+		stats.note("upload stalled", 0, "", err.Error())
+		return
+	}
+	stats.note("upload stalled", status, "", "")
 }
 
 // soakLedgerCounts is the number of ledger rows of each request id.
