@@ -272,7 +272,7 @@ func (h *Model) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp
 // nothing before the whole body has passed.
 func (h *Model) serveBody(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, identity *auth.Identity,
 	op protocols.Operation, body relay.Body, forwarded *routing.Model) error {
-	rt := &route{op: op, model: forwarded, body: body}
+	var rt *route
 	if parsed := body.Parsed(); parsed != nil {
 		checked, modelID, apiErr := h.check(r.Header, identity, op, parsed)
 		if apiErr != nil {
@@ -283,6 +283,8 @@ func (h *Model) serveBody(w http.ResponseWriter, r *http.Request, next caddyhttp
 		}
 		rt = checked
 		rt.body = body
+	} else {
+		rt = &route{op: op, model: forwarded, body: body}
 	}
 	logOf(r).model = rt.model.ID // not modelID: the body's buffer may serve another request
 	caddyhttp.SetVar(r.Context(), varRoute, rt)
