@@ -27,7 +27,8 @@ var (
 
 // ArrivingBody is a request body that the gateway forwards while it is still coming in.
 // It is read into a buffer that starts small and doubles as bytes arrive (up to its
-// Content-Length), and is checked as it arrives by the scanner every body gets. Each attempt on a candidate takes its own Forwarder, which gives
+// Content-Length), and is checked as it arrives by the scan every body gets
+// (protocols.BodyScan). Each attempt on a candidate takes its own Forwarder, which gives
 // the bytes known good so far, with the candidate's model spliced in, and the rest only
 // once the whole body has passed every check. Until then the upstream holds a request it
 // cannot act on: it lacks at least the object's closing brace. A body that fails ends the
