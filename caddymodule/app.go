@@ -88,7 +88,7 @@ type App struct {
 	catalog     *routing.Catalog
 	verifier    auth.Verifier
 	upstreams   map[*routing.Candidate]*relay.Upstream
-	bodyMemory  *protocols.BodyMemory // the ceiling every request body is taken from
+	bodyMemory  *relay.BodyMemory // the ceiling every request body is taken from
 	models      *modelList
 	logger      *zap.Logger
 }
@@ -286,7 +286,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if a.MaxBodyMemory <= 0 {
 		a.MaxBodyMemory = DefaultMaxBodyMemory
 	}
-	a.bodyMemory = protocols.NewBodyMemory(a.MaxBodyMemory, protocols.DefaultBodyMemoryWait)
+	a.bodyMemory = relay.NewBodyMemory(a.MaxBodyMemory, relay.DefaultBodyMemoryWait)
 	if err := registerCollectors(ctx.GetMetricsRegistry(), bodyMemoryGauge()); err != nil {
 		return err
 	}

@@ -51,7 +51,7 @@ func BenchmarkHotPath(b *testing.B) {
 		if rt.parsed == nil {
 			// A large body arrives in pieces, so its model is known before its end; the
 			// proxy waits for the rest when it needs the whole body, as here.
-			rt.parsed, _ = rt.arriving.Wait()
+			rt.parsed, _ = rt.body.Wait()
 		}
 		last, _ = rt.parsed.Upstream(rt.op, "upstream-bench-model", 0)
 		return nil

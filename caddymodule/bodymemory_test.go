@@ -20,6 +20,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/switchyard-gw/switchyard/protocols"
+	"github.com/switchyard-gw/switchyard/relay"
 )
 
 // bodyGateway is the gateway's body path (key check, body read, model check) ending in a
@@ -50,12 +51,12 @@ func newBodyGateway(t *testing.T, ceiling int64) *bodyGateway {
 	require.NoError(t, app.Provision(ctx))
 	require.Equal(t, ceiling, app.bodyMemory.Limit())
 	// The same ceiling, with a shorter wait for room than the gateway's second.
-	app.bodyMemory = protocols.NewBodyMemory(ceiling, 50*time.Millisecond)
+	app.bodyMemory = relay.NewBodyMemory(ceiling, 50*time.Millisecond)
 	model := &Model{app: app}
 	whole := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
 		rt := caddyhttp.GetVar(r.Context(), varRoute).(*route)
-		if rt.arriving != nil {
-			if _, err := rt.arriving.Wait(); err != nil {
+		if rt.parsed == nil {
+			if _, err := rt.body.Wait(); err != nil {
 				return fail(err)
 			}
 		}

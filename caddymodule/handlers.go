@@ -44,12 +44,12 @@ const (
 
 // route is what switchyard_model resolved, for switchyard_proxy.
 type route struct {
-	op     protocols.Operation
-	model  *routing.Model
+	op    protocols.Operation
+	model *routing.Model
+	// parsed is the whole body once known; body is where it lies, still arriving (and
+	// forwarded as it arrives) while parsed is nil.
 	parsed *protocols.ParsedRequest
-	// arriving is a large body: still coming in while parsed is nil (it is forwarded as
-	// it arrives), or read whole into the buffer parsed points into.
-	arriving *protocols.ArrivingBody
+	body   relay.Body
 }
 
 func loadApp(ctx caddy.Context) (*App, error) {
@@ -234,60 +234,59 @@ func (h *Model) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp
 		return fail(protocols.ErrCompressedBody(op.Family))
 	}
 	limitBodyTime(w, r, h.app.bodyTimes())
-	if declared := r.ContentLength; declared >= protocols.ForwardWhileArrivingMin && declared <= h.app.MaxRequestBody {
-		// A large body is forwarded while it arrives, once its model is known and allowed;
-		// otherwise it is read to its end here, scanned on the way in.
-		arriving, apiErr := protocols.NewArrivingBodyWithin(op, int(declared), h.app.bodyMemory)
-		if apiErr != nil {
-			return fail(apiErr)
-		}
-		if modelID, ok := arriving.ReadUntilModel(r.Body); ok {
-			if model, ok := h.app.catalog.Lookup(modelID); ok && identity.MayCall(modelID) && model.Supports(op.Family) {
-				return h.serveArriving(w, r, next, identity, op, model, arriving)
+	// A large body is forwarded while it arrives once its model is known and allowed;
+	// any other is read to its end here, scanned on the way in.
+	var forwarded *routing.Model
+	body, apiErr := relay.ReadBody(op, http.MaxBytesReader(w, r.Body, h.app.MaxRequestBody), r.ContentLength,
+		relay.BodyLimits{Max: h.app.MaxRequestBody, Memory: h.app.bodyMemory},
+		func(modelID string) (func(*protocols.ParsedRequest) *protocols.APIError, bool) {
+			model, ok := h.app.catalog.Lookup(modelID)
+			if !ok || !identity.MayCall(modelID) || !model.Supports(op.Family) {
+				return nil, false
 			}
-		}
-		parsed, apiErr := arriving.Finish(r.Body)
-		err := h.serveParsed(w, r, next, identity, op, parsed, apiErr, arriving)
-		// An error is written after this handler returns, and may quote the body (a
-		// model that does not exist): only a request that ended well lets its buffer
-		// serve another.
-		arriving.Release(err == nil)
-		return err
+			forwarded = model
+			return func(parsed *protocols.ParsedRequest) *protocols.APIError {
+				rt, _, apiErr := h.check(r.Header, identity, op, parsed)
+				if apiErr == nil && rt.model != model {
+					// The model was read from the same scan: not reachable.
+					return protocols.ErrBodyUnreadable(op.Family)
+				}
+				return apiErr
+			}, true
+		})
+	if apiErr != nil {
+		return fail(apiErr)
 	}
-	body, held, err := protocols.ReadBoundedWithin(http.MaxBytesReader(w, r.Body, h.app.MaxRequestBody), r.ContentLength, int(h.app.MaxRequestBody)+1, h.app.bodyMemory)
-	// Counted until the request is over. A small body has no pooled buffer to protect: an
-	// upstream body the transport closes later reads memory the collector keeps for it.
-	defer h.app.bodyMemory.Give(held)
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return fail(protocols.ErrBodyTooLarge(op.Family, h.app.MaxRequestBody))
-		}
-		if errors.Is(err, protocols.ErrNoBodyMemory) {
-			return fail(protocols.ErrBodyMemory(op.Family))
-		}
-		return fail(protocols.ErrBodyRead(op.Family, err))
-	}
-	parsed, apiErr := protocols.ParseRequest(op.Family, body)
-	return h.serveParsed(w, r, next, identity, op, parsed, apiErr, nil)
+	err := h.serveBody(w, r, next, identity, op, body, forwarded)
+	// An error is written after this handler returns, and may quote the body (a model
+	// that does not exist): only a request that ended well lets its buffer serve another.
+	// Release waits for a body still arriving: r.Body is net/http's again once the
+	// handler returns.
+	body.Release(err == nil)
+	return err
 }
 
-// serveParsed checks a body read whole and hands the request on; arriving is the large
-// body whose buffer it lies in, if it is one.
-func (h *Model) serveParsed(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, identity *auth.Identity,
-	op protocols.Operation, parsed *protocols.ParsedRequest, apiErr *protocols.APIError, arriving *protocols.ArrivingBody) error {
-	if apiErr != nil {
-		return fail(apiErr)
-	}
-	rt, modelID, apiErr := h.check(r.Header, identity, op, parsed)
-	if apiErr != nil {
-		if modelID != "" {
-			logOf(r).model = modelID // a request that fails never lends its body's buffer on
+// serveBody checks a body read whole and hands the request on; a body still arriving
+// (whose model, forwarded, was found and allowed) is handed on at once: the rest is read
+// and checked beside the relay, which forwards what has passed so far and commits
+// nothing before the whole body has passed.
+func (h *Model) serveBody(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, identity *auth.Identity,
+	op protocols.Operation, body relay.Body, forwarded *routing.Model) error {
+	var rt *route
+	if parsed := body.Parsed(); parsed != nil {
+		checked, modelID, apiErr := h.check(r.Header, identity, op, parsed)
+		if apiErr != nil {
+			if modelID != "" {
+				logOf(r).model = modelID // a request that fails never lends its body's buffer on
+			}
+			return fail(apiErr)
 		}
-		return fail(apiErr)
+		rt = checked
+		rt.body = body
+	} else {
+		rt = &route{op: op, model: forwarded, body: body}
 	}
 	logOf(r).model = rt.model.ID // not modelID: the body's buffer may serve another request
-	rt.arriving = arriving
 	caddyhttp.SetVar(r.Context(), varRoute, rt)
 	return next.ServeHTTP(w, r)
 }
@@ -314,28 +313,6 @@ func (h *Model) check(header http.Header, identity *auth.Identity, op protocols.
 		return nil, modelID, apiErr
 	}
 	return &route{op: op, model: model, parsed: parsed}, modelID, nil
-}
-
-// serveArriving hands on a request whose body is still arriving: the rest is read and
-// checked beside the relay, which forwards what has passed so far and commits nothing
-// before the whole body has passed.
-func (h *Model) serveArriving(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, identity *auth.Identity,
-	op protocols.Operation, model *routing.Model, arriving *protocols.ArrivingBody) error {
-	logOf(r).model = model.ID
-	arriving.FinishWhileForwarding(r.Body, func(parsed *protocols.ParsedRequest) *protocols.APIError {
-		rt, _, apiErr := h.check(r.Header, identity, op, parsed)
-		if apiErr == nil && rt.model != model {
-			// The model was read from the same scan: not reachable.
-			return protocols.ErrBodyUnreadable(op.Family)
-		}
-		return apiErr
-	})
-	caddyhttp.SetVar(r.Context(), varRoute, &route{op: op, model: model, arriving: arriving})
-	err := next.ServeHTTP(w, r)
-	// r.Body is net/http's again once the handler returns: the reading must be over.
-	_, _ = arriving.Wait()
-	arriving.Release(err == nil) // as in ServeHTTP
-	return err
 }
 
 func (h *Model) serveModels(w http.ResponseWriter, identity *auth.Identity, op protocols.Operation) error {
@@ -379,8 +356,8 @@ func (h *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Ha
 		return fail(protocols.ErrMisconfigured(protocols.FamilyOfPath(r.URL.Path), "switchyard_model must run before switchyard_proxy"))
 	}
 	identity, _ := caddyhttp.GetVar(r.Context(), varIdentity).(*auth.Identity)
-	if rt.arriving != nil && h.needsWholeBody(r, rt, identity) {
-		parsed, bodyErr := rt.arriving.Wait()
+	if rt.parsed == nil && h.needsWholeBody(r, rt, identity) {
+		parsed, bodyErr := rt.body.Wait()
 		if bodyErr != nil {
 			return fail(bodyErr)
 		}
@@ -389,13 +366,12 @@ func (h *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Ha
 	req := &relay.Request{
 		Op:           rt.op,
 		ServiceModel: rt.model.ID,
-		Parsed:       rt.parsed,
+		Body:         rt.body,
 		Header:       r.Header,
 		RawQuery:     r.URL.RawQuery,
 		// What admission reserves for a request without a cap of its own.
 		DeclaredOutputCap: rt.model.MaxOutputTokens,
 	}
-	req.Arriving = rt.arriving // read whole or not, the body lies in its buffer
 	requestID := requestID(r)
 	// Admission: the request's worst case is reserved against every limit on its path
 	// before any upstream is called; the answer's metered cost replaces it at the end,
@@ -409,7 +385,7 @@ func (h *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Ha
 	// Serve settles the reservation on every way out of the relay, a panic included.
 	adm.Admitted.Serve(func(used *admission.Usage) {
 		req.Finalize = func(out *relay.Outcome) {
-			rt.parsed = req.Parsed // an arriving body has passed before any answer commits
+			rt.parsed = req.Body.Parsed() // an arriving body has passed before any answer commits
 			used.Tokens, used.CostMicros = h.meter(rt, identity, requestID, out)
 		}
 		outcome, apiErr = h.serve(w, r, rt, req)
@@ -446,9 +422,9 @@ func (h *Proxy) serve(w http.ResponseWriter, r *http.Request, rt *route, req *re
 		}
 	}
 	outcome, apiErr := relay.Serve(r.Context(), w, req, h.app.upstreamsFor(rt.model, rt.op.Family))
-	if rt.arriving != nil && outcome.Served == nil {
+	if outcome.Served == nil {
 		// A body that failed is the client's answer, whatever the candidates did.
-		if _, bodyErr := rt.arriving.Wait(); bodyErr != nil {
+		if _, bodyErr := rt.body.Wait(); bodyErr != nil {
 			apiErr = bodyErr
 		}
 	}

@@ -145,3 +145,15 @@ func ErrGeneric(f Family, status int) *APIError {
 	}
 	return Errorf(f, status, "", "%s", message)
 }
+
+// CodeBodyMemoryFull is the code of ErrBodyMemory.
+const CodeBodyMemoryFull = "gateway_busy"
+
+// ErrBodyMemory is the 503 for a body the gateway has no memory for right now: too many
+// bodies are being received at once. It passes soon, so clients are told to retry.
+func ErrBodyMemory(f Family) *APIError {
+	e := Errorf(f, http.StatusServiceUnavailable, CodeBodyMemoryFull,
+		"the gateway is receiving as many request bodies as it can hold; retry shortly")
+	e.RetryAfter = 1
+	return e
+}

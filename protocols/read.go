@@ -8,27 +8,45 @@ import (
 // ErrTooLarge is ReadBounded's error for a body longer than its limit.
 var ErrTooLarge = errors.New("body exceeds the gateway's limit")
 
-// firstBodyBuffer is the most memory a body is given before its bytes arrive: a declared
+// FirstBodyBuffer is the most memory a body is given before its bytes arrive: a declared
 // Content-Length is a promise, and memory is committed only as it is kept.
-const firstBodyBuffer = 64 << 10
+const FirstBodyBuffer = 64 << 10
 
 // unknownLengthFirst is the first buffer of a body that declares no length.
 const unknownLengthFirst = 16 << 10
 
 // ReadBounded reads a body, a client's or an upstream's, into one buffer that starts
-// small (Content-Length sizes it only up to firstBodyBuffer) and doubles as bytes arrive.
+// small (Content-Length sizes it only up to FirstBodyBuffer) and doubles as bytes arrive.
 // A body longer than limit is ErrTooLarge: at most limit+1 bytes are ever read, whatever
 // the sender claims or sends.
 func ReadBounded(r io.Reader, contentLength int64, limit int) ([]byte, error) {
-	b, _, err := readBounded(r, contentLength, limit, nil)
+	b, _, err := readBounded(r, contentLength, limit, noCeiling{})
 	return b, err
 }
+
+// ErrNoBodyMemory is ReadBoundedWithin's error for a body the ceiling had no room for.
+var ErrNoBodyMemory = errors.New("the gateway's body memory is full")
+
+// Ceiling is what a body's buffers are taken from before they are allocated, and given
+// back to once nothing reads them (the relay's BodyMemory).
+type Ceiling interface {
+	// Take takes n bytes, perhaps after a wait; false when there is no room.
+	Take(n int64) bool
+	// Give gives back n bytes taken before.
+	Give(n int64)
+}
+
+// noCeiling is no ceiling at all.
+type noCeiling struct{}
+
+func (noCeiling) Take(int64) bool { return true }
+func (noCeiling) Give(int64)      {}
 
 // ReadBoundedWithin is ReadBounded for a client's body, whose buffers are taken from mem
 // before they are allocated. held is what was taken, for the caller to Give back once
 // nothing reads the body; on an error nothing is held (and no body is given). A body mem
 // has no room for is ErrNoBodyMemory.
-func ReadBoundedWithin(r io.Reader, contentLength int64, limit int, mem *BodyMemory) (body []byte, held int64, err error) {
+func ReadBoundedWithin(r io.Reader, contentLength int64, limit int, mem Ceiling) (body []byte, held int64, err error) {
 	b, held, err := readBounded(r, contentLength, limit, mem)
 	if err != nil {
 		mem.Give(held)
@@ -37,12 +55,12 @@ func ReadBoundedWithin(r io.Reader, contentLength int64, limit int, mem *BodyMem
 	return b, held, nil
 }
 
-func readBounded(r io.Reader, contentLength int64, limit int, mem *BodyMemory) ([]byte, int64, error) {
+func readBounded(r io.Reader, contentLength int64, limit int, mem Ceiling) ([]byte, int64, error) {
 	end := limit + 1 // the declared length and one byte more, so the last Read sees EOF
 	first := unknownLengthFirst
 	if contentLength >= 0 && contentLength <= int64(limit) {
 		end = int(contentLength) + 1
-		first = min(end, firstBodyBuffer)
+		first = min(end, FirstBodyBuffer)
 	}
 	first = min(first, limit+1)
 	if !mem.Take(int64(first)) {

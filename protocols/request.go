@@ -303,3 +303,43 @@ func (p *ParsedRequest) declaredCapEdit(op Operation, src []byte, declaredCap in
 	}
 	return addMember(src, field.name, n)
 }
+
+// BodyScan is ParseRequest for a body that arrives in pieces: each Read goes on from
+// where the last one stopped, and tells how much of the body is known to be a good
+// beginning. The bytes given must stay as they were: only more may follow.
+type BodyScan struct{ r requestReader }
+
+// NewBodyScan starts the scan of a body of the family's.
+func NewBodyScan(family Family) *BodyScan {
+	return &BodyScan{r: requestReader{family: family, p: &ParsedRequest{}}}
+}
+
+// Read scans body, the bytes so far, final when it is all of them. Once final, it gives
+// the body parsed, or the error it is refused with.
+func (s *BodyScan) Read(body []byte, final bool) (*ParsedRequest, *APIError) {
+	_, err := s.r.read(body, final)
+	if !final || err != nil {
+		return nil, err
+	}
+	return s.r.p, nil
+}
+
+// Doomed reports whether the body is known bad before its end.
+func (s *BodyScan) Doomed() bool { return s.r.doomed }
+
+// Safe is how far the body is known to be a good beginning of the object, short of its
+// closing brace: what may be forwarded before the rest has arrived.
+func (s *BodyScan) Safe() int { return s.r.scanner.safe }
+
+// Resumes is where the next Read goes on from: a token cut at the end is read again.
+func (s *BodyScan) Resumes() int { return s.r.scanner.i }
+
+// Model is the body's top-level model as a string, once the bytes so far hold it whole,
+// and where its value (quotes included) lies in body.
+func (s *BodyScan) Model(body []byte) (model string, start, end int, ok bool) {
+	m := s.r.p.at[fieldModel].in(body)
+	if m.Index > 0 && m.Raw != "" && m.Raw[0] == '"' {
+		return m.Str, m.Index, m.Index + len(m.Raw), true
+	}
+	return "", 0, 0, false
+}

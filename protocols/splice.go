@@ -1,6 +1,10 @@
 package protocols
 
-import "io"
+import (
+	"bytes"
+	"io"
+	"unsafe"
+)
 
 // Splice is bytes with one or two values replaced, kept as the slices of the original
 // between them and the new values: the bytes before the first value, the first new value,
@@ -81,20 +85,29 @@ func (s Splice) Bytes() []byte { return s.AppendTo(make([]byte, 0, s.Len())) }
 
 // WriteTo writes the parts in turn.
 func (s Splice) WriteTo(w io.Writer) (int64, error) {
-	return (&partsReader{parts: s.parts}).WriteTo(w)
+	return (&SpliceReader{parts: s.parts}).WriteTo(w)
 }
 
 // Reader reads the bytes from their start; each attempt on a candidate takes a new one.
 func (s Splice) Reader() io.Reader {
-	return &partsReader{parts: s.parts}
+	return &SpliceReader{parts: s.parts}
 }
 
-type partsReader struct {
+// ReaderAfter reads the bytes from the n-th on: the rest of a body whose first n bytes
+// were sent already.
+func (s Splice) ReaderAfter(n int) *SpliceReader {
+	r := &SpliceReader{parts: s.parts}
+	r.skip(n)
+	return r
+}
+
+// SpliceReader reads a Splice's bytes in turn.
+type SpliceReader struct {
 	parts [5][]byte
 	i     int
 }
 
-func (r *partsReader) Read(p []byte) (int, error) {
+func (r *SpliceReader) Read(p []byte) (int, error) {
 	n := 0
 	for r.i < len(r.parts) && n < len(p) {
 		c := copy(p[n:], r.parts[r.i])
@@ -111,7 +124,7 @@ func (r *partsReader) Read(p []byte) (int, error) {
 }
 
 // WriteTo lets io.Copy hand the parts to the writer directly.
-func (r *partsReader) WriteTo(w io.Writer) (int64, error) {
+func (r *SpliceReader) WriteTo(w io.Writer) (int64, error) {
 	var total int64
 	for ; r.i < len(r.parts); r.i++ {
 		n, err := w.Write(r.parts[r.i])
@@ -125,7 +138,7 @@ func (r *partsReader) WriteTo(w io.Writer) (int64, error) {
 }
 
 // skip drops the first n bytes still to be read.
-func (r *partsReader) skip(n int) {
+func (r *SpliceReader) skip(n int) {
 	for ; r.i < len(r.parts) && n > 0; r.i++ {
 		if n < len(r.parts[r.i]) {
 			r.parts[r.i] = r.parts[r.i][n:]
@@ -135,12 +148,55 @@ func (r *partsReader) skip(n int) {
 	}
 }
 
-// empty reports whether nothing is left to read.
-func (r *partsReader) empty() bool {
+// Empty reports whether nothing is left to read.
+func (r *SpliceReader) Empty() bool {
 	for _, p := range r.parts[r.i:] {
 		if len(p) > 0 {
 			return false
 		}
 	}
 	return true
+}
+
+// Begins reports whether the first n bytes of sent (three slices read in turn) are the
+// first n bytes of s: whether a body forwarded while it arrived began as the whole
+// body's upstream form does.
+func (s Splice) Begins(sent [3][]byte, n int) bool {
+	if n > s.Len() {
+		return false
+	}
+	w := s.parts
+	// The usual case: the client's own bytes around the same model, sent no further than
+	// the whole body's next change (the output cap it may add in place of the brace).
+	if sameBytes(sent[0], w[0]) && bytes.Equal(sent[1], w[1]) && sameStart(sent[2], w[2]) &&
+		n <= len(w[0])+len(w[1])+len(w[2]) {
+		return true
+	}
+	a := &SpliceReader{parts: [5][]byte{sent[0], sent[1], sent[2]}}
+	b := &SpliceReader{parts: w}
+	var x, y [4 << 10]byte
+	for left := n; left > 0; {
+		c := min(left, len(x))
+		if _, err := io.ReadFull(a, x[:c]); err != nil {
+			return false
+		}
+		if _, err := io.ReadFull(b, y[:c]); err != nil {
+			return false
+		}
+		if !bytes.Equal(x[:c], y[:c]) {
+			return false
+		}
+		left -= c
+	}
+	return true
+}
+
+// sameStart reports whether a and b begin at the same byte of memory.
+func sameStart(a, b []byte) bool {
+	return len(a) > 0 && len(b) > 0 && unsafe.SliceData(a) == unsafe.SliceData(b)
+}
+
+// sameBytes reports whether a and b are the same bytes of memory.
+func sameBytes(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || unsafe.SliceData(a) == unsafe.SliceData(b))
 }

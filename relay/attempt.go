@@ -58,26 +58,22 @@ func (c *attemptClock) stop() { c.timer.Stop() }
 
 // run makes the attempt and reports whether it committed an answer to the client.
 func (a *attempt) run() bool {
-	req, cand := a.req, a.up.Candidate
-	if req.Arriving != nil && req.Parsed == nil {
-		if committed := a.send(nil); committed || !a.again {
-			return committed
-		}
-		// The body came too slowly to forward as it arrived, or needs a change among the
-		// bytes already sent: the candidate did nothing wrong, and gets it again whole
-		// once all of it is in (unless the client has left meanwhile).
-		if a.ctx.Err() != nil {
-			return false
-		}
-		*a.att = Attempt{Candidate: cand.Name}
-		whole, bodyErr := req.Arriving.Wait()
-		if bodyErr != nil {
-			a.att.Reason, a.bodyErr = routing.ReasonClientBody, bodyErr
-			return false
-		}
-		req.Parsed = whole
+	if committed := a.send(); committed || !a.again {
+		return committed
 	}
-	return a.send(req.Parsed)
+	// The body came too slowly to forward as it arrived, or needs a change among the
+	// bytes already sent: the candidate did nothing wrong, and gets it again whole once
+	// all of it is in (unless the client has left meanwhile).
+	if a.ctx.Err() != nil {
+		return false
+	}
+	*a.att = Attempt{Candidate: a.up.Candidate.Name}
+	if _, bodyErr := a.req.Body.Wait(); bodyErr != nil {
+		a.att.Reason, a.bodyErr = routing.ReasonClientBody, bodyErr
+		return false
+	}
+	a.again = false
+	return a.send()
 }
 
 // awaitingBody stands for the first-byte limit while the client's body still arrives:
@@ -85,9 +81,9 @@ func (a *attempt) run() bool {
 // candidate look slow.
 const awaitingBody = 24 * time.Hour
 
-// send sends the request with the whole body parsed, or, when it is nil, with the body
-// forwarded as it arrives; it reports whether an answer was committed to the client.
-func (a *attempt) send(parsed *protocols.ParsedRequest) bool {
+// send sends the request with the body as it is now (whole, or forwarded as it arrives);
+// it reports whether an answer was committed to the client.
+func (a *attempt) send() bool {
 	req, up, cand := a.req, a.up, a.up.Candidate
 	// The upstream call is not tied to the client's context directly: a client that
 	// departs before the upstream has the whole body cancels it at once; after that the
@@ -101,49 +97,26 @@ func (a *attempt) send(parsed *protocols.ParsedRequest) bool {
 		opened    atomic.Pointer[deliveryWatch]
 	)
 
-	var (
-		body          io.ReadCloser
-		openBody      func() (io.ReadCloser, error) // the transport may open it again on a new connection
-		length        int64
-		injectedUsage bool
-		fw            *protocols.Forwarder // the body forwarded as it arrives, when it is
-	)
-	if parsed != nil {
-		whole, injected := parsed.Upstream(req.Op, cand.UpstreamModel, req.DeclaredOutputCap)
-		openBody = func() (io.ReadCloser, error) {
-			if req.Arriving != nil {
-				// The body lies in the arriving body's buffer: it is held until the
-				// transport closes it, which may be after RoundTrip returns.
-				return req.Arriving.Hold(whole.Reader()), nil
-			}
-			return io.NopCloser(whole.Reader()), nil
+	// upload is the body the transport reads; it may open it again on a new connection.
+	upload := req.Body.Open(cand.UpstreamModel, req.DeclaredOutputCap)
+	length := upload.Length()
+	// The first-byte limit starts once the whole body has passed: at once for a body
+	// read whole.
+	a.clock = startClock(awaitingBody, idleLimit(cand), cancel)
+	var ended atomic.Bool
+	defer ended.Store(true)
+	clock := a.clock
+	req.Body.whenPassed(func(p *protocols.ParsedRequest) {
+		if !ended.Load() {
+			clock.timer.Reset(firstByteLimit(cand, p.Streamed()))
 		}
-		body, _ = openBody()
-		length, injectedUsage = int64(whole.Len()), injected
-		a.clock = startClock(firstByteLimit(cand, parsed.Streamed()), idleLimit(cand), cancel)
-	} else {
-		openBody = func() (io.ReadCloser, error) {
-			fw = req.Arriving.Forward(cand.UpstreamModel, req.DeclaredOutputCap)
-			return fw, nil
-		}
-		body, _ = openBody()
-		length = fw.Length()
-		a.clock = startClock(awaitingBody, idleLimit(cand), cancel)
-		var ended atomic.Bool
-		defer ended.Store(true)
-		clock := a.clock
-		req.Arriving.WhenGood(func(p *protocols.ParsedRequest) {
-			if !ended.Load() {
-				clock.timer.Reset(firstByteLimit(cand, p.Streamed()))
-			}
-		})
-	}
+	})
 	defer a.clock.stop()
 	// Every body the transport reads, a reopened one too, is watched for its delivery.
-	body = watchDelivery(body, length, &delivered, &opened)
+	body := watchDelivery(upload, length, &delivered, &opened)
 	reopenBody := func() (io.ReadCloser, error) {
-		b, err := openBody()
-		return watchDelivery(b, length, &delivered, &opened), err
+		upload = req.Body.Open(cand.UpstreamModel, req.DeclaredOutputCap)
+		return watchDelivery(upload, length, &delivered, &opened), nil
 	}
 	stopWatching := context.AfterFunc(a.ctx, func() {
 		switch {
@@ -183,34 +156,27 @@ func (a *attempt) send(parsed *protocols.ParsedRequest) bool {
 	resp, err := up.transport.RoundTrip(upReq)
 	// What came back before the upstream had the whole body may be a slow client's doing:
 	// then only a good answer (or a failed dial) is the candidate's to answer for.
-	early := fw != nil && !fw.Delivered()
-	if fw != nil {
-		if fw.SendWholeAgain() {
-			if err == nil {
-				resp.Body.Close() // whatever it says, it was not said to the whole body
-			}
-			a.again = true
-			return false
-		}
-		bodyErr := req.Arriving.Failed()
+	early := upload.early()
+	if upload.sendWholeAgain() {
 		if err == nil {
-			// The answer is not looked at before the whole body has passed.
-			var whole *protocols.ParsedRequest
-			if whole, bodyErr = req.Arriving.Wait(); bodyErr != nil {
-				resp.Body.Close()
-			} else {
-				req.Parsed = whole
-				if fw.Delivered() {
-					injectedUsage = fw.InjectedUsage()
-				} else {
-					_, injectedUsage = whole.Upstream(req.Op, cand.UpstreamModel, req.DeclaredOutputCap)
-				}
-			}
+			resp.Body.Close() // whatever it says, it was not said to the whole body
 		}
-		if bodyErr != nil {
-			a.att.Reason, a.bodyErr = routing.ReasonClientBody, bodyErr
-			return false
+		a.again = true
+		return false
+	}
+	bodyErr := req.Body.failed()
+	var injectedUsage bool
+	if err == nil {
+		// The answer is not looked at before the whole body has passed.
+		if _, bodyErr = req.Body.Wait(); bodyErr != nil {
+			resp.Body.Close()
+		} else {
+			injectedUsage = upload.usageInjected()
 		}
+	}
+	if bodyErr != nil {
+		a.att.Reason, a.bodyErr = routing.ReasonClientBody, bodyErr
+		return false
 	}
 	if err != nil {
 		a.att.Reason = classifyTransportError(err, a.clock)

@@ -58,8 +58,8 @@ func BenchmarkFailoverToDeadPort(b *testing.B) {
 	if apiErr != nil {
 		b.Fatal(apiErr)
 	}
-	req := &Request{Op: protocols.Operation{Family: protocols.FamilyA, Kind: protocols.KindChat}, ServiceModel: "m",
-		Parsed: parsed, Header: http.Header{}}
+	op := protocols.Operation{Family: protocols.FamilyA, Kind: protocols.KindChat}
+	req := &Request{Op: op, ServiceModel: "m", Body: WholeBody(op, parsed), Header: http.Header{}}
 	serve := func(ups []*Upstream) time.Duration {
 		w := httptest.NewRecorder()
 		start := time.Now()

@@ -207,7 +207,7 @@ func TestAClientThatLeavesWhileItsBodyIsForwardedIsNotBilled(t *testing.T) {
 	go func() { _, _ = pw.Write([]byte(body[:sent])) }() // the rest never comes
 	t.Cleanup(func() { _ = pw.CloseWithError(io.ErrUnexpectedEOF) })
 
-	arriving := protocols.NewArrivingBody(op, len(body))
+	arriving := NewArrivingBody(op, len(body))
 	_, ok := arriving.ReadUntilModel(pr)
 	require.True(t, ok)
 	arriving.FinishWhileForwarding(pr, func(*protocols.ParsedRequest) *protocols.APIError { return nil })
@@ -224,7 +224,7 @@ func TestAClientThatLeavesWhileItsBodyIsForwardedIsNotBilled(t *testing.T) {
 	}, routing.Timeouts{})
 	var otherCalls atomic.Int32
 	other := testUpstream(t, "other", counted(&otherCalls), routing.Timeouts{})
-	req := &Request{Op: op, ServiceModel: "svc", Arriving: arriving, Header: http.Header{}}
+	req := &Request{Op: op, ServiceModel: "svc", Body: arriving, Header: http.Header{}}
 	leave, wait := serveLeaving(t, req, partial, other)
 
 	<-started

@@ -57,16 +57,16 @@ func answeringFirst(t *testing.T) (*Upstream, *answerFirst) {
 func TestTheTransportReadsTheBodyAfterTheAnswerAsTheClientSentIt(t *testing.T) {
 	op := protocols.Operation{Family: protocols.FamilyA, Kind: protocols.KindResponses}
 	body := []byte(`{"model":"svc","input":"` + strings.Repeat("the first client's prompt ", 8<<10) + `"}`)
-	require.GreaterOrEqual(t, len(body), protocols.ForwardWhileArrivingMin)
+	require.GreaterOrEqual(t, len(body), ForwardWhileArrivingMin)
 	// Read whole before the relay runs (as for a key with limits, or a body resent whole):
 	// the upstream body is a view into the arriving body's buffer.
-	arriving := protocols.NewArrivingBody(op, len(body))
+	arriving := NewArrivingBody(op, len(body))
 	parsed, apiErr := arriving.Finish(bytes.NewReader(body))
 	require.Nil(t, apiErr)
 	want := string(bytes.Replace(body, []byte(`"model":"svc"`), []byte(`"model":"`+hiddenModel+`"`), 1))
 
 	up, rt := answeringFirst(t)
-	r := serveRecorded(t, &Request{Op: op, ServiceModel: "svc", Parsed: parsed, Arriving: arriving, Header: http.Header{}}, up)
+	r := serveRecorded(t, &Request{Op: op, ServiceModel: "svc", Body: arriving, Header: http.Header{}}, up)
 	require.Nil(t, r.err)
 	require.Equal(t, http.StatusOK, r.rec.Code)
 	assert.Contains(t, r.rec.Body.String(), `"model":"svc"`)
@@ -81,7 +81,7 @@ func TestTheTransportReadsTheBodyAfterTheAnswerAsTheClientSentIt(t *testing.T) {
 	// leaves the request that was read into it without a body, and is overwritten here
 	// as the next request would overwrite it.
 	next := []byte(`{"model":"svc","input":"` + strings.Repeat("X", len(body)-len(`{"model":"svc","input":""}`)) + `"}`)
-	_, apiErr = protocols.NewArrivingBody(op, len(next)).Finish(bytes.NewReader(next))
+	_, apiErr = NewArrivingBody(op, len(next)).Finish(bytes.NewReader(next))
 	require.Nil(t, apiErr)
 	if parsed.Body == nil {
 		copy(buffer[:cap(buffer)], bytes.Repeat([]byte("X"), cap(buffer)))

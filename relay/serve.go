@@ -24,13 +24,9 @@ const (
 type Request struct {
 	Op           protocols.Operation
 	ServiceModel string
-	// Parsed is the client's body with its top-level fields located. It is nil while
-	// Arriving is still coming in, and set once it has passed.
-	Parsed *protocols.ParsedRequest
-	// Arriving, when set, is a large body forwarded while the client still sends it
-	// (while Parsed is nil), or read whole into the buffer it shares with Parsed: an
-	// upstream body made from it holds that buffer until the transport closes it.
-	Arriving *protocols.ArrivingBody
+	// Body is the client's body: read whole, or still arriving and forwarded as it
+	// comes until it is whole.
+	Body     Body
 	Header   http.Header
 	RawQuery string
 	// DeclaredOutputCap is the model's declared output cap (zero for none). A generation

@@ -47,7 +47,8 @@ func chatRequest(t *testing.T, kind protocols.Kind, body string) *Request {
 	}
 	parsed, apiErr := protocols.ParseRequest(family, []byte(body))
 	require.Nil(t, apiErr)
-	return &Request{Op: protocols.Operation{Family: family, Kind: kind}, ServiceModel: "svc", Parsed: parsed, Header: http.Header{}}
+	op := protocols.Operation{Family: family, Kind: kind}
+	return &Request{Op: op, ServiceModel: "svc", Body: WholeBody(op, parsed), Header: http.Header{}}
 }
 
 const streamedChat = `{"model":"svc","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hello there"}]}`

@@ -1,4 +1,4 @@
-package protocols
+package relay
 
 import (
 	"bytes"
@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard-gw/switchyard/protocols"
 )
 
 // trickle feeds body through a pipe in random pieces, pausing before the last tail bytes
@@ -89,42 +91,42 @@ func TestAnArrivingBodyIsForwardedAsTheWholeBodyWouldBe(t *testing.T) {
 	bigText := strings.Repeat("a long prompt with \\\"escapes\\\" and ✓ ", 8000)
 	cases := []struct {
 		name      string
-		op        Operation
+		op        protocols.Operation
 		body      string
 		rewritten bool // the whole body needs a change among bytes already sent
 		// declaredCap is the model's output cap; capSent what the upstream must get of it.
 		declaredCap int64
 		capSent     string
 	}{
-		{"messages", Operation{Kind: KindMessages, Family: FamilyB},
+		{"messages", protocols.Operation{Kind: protocols.KindMessages, Family: protocols.FamilyB},
 			`{"model":"claude-x","max_tokens":1024,"messages":[{"role":"user","content":"` + bigText + `"}],"stream":true}`, false, 0, ""},
-		{"responses", Operation{Kind: KindResponses, Family: FamilyA},
+		{"responses", protocols.Operation{Kind: protocols.KindResponses, Family: protocols.FamilyA},
 			`{"model":"codex-x","input":"` + bigText + `","store":false}` + "\n", false, 0, ""},
-		{"chat, usage asked for", Operation{Kind: KindChat, Family: FamilyA},
+		{"chat, usage asked for", protocols.Operation{Kind: protocols.KindChat, Family: protocols.FamilyA},
 			`{"model":"chat-x","messages":[{"role":"user","content":"` + bigText + `"}],"stream":true,"stream_options":{"include_usage":true}}`, false, 0, ""},
-		{"chat, usage added at the end", Operation{Kind: KindChat, Family: FamilyA},
+		{"chat, usage added at the end", protocols.Operation{Kind: protocols.KindChat, Family: protocols.FamilyA},
 			`{"model":"chat-x","messages":[{"role":"user","content":"` + bigText + `"}],"stream":true}`, false, 0, ""},
-		{"chat, usage added inside stream_options sent already", Operation{Kind: KindChat, Family: FamilyA},
+		{"chat, usage added inside stream_options sent already", protocols.Operation{Kind: protocols.KindChat, Family: protocols.FamilyA},
 			`{"model":"chat-x","stream_options":{"include_obfuscation":false},"messages":[{"role":"user","content":"` + bigText + `"}],"stream":true}`, true, 0, ""},
 		// A request without a cap gets the model's in place of its closing brace, which the
 		// upstream never has before the whole body passed.
-		{"responses, the declared cap added", Operation{Kind: KindResponses, Family: FamilyA},
+		{"responses, the declared cap added", protocols.Operation{Kind: protocols.KindResponses, Family: protocols.FamilyA},
 			`{"model":"codex-x","input":"` + bigText + `","store":false  ` + "\n}\n", false, 4096, `,"max_output_tokens":4096}`},
-		{"chat, the declared cap added", Operation{Kind: KindChat, Family: FamilyA},
+		{"chat, the declared cap added", protocols.Operation{Kind: protocols.KindChat, Family: protocols.FamilyA},
 			`{"model":"chat-x","messages":[{"role":"user","content":"` + bigText + `"}]}`, false, 4096, `],"max_completion_tokens":4096}`},
-		{"chat, usage and the declared cap added", Operation{Kind: KindChat, Family: FamilyA},
+		{"chat, usage and the declared cap added", protocols.Operation{Kind: protocols.KindChat, Family: protocols.FamilyA},
 			`{"model":"chat-x","messages":[{"role":"user","content":"` + bigText + `"}],"stream":true}`, false, 4096, `"max_completion_tokens":4096`},
-		{"chat with a cap of its own", Operation{Kind: KindChat, Family: FamilyA},
+		{"chat with a cap of its own", protocols.Operation{Kind: protocols.KindChat, Family: protocols.FamilyA},
 			`{"model":"chat-x","max_tokens":10,"messages":[{"role":"user","content":"` + bigText + `"}]}`, false, 4096, `"max_tokens":10,`},
-		{"messages, whose max_tokens is required", Operation{Kind: KindMessages, Family: FamilyB},
+		{"messages, whose max_tokens is required", protocols.Operation{Kind: protocols.KindMessages, Family: protocols.FamilyB},
 			`{"model":"claude-x","max_tokens":1024,"messages":[{"role":"user","content":"` + bigText + `"}]}`, false, 4096, `"max_tokens":1024,`},
-		{"responses, a null cap sent already", Operation{Kind: KindResponses, Family: FamilyA},
+		{"responses, a null cap sent already", protocols.Operation{Kind: protocols.KindResponses, Family: protocols.FamilyA},
 			`{"model":"codex-x","max_output_tokens":null,"input":"` + bigText + `"}`, true, 4096, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			body := []byte(c.body)
-			want, err := ParseRequest(c.op.Family, body)
+			want, err := protocols.ParseRequest(c.op.Family, body)
 			require.Nil(t, err)
 			wantBody, wantInjected := want.Upstream(c.op, "upstream/model-1", c.declaredCap)
 
@@ -133,9 +135,9 @@ func TestAnArrivingBodyIsForwardedAsTheWholeBodyWouldBe(t *testing.T) {
 			src := trickle(body, 1, 100, release, nil)
 			model, ok := a.ReadUntilModel(src)
 			require.True(t, ok)
-			assert.Equal(t, want.get(fieldModel).Str, model)
+			assert.Equal(t, modelIn(want), model)
 			checked := make(chan struct{})
-			a.FinishWhileForwarding(src, func(p *ParsedRequest) *APIError { close(checked); return nil })
+			a.FinishWhileForwarding(src, func(p *protocols.ParsedRequest) *protocols.APIError { close(checked); return nil })
 			f := a.Forward("upstream/model-1", c.declaredCap)
 			out := forwardAll(f)
 
@@ -153,7 +155,7 @@ func TestAnArrivingBodyIsForwardedAsTheWholeBodyWouldBe(t *testing.T) {
 			require.NoError(t, out.err)
 			assert.Equal(t, string(wantBody.Bytes()), string(out.got), "the upstream gets what it gets from a body read whole")
 			assert.Contains(t, string(out.got), c.capSent)
-			_, err = ParseRequest(c.op.Family, out.got)
+			_, err = protocols.ParseRequest(c.op.Family, out.got)
 			assert.Nil(t, err, "the upstream gets one JSON object, each key once")
 			assert.Equal(t, wantInjected, f.InjectedUsage())
 			if f.Length() >= 0 {
@@ -162,7 +164,7 @@ func TestAnArrivingBodyIsForwardedAsTheWholeBodyWouldBe(t *testing.T) {
 			assert.True(t, f.Delivered())
 			parsed, apiErr := a.Wait()
 			require.Nil(t, apiErr)
-			assert.Equal(t, want.get(fieldModel).Str, parsed.get(fieldModel).Str)
+			assert.Equal(t, modelIn(want), modelIn(parsed))
 		})
 	}
 }
@@ -170,7 +172,7 @@ func TestAnArrivingBodyIsForwardedAsTheWholeBodyWouldBe(t *testing.T) {
 func TestAnArrivingBodyThatFailsNeverReachesItsEnd(t *testing.T) {
 	text := strings.Repeat("lorem ipsum ", 20000)
 	good := `{"model":"m","messages":[{"role":"user","content":"` + text + `"}]}`
-	op := Operation{Kind: KindMessages, Family: FamilyB}
+	op := protocols.Operation{Kind: protocols.KindMessages, Family: protocols.FamilyB}
 	for _, c := range []struct {
 		name    string
 		body    string
@@ -191,9 +193,9 @@ func TestAnArrivingBodyThatFailsNeverReachesItsEnd(t *testing.T) {
 			src := trickle(body, 2, 50, release, c.stop)
 			_, ok := a.ReadUntilModel(src)
 			require.True(t, ok)
-			a.FinishWhileForwarding(src, func(*ParsedRequest) *APIError {
+			a.FinishWhileForwarding(src, func(*protocols.ParsedRequest) *protocols.APIError {
 				if c.refuse {
-					return InvalidParam(FamilyB, "", "refused by check")
+					return protocols.InvalidParam(protocols.FamilyB, "", "refused by check")
 				}
 				return nil
 			})
@@ -217,11 +219,11 @@ func TestClosingAForwarderEndsItsWait(t *testing.T) {
 	body := []byte(`{"model":"m","input":"` + strings.Repeat("x", 100<<10) + `"}`)
 	release := make(chan struct{})
 	defer close(release)
-	a := NewArrivingBody(Operation{Kind: KindResponses, Family: FamilyA}, len(body))
+	a := NewArrivingBody(protocols.Operation{Kind: protocols.KindResponses, Family: protocols.FamilyA}, len(body))
 	src := trickle(body, 3, 10, release, nil)
 	_, ok := a.ReadUntilModel(src)
 	require.True(t, ok)
-	a.FinishWhileForwarding(src, func(*ParsedRequest) *APIError { return nil })
+	a.FinishWhileForwarding(src, func(*protocols.ParsedRequest) *protocols.APIError { return nil })
 	f := a.Forward("up", 0)
 	out := forwardAll(f)
 	out.settle(t, len(body)-5<<10)
@@ -243,7 +245,7 @@ func patienceForTest(t *testing.T, stall time.Duration, minRate int) {
 
 func TestAForwarderGivesUpOnAClientTooSlowToWaitFor(t *testing.T) {
 	body := []byte(`{"model":"m","input":"` + strings.Repeat("x", 200<<10) + `"}`)
-	op := Operation{Kind: KindResponses, Family: FamilyA}
+	op := protocols.Operation{Kind: protocols.KindResponses, Family: protocols.FamilyA}
 
 	t.Run("no byte for the stall limit", func(t *testing.T) {
 		patienceForTest(t, 150*time.Millisecond, 1<<30)
@@ -252,7 +254,7 @@ func TestAForwarderGivesUpOnAClientTooSlowToWaitFor(t *testing.T) {
 		src := trickle(body, 4, 1000, release, nil)
 		_, ok := a.ReadUntilModel(src)
 		require.True(t, ok)
-		a.FinishWhileForwarding(src, func(*ParsedRequest) *APIError { return nil })
+		a.FinishWhileForwarding(src, func(*protocols.ParsedRequest) *protocols.APIError { return nil })
 		f := a.Forward("up", 0)
 		out := forwardAll(f)
 		select {
@@ -267,7 +269,7 @@ func TestAForwarderGivesUpOnAClientTooSlowToWaitFor(t *testing.T) {
 		close(release)
 		parsed, apiErr := a.Wait()
 		require.Nil(t, apiErr)
-		assert.Equal(t, "m", parsed.get(fieldModel).Str)
+		assert.Equal(t, "m", modelIn(parsed))
 	})
 
 	t.Run("bytes keep coming, too slowly for the body's length", func(t *testing.T) {
@@ -290,7 +292,7 @@ func TestAForwarderGivesUpOnAClientTooSlowToWaitFor(t *testing.T) {
 		a := NewArrivingBody(op, len(body))
 		_, ok := a.ReadUntilModel(pr)
 		require.True(t, ok)
-		a.FinishWhileForwarding(pr, func(*ParsedRequest) *APIError { return nil })
+		a.FinishWhileForwarding(pr, func(*protocols.ParsedRequest) *protocols.APIError { return nil })
 		f := a.Forward("up", 0)
 		begun := time.Now()
 		out := forwardAll(f)
@@ -303,4 +305,21 @@ func TestAForwarderGivesUpOnAClientTooSlowToWaitFor(t *testing.T) {
 		assert.Less(t, time.Since(begun), 4*time.Second)
 		assert.Greater(t, time.Since(begun), time.Second, "gave up before the body's time was up")
 	})
+}
+
+// prepareRequestBody is ParsedRequest.Upstream for a body not parsed yet, joined into
+// one slice.
+func prepareRequestBody(op protocols.Operation, body []byte, upstreamModel string) (out []byte, injectedUsage bool) {
+	p, err := protocols.ParseRequest(op.Family, body)
+	if err != nil {
+		return body, false
+	}
+	up, injected := p.Upstream(op, upstreamModel, 0)
+	return up.Bytes(), injected
+}
+
+// modelIn is the model a parsed body names.
+func modelIn(p *protocols.ParsedRequest) string {
+	m, _ := p.Model(protocols.FamilyA)
+	return m
 }

@@ -1,8 +1,6 @@
-package protocols
+package relay
 
 import (
-	"errors"
-	"net/http"
 	"sync"
 	"time"
 )
@@ -25,9 +23,6 @@ type BodyMemory struct {
 // gets ErrBodyMemory: long enough to ride out a burst, short enough that a client is not
 // left hanging on a gateway that is full.
 const DefaultBodyMemoryWait = time.Second
-
-// ErrNoBodyMemory is ReadBoundedWithin's error for a body the ceiling had no room for.
-var ErrNoBodyMemory = errors.New("the gateway's body memory is full")
 
 // NewBodyMemory is a ceiling of limit bytes, whose bodies wait up to wait for room.
 func NewBodyMemory(limit int64, wait time.Duration) *BodyMemory {
@@ -96,15 +91,3 @@ func (m *BodyMemory) Held() int64 {
 
 // Limit is the ceiling in bytes.
 func (m *BodyMemory) Limit() int64 { return m.limit }
-
-// CodeBodyMemoryFull is the code of ErrBodyMemory.
-const CodeBodyMemoryFull = "gateway_busy"
-
-// ErrBodyMemory is the 503 for a body the gateway has no memory for right now: too many
-// bodies are being received at once. It passes soon, so clients are told to retry.
-func ErrBodyMemory(f Family) *APIError {
-	e := Errorf(f, http.StatusServiceUnavailable, CodeBodyMemoryFull,
-		"the gateway is receiving as many request bodies as it can hold; retry shortly")
-	e.RetryAfter = 1
-	return e
-}

@@ -1,4 +1,4 @@
-package protocols
+package relay
 
 import (
 	"math/bits"

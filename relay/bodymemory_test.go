@@ -1,4 +1,4 @@
-package protocols
+package relay
 
 import (
 	"bytes"
@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard-gw/switchyard/protocols"
 )
 
 func TestTheCeilingGivesWhatItHasAndWaitsForTheRest(t *testing.T) {
@@ -83,28 +85,28 @@ func TestTheCeilingHoldsUnderConcurrentBodies(t *testing.T) {
 func TestABodyThatPromisesMuchTakesMemoryOnlyForWhatArrives(t *testing.T) {
 	// 10 bytes that claim to be 8 MiB are read within a ceiling of 100 KiB.
 	m := NewBodyMemory(100<<10, 0)
-	body, held, err := ReadBoundedWithin(strings.NewReader(`{"a":"b"}`), 8<<20, 32<<20, m)
+	body, held, err := protocols.ReadBoundedWithin(strings.NewReader(`{"a":"b"}`), 8<<20, 32<<20, m)
 	require.NoError(t, err)
 	assert.Equal(t, `{"a":"b"}`, string(body))
-	assert.LessOrEqual(t, held, int64(firstBodyBuffer))
+	assert.LessOrEqual(t, held, int64(protocols.FirstBodyBuffer))
 	m.Give(held)
 
 	// A body without a length grows by doubling to its end, and takes each buffer from the
 	// ceiling first: one that outgrows the ceiling is refused and gives back what it held.
 	big := bytes.Repeat([]byte("x"), 300<<10)
-	body, held, err = ReadBoundedWithin(bytes.NewReader(big), -1, 32<<20, NewBodyMemory(1<<20, 0))
+	body, held, err = protocols.ReadBoundedWithin(bytes.NewReader(big), -1, 32<<20, NewBodyMemory(1<<20, 0))
 	require.NoError(t, err)
 	assert.Equal(t, big, body)
 	assert.Equal(t, int64(512<<10), held)
-	_, held, err = ReadBoundedWithin(bytes.NewReader(big), -1, 32<<20, m)
-	assert.ErrorIs(t, err, ErrNoBodyMemory)
+	_, held, err = protocols.ReadBoundedWithin(bytes.NewReader(big), -1, 32<<20, m)
+	assert.ErrorIs(t, err, protocols.ErrNoBodyMemory)
 	assert.Zero(t, held)
 	assert.Zero(t, m.Held(), "a refused body kept its bytes")
 }
 
 func TestAnArrivingBodyGrowsWithWhatArrivesUpToItsLength(t *testing.T) {
 	recycled := watchRecycling(t)
-	op := Operation{Kind: KindResponses, Family: FamilyA}
+	op := protocols.Operation{Kind: protocols.KindResponses, Family: protocols.FamilyA}
 	body := []byte(`{"model":"m-early","input":"` + strings.Repeat("y", 300<<10) + `"}`)
 	m := NewBodyMemory(1<<30, 0)
 	// Sixteen times its length is promised; nothing past the first buffer is taken
@@ -112,7 +114,7 @@ func TestAnArrivingBodyGrowsWithWhatArrivesUpToItsLength(t *testing.T) {
 	promised := 16 * len(body)
 	a, apiErr := NewArrivingBodyWithin(op, promised, m)
 	require.Nil(t, apiErr)
-	assert.Equal(t, int64(firstBodyBuffer), m.Held())
+	assert.Equal(t, int64(protocols.FirstBodyBuffer), m.Held())
 	a.Release(false)
 	assert.Zero(t, m.Held())
 
@@ -122,7 +124,7 @@ func TestAnArrivingBodyGrowsWithWhatArrivesUpToItsLength(t *testing.T) {
 	src := bytes.NewReader(body)
 	model, ok := a.ReadUntilModel(src)
 	require.True(t, ok)
-	assert.Equal(t, int64(firstBodyBuffer), m.Held(), "grown before the bytes came")
+	assert.Equal(t, int64(protocols.FirstBodyBuffer), m.Held(), "grown before the bytes came")
 	parsed, apiErr := a.Finish(src)
 	require.Nil(t, apiErr)
 	assert.Equal(t, string(body), string(parsed.Body))
@@ -139,7 +141,7 @@ func TestAnArrivingBodyGrowsWithWhatArrivesUpToItsLength(t *testing.T) {
 }
 
 func TestAnArrivingBodyThatCannotGrowIsRefusedAndGivesItsMemoryBack(t *testing.T) {
-	op := Operation{Kind: KindMessages, Family: FamilyB}
+	op := protocols.Operation{Kind: protocols.KindMessages, Family: protocols.FamilyB}
 	body := []byte(`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"` + strings.Repeat("y", 300<<10) + `"}]}`)
 	m := NewBodyMemory(200<<10, 0)
 	a, apiErr := NewArrivingBodyWithin(op, len(body), m)
@@ -151,7 +153,7 @@ func TestAnArrivingBodyThatCannotGrowIsRefusedAndGivesItsMemoryBack(t *testing.T
 	require.NotNil(t, apiErr)
 	assert.Equal(t, http.StatusServiceUnavailable, apiErr.Status)
 	assert.Equal(t, 1, apiErr.RetryAfter)
-	assert.Equal(t, FamilyB, apiErr.Family)
+	assert.Equal(t, protocols.FamilyB, apiErr.Family)
 	f := a.Forward("up", 0)
 	_, err := io.ReadAll(f)
 	assert.ErrorIs(t, err, ErrBodyRefused)

@@ -1,4 +1,4 @@
-package protocols
+package relay
 
 import (
 	"io"
@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard-gw/switchyard/protocols"
 )
 
 func TestBodyBuffersAreAtMostAQuarterLargerThanAsked(t *testing.T) {
@@ -70,9 +72,9 @@ func watchRecycling(t *testing.T) func() int {
 // let go of it, so that the test's own Release or Close is the last one: what it gives
 // back, it gives back before it returns. model is what ReadUntilModel gave, a view into
 // the buffer as long as the buffer lasts.
-func arrivedWhole(t *testing.T, body []byte, check func(*ParsedRequest) *APIError) (a *ArrivingBody, model string, _ *ParsedRequest, _ *APIError) {
+func arrivedWhole(t *testing.T, body []byte, check func(*protocols.ParsedRequest) *protocols.APIError) (a *ArrivingBody, model string, _ *protocols.ParsedRequest, _ *protocols.APIError) {
 	t.Helper()
-	a = NewArrivingBody(Operation{Kind: KindResponses, Family: FamilyA}, len(body))
+	a = NewArrivingBody(protocols.Operation{Kind: protocols.KindResponses, Family: protocols.FamilyA}, len(body))
 	src := trickle(body, uint64(len(body)), 0, nil, nil)
 	model, ok := a.ReadUntilModel(src)
 	require.True(t, ok)
@@ -93,7 +95,7 @@ func readingOver(t *testing.T, a *ArrivingBody) {
 func TestABodyBufferServesAgainOnlyOnceNothingReadsIt(t *testing.T) {
 	recycled := watchRecycling(t)
 	body := []byte(`{"model":"m","input":"` + strings.Repeat("y", 200<<10) + `"}`)
-	want, _ := PrepareRequestBody(Operation{Kind: KindResponses, Family: FamilyA}, body, "up")
+	want, _ := prepareRequestBody(protocols.Operation{Kind: protocols.KindResponses, Family: protocols.FamilyA}, body, "up")
 
 	t.Run("held by each upstream body until it is closed", func(t *testing.T) {
 		before := recycled()
@@ -154,7 +156,9 @@ func TestABodyBufferServesAgainOnlyOnceNothingReadsIt(t *testing.T) {
 
 	t.Run("not when the checks after the scan refused it", func(t *testing.T) {
 		before := recycled()
-		a, _, _, err := arrivedWhole(t, body, func(*ParsedRequest) *APIError { return ErrBodyUnreadable(FamilyA) })
+		a, _, _, err := arrivedWhole(t, body, func(*protocols.ParsedRequest) *protocols.APIError {
+			return protocols.ErrBodyUnreadable(protocols.FamilyA)
+		})
 		require.NotNil(t, err)
 		f := a.Forward("up", 0)
 		a.Release(true)
@@ -166,7 +170,7 @@ func TestABodyBufferServesAgainOnlyOnceNothingReadsIt(t *testing.T) {
 func TestClosingAnUpstreamBodyWaitsForTheReadUnderWay(t *testing.T) {
 	recycled := watchRecycling(t)
 	body := []byte(`{"model":"m","input":"` + strings.Repeat("z", 300<<10) + `"}`)
-	want, _ := PrepareRequestBody(Operation{Kind: KindResponses, Family: FamilyA}, body, "up")
+	want, _ := prepareRequestBody(protocols.Operation{Kind: protocols.KindResponses, Family: protocols.FamilyA}, body, "up")
 	for round := range 50 {
 		before := recycled()
 		a, _, parsed, err := arrivedWhole(t, body, nil)

@@ -1,13 +1,13 @@
-package protocols
+package relay
 
 import (
-	"bytes"
 	"errors"
 	"io"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
+
+	"github.com/switchyard-gw/switchyard/protocols"
 )
 
 // ForwardWhileArrivingMin is the smallest declared body the gateway starts forwarding
@@ -27,7 +27,8 @@ var (
 
 // ArrivingBody is a request body that the gateway forwards while it is still coming in.
 // It is read into a buffer that starts small and doubles as bytes arrive (up to its
-// Content-Length), and is checked as it arrives by the scanner every body gets. Each attempt on a candidate takes its own Forwarder, which gives
+// Content-Length), and is checked as it arrives by the scan every body gets
+// (protocols.BodyScan). Each attempt on a candidate takes its own Forwarder, which gives
 // the bytes known good so far, with the candidate's model spliced in, and the rest only
 // once the whole body has passed every check. Until then the upstream holds a request it
 // cannot act on: it lacks at least the object's closing brace. A body that fails ends the
@@ -41,7 +42,7 @@ var (
 // buffer is left to the collector. So is every buffer the body outgrew: the scanner's
 // state and the strings read from it may still point into one.
 type ArrivingBody struct {
-	op       Operation
+	op       protocols.Operation
 	declared int     // the body's length as Content-Length gave it
 	buf      []byte  // at most the declared length and one byte more, to see the end
 	pooled   *[]byte // buf's pool entry
@@ -52,7 +53,7 @@ type ArrivingBody struct {
 	charged  int64 // what buf and the buffers it outgrew took from mem
 	holders  atomic.Int32
 	reuse    atomic.Bool // the handler left no view into buf behind
-	reader   requestReader
+	scan     *protocols.BodyScan
 	// Only the reading goroutine touches these: how much of the body the scanner has
 	// been given, and whether reading is over.
 	fedAt int
@@ -66,11 +67,15 @@ type ArrivingBody struct {
 	arrived int
 	safe    int // buf[:safe] is known to begin a good body, short of its closing brace
 	state   arrivalState
-	err     *APIError
-	parsed  *ParsedRequest
+	err     *protocols.APIError
+	parsed  *protocols.ParsedRequest
 	changed chan struct{} // closed, and replaced, at every change of the above
-	onGood  []func(*ParsedRequest)
+	onGood  []func(*protocols.ParsedRequest)
 	done    chan struct{} // closed once the body has been read and judged
+	// readingOn is set while a goroutine of its own reads the body; passed is the whole
+	// body once Finish or Wait gave it.
+	readingOn atomic.Bool
+	passed    atomic.Pointer[protocols.ParsedRequest]
 }
 
 type arrivalState uint8
@@ -83,26 +88,26 @@ const (
 
 // NewArrivingBody prepares to read a body of declared bytes for op, with no ceiling on
 // its memory.
-func NewArrivingBody(op Operation, declared int) *ArrivingBody {
+func NewArrivingBody(op protocols.Operation, declared int) *ArrivingBody {
 	a, _ := NewArrivingBodyWithin(op, declared, nil)
 	return a
 }
 
 // NewArrivingBodyWithin prepares to read a body of declared bytes for op, whose buffers
-// are taken from mem. It is ErrBodyMemory when mem has no room for the first buffer;
+// are taken from mem. It is protocols.ErrBodyMemory when mem has no room for the first buffer;
 // the body is given back to mem once its last holder lets go.
-func NewArrivingBodyWithin(op Operation, declared int, mem *BodyMemory) (*ArrivingBody, *APIError) {
-	size := min(declared+1, firstBodyBuffer)
+func NewArrivingBodyWithin(op protocols.Operation, declared int, mem *BodyMemory) (*ArrivingBody, *protocols.APIError) {
+	size := min(declared+1, protocols.FirstBodyBuffer)
 	charge := int64(bodyBufferSize(size))
 	if !mem.Take(charge) {
-		return nil, ErrBodyMemory(op.Family)
+		return nil, protocols.ErrBodyMemory(op.Family)
 	}
 	now := time.Now()
 	pooled := takeBodyBuffer(size)
 	a := &ArrivingBody{op: op, declared: declared, buf: *pooled, pooled: pooled, mem: mem, charged: charge,
 		start: now, lastAt: now, changed: make(chan struct{}), done: make(chan struct{})}
 	a.holders.Store(1)
-	a.reader = requestReader{family: op.Family, p: &ParsedRequest{}}
+	a.scan = protocols.NewBodyScan(op.Family)
 	return a, nil
 }
 
@@ -111,6 +116,9 @@ func NewArrivingBodyWithin(op Operation, declared int, mem *BodyMemory) (*Arrivi
 // written) points into the body: only then may its buffer serve another request, once
 // the upstream bodies made from it are closed too.
 func (a *ArrivingBody) Release(reusable bool) {
+	if a.readingOn.Load() {
+		<-a.done // the reader given to FinishWhileForwarding is its caller's again
+	}
 	a.reuse.Store(reusable)
 	a.release()
 }
@@ -139,7 +147,7 @@ func (a *ArrivingBody) release() {
 	if good && a.reuse.Load() {
 		// A reader that should not be left would now see no body rather than another
 		// client's bytes (and the race detector would name it in tests).
-		a.reader.p.Body, a.buf = nil, nil
+		a.parsed.Body, a.buf = nil, nil
 		recycleBodyBuffers(append(a.outgrown, a.pooled)...)
 	}
 	a.mem.Give(a.charged)
@@ -171,10 +179,10 @@ func (a *ArrivingBody) grow() bool {
 // returns it. ok is false when the body ended (or failed) first: then Finish gives the
 // verdict on what was read.
 func (a *ArrivingBody) ReadUntilModel(r io.Reader) (model string, ok bool) {
-	for !a.ended && !a.reader.doomed {
-		if m := a.reader.p.at[fieldModel].in(a.buf); m.Index > 0 && m.Raw != "" && m.Raw[0] == '"' {
-			a.modelAt, a.modelEnd = m.Index, m.Index+len(m.Raw)
-			return m.Str, true
+	for !a.ended && !a.scan.Doomed() {
+		if m, at, end, ok := a.scan.Model(a.buf); ok {
+			a.modelAt, a.modelEnd = at, end
+			return m, true
 		}
 		a.readOnce(r)
 	}
@@ -183,19 +191,23 @@ func (a *ArrivingBody) ReadUntilModel(r io.Reader) (model string, ok bool) {
 
 // Finish reads the rest of the body from r where the caller waits, and gives the verdict
 // of the scan; the caller runs the other checks itself.
-func (a *ArrivingBody) Finish(r io.Reader) (*ParsedRequest, *APIError) {
+func (a *ArrivingBody) Finish(r io.Reader) (*protocols.ParsedRequest, *protocols.APIError) {
 	for !a.ended {
 		a.readOnce(r)
 	}
 	a.judge(nil)
+	if a.err == nil {
+		a.passed.Store(a.parsed)
+	}
 	return a.parsed, a.err
 }
 
 // FinishWhileForwarding reads the rest of the body from r on a goroutine of its own; once
 // it is all there and scanned, check (the checks a whole body gets after its scan)
 // decides whether it is good. The caller must Wait before it lets go of r.
-func (a *ArrivingBody) FinishWhileForwarding(r io.Reader, check func(*ParsedRequest) *APIError) {
+func (a *ArrivingBody) FinishWhileForwarding(r io.Reader, check func(*protocols.ParsedRequest) *protocols.APIError) {
 	a.hold() // the handler holds it still
+	a.readingOn.Store(true)
 	go func() {
 		defer a.release()
 		for !a.ended {
@@ -207,7 +219,7 @@ func (a *ArrivingBody) FinishWhileForwarding(r io.Reader, check func(*ParsedRequ
 
 // judge publishes the verdict on a body read to its end, runs the callbacks of a good one,
 // and lets Wait return.
-func (a *ArrivingBody) judge(check func(*ParsedRequest) *APIError) {
+func (a *ArrivingBody) judge(check func(*protocols.ParsedRequest) *protocols.APIError) {
 	defer close(a.done)
 	a.mu.Lock()
 	bad := a.state == arrivedBad
@@ -238,7 +250,7 @@ func (a *ArrivingBody) readOnce(r io.Reader) {
 	declared := a.declared
 	if a.arrived == len(a.buf) && !a.grow() {
 		a.ended = true
-		a.fail(ErrBodyMemory(a.op.Family))
+		a.fail(protocols.ErrBodyMemory(a.op.Family))
 		return
 	}
 	n, err := r.Read(a.buf[a.arrived:])
@@ -247,15 +259,15 @@ func (a *ArrivingBody) readOnce(r io.Reader) {
 		// A client that stopped sending or too slow (408), or one that sent more than
 		// Content-Length said (net/http never lets that happen).
 		a.ended = true
-		a.fail(ErrBodyRead(a.op.Family, err))
+		a.fail(protocols.ErrBodyRead(a.op.Family, err))
 		return
 	}
 	final := arrived == declared
 	// The scanner reads a token cut at the end again: it is given more only once there is
 	// at least as much new as it would read again, so a body that arrives a byte at a time
 	// costs a bounded number of passes over it.
-	if final || arrived-a.fedAt >= max(4<<10, a.fedAt-a.reader.scanner.i) {
-		_, bad := a.reader.read(a.buf[:arrived], final)
+	if final || arrived-a.fedAt >= max(4<<10, a.fedAt-a.scan.Resumes()) {
+		parsed, bad := a.scan.Read(a.buf[:arrived], final)
 		a.fedAt = arrived
 		if final {
 			a.ended = true
@@ -263,17 +275,17 @@ func (a *ArrivingBody) readOnce(r io.Reader) {
 				a.fail(bad)
 				return
 			}
-			a.parsed = a.reader.p
+			a.parsed = parsed
 		}
 	}
-	a.publish(arrived, a.reader.scanner.safe, stillArriving, nil)
+	a.publish(arrived, a.scan.Safe(), stillArriving, nil)
 }
 
 // fail ends the body with the client's error; nothing more of it is forwarded.
-func (a *ArrivingBody) fail(err *APIError) { a.publish(a.arrived, a.safe, arrivedBad, err) }
+func (a *ArrivingBody) fail(err *protocols.APIError) { a.publish(a.arrived, a.safe, arrivedBad, err) }
 
 // publish records progress for the forwarders and wakes them.
-func (a *ArrivingBody) publish(arrived, safe int, state arrivalState, err *APIError) {
+func (a *ArrivingBody) publish(arrived, safe int, state arrivalState, err *protocols.APIError) {
 	a.mu.Lock()
 	if arrived > a.arrived {
 		a.lastAt = time.Now()
@@ -293,7 +305,7 @@ func (a *ArrivingBody) notify() {
 
 // WhenGood calls f with the whole body once it has passed every check, at once if it
 // already has; never for a body that fails.
-func (a *ArrivingBody) WhenGood(f func(*ParsedRequest)) {
+func (a *ArrivingBody) WhenGood(f func(*protocols.ParsedRequest)) {
 	a.mu.Lock()
 	if a.state == arrivedGood {
 		a.mu.Unlock()
@@ -305,13 +317,16 @@ func (a *ArrivingBody) WhenGood(f func(*ParsedRequest)) {
 }
 
 // Wait blocks until the whole body has been read and judged, and gives the verdict.
-func (a *ArrivingBody) Wait() (*ParsedRequest, *APIError) {
+func (a *ArrivingBody) Wait() (*protocols.ParsedRequest, *protocols.APIError) {
 	<-a.done
+	if a.err == nil {
+		a.passed.Store(a.parsed)
+	}
 	return a.parsed, a.err
 }
 
 // Failed is the body's error once it is known to be bad, without waiting.
-func (a *ArrivingBody) Failed() *APIError {
+func (a *ArrivingBody) Failed() *protocols.APIError {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.state == arrivedBad {
@@ -329,7 +344,7 @@ type Forwarder struct {
 	modelAt, end  int    // where the client's model value lies in the body
 	sent          int    // bytes given so far
 	length        int64
-	rest          *partsReader // the rest of the whole body's upstream form, once it passed
+	rest          *protocols.SpliceReader // the rest of the whole body's upstream form, once it passed
 	injectedUsage bool
 	giveUpAt      time.Time // the latest the body may be whole, at the client's slowest
 	wholeAgain    atomic.Bool
@@ -358,15 +373,15 @@ var (
 // Upstream makes of the whole request. It must only be called after ReadUntilModel
 // found the model.
 func (a *ArrivingBody) Forward(upstreamModel string, declaredCap int64) *Forwarder {
-	f := &Forwarder{a: a, upstreamModel: upstreamModel, declaredCap: declaredCap, value: AppendJSONString(nil, upstreamModel),
+	f := &Forwarder{a: a, upstreamModel: upstreamModel, declaredCap: declaredCap, value: protocols.AppendJSONString(nil, upstreamModel),
 		modelAt: a.modelAt, end: a.modelEnd, closed: make(chan struct{}), hold: a.newHold()}
 	f.giveUpAt = a.start.Add(forwardStall + time.Duration(a.declared)*time.Second/time.Duration(forwardMinRate))
 	f.length = -1
 	// A chat stream's request for usage changes a body's length, and so does the declared
 	// cap a Family A generation without one gets (Family B's max_tokens is required); any
 	// other body is the client's bytes with the model replaced.
-	mayGetCap := declaredCap > 0 && a.op.Generates() && a.op.Family == FamilyA
-	if a.op.Kind != KindChat && !mayGetCap {
+	mayGetCap := declaredCap > 0 && a.op.Generates() && a.op.Family == protocols.FamilyA
+	if a.op.Kind != protocols.KindChat && !mayGetCap {
 		f.length = int64(a.declared - (f.end - f.modelAt) + len(f.value))
 	}
 	return f
@@ -401,7 +416,7 @@ func (f *Forwarder) readHeld(p []byte) (int, error) {
 	for {
 		if f.rest != nil {
 			n, err := f.rest.Read(p)
-			if err == io.EOF || f.rest.empty() {
+			if err == io.EOF || f.rest.Empty() {
 				f.delivered.Store(true)
 			}
 			return n, err
@@ -475,52 +490,13 @@ func (f *Forwarder) takeWhole() error {
 		return ErrBodyRewritten
 	}
 	f.injectedUsage = injected
-	r := whole.Reader().(*partsReader)
-	r.skip(f.sent)
-	f.rest = r
+	f.rest = whole.ReaderAfter(f.sent)
 	return nil
 }
 
 // sentBegins reports whether the bytes sent are the beginning of whole.
-func (f *Forwarder) sentBegins(whole Splice) bool {
-	if f.sent > whole.Len() {
-		return false
-	}
-	sent := f.parts(f.a.buf, len(f.a.buf)) // the whole body is in: buf grows no more
-	w := whole.parts
-	// The usual case: the client's own bytes around the same model, sent no further than
-	// the whole body's next change (the output cap it may add in place of the brace).
-	if sameBytes(sent[0], w[0]) && bytes.Equal(sent[1], w[1]) && sameStart(sent[2], w[2]) &&
-		f.sent <= len(w[0])+len(w[1])+len(w[2]) {
-		return true
-	}
-	a := &partsReader{parts: [5][]byte{sent[0], sent[1], sent[2]}}
-	b := &partsReader{parts: w}
-	var x, y [4 << 10]byte
-	for left := f.sent; left > 0; {
-		n := min(left, len(x))
-		if _, err := io.ReadFull(a, x[:n]); err != nil {
-			return false
-		}
-		if _, err := io.ReadFull(b, y[:n]); err != nil {
-			return false
-		}
-		if !bytes.Equal(x[:n], y[:n]) {
-			return false
-		}
-		left -= n
-	}
-	return true
-}
-
-// sameStart reports whether a and b begin at the same byte of memory.
-func sameStart(a, b []byte) bool {
-	return len(a) > 0 && len(b) > 0 && unsafe.SliceData(a) == unsafe.SliceData(b)
-}
-
-// sameBytes reports whether a and b are the same bytes of memory.
-func sameBytes(a, b []byte) bool {
-	return len(a) == len(b) && (len(a) == 0 || unsafe.SliceData(a) == unsafe.SliceData(b))
+func (f *Forwarder) sentBegins(whole protocols.Splice) bool {
+	return whole.Begins(f.parts(f.a.buf, len(f.a.buf)), f.sent) // the whole body is in: buf grows no more
 }
 
 // Hold makes r, a reader of the body's buffer (the whole body's upstream form), an
