@@ -45,8 +45,9 @@ type EventStream struct {
 	off int    // start of the first unconsumed byte in buf
 	// probe is what a wait for the upstream reads into while nothing is held.
 	probe [1]byte
-	// overflowed is set once an event exceeded MaxEventSize.
-	overflowed bool
+	// overflowed is set once an event exceeded MaxEventSize; broken once an unreadable
+	// event was kept from the client.
+	overflowed, broken bool
 
 	// chunkHead lets a chat stream's chunks skip what they repeat.
 	chunkHead chunkHead
@@ -187,6 +188,18 @@ func (s *EventStream) Next() (Event, bool) {
 // Overflowed reports an event over MaxEventSize: the stream cannot go on.
 func (s *EventStream) Overflowed() bool { return s.overflowed }
 
+// Unreadable reports an event whose data is neither one JSON object nor the [DONE]
+// marker: the shape cannot find its model to splice or read its usage, so whatever it
+// holds (the upstream's model name, say) would reach the client as the upstream wrote it.
+// It is the candidate's failure.
+func (s *EventStream) Unreadable(ev Event) bool {
+	return len(ev.Data) > 0 && string(ev.Data) != "[DONE]" && !ValidJSONObject(ev.Data)
+}
+
+// Broken reports that an unreadable event came, and was kept from the client: the stream
+// must end there.
+func (s *EventStream) Broken() bool { return s.broken }
+
 // Unterminated returns, once the upstream has ended, the last event if the upstream ended
 // it without a blank line, so that it is observed and passed on exactly as sent.
 func (s *EventStream) Unterminated() (Event, bool) {
@@ -274,13 +287,18 @@ func (s *EventStream) AppendRewritten(dst []byte, ev Event) (out []byte, keep bo
 		// Rare: parse the masked copy, whose slices stay valid for this call.
 		ev = parseEvent(s.scrub.ScrubSecrets(ev.Raw))
 	}
-	if len(ev.Data) == 0 || ev.Data[0] != '{' {
-		if string(ev.Data) == "[DONE]" {
-			// The stream's end: the last usage it reported is its final one.
-			s.Obs.Complete = true
-			s.Obs.UsageFinal = s.Obs.UsageReported
-		}
-		return append(dst, ev.Raw...), true // [DONE], comments, pings without data
+	switch {
+	case len(ev.Data) == 0:
+		return append(dst, ev.Raw...), true // comments, pings without data
+	case string(ev.Data) == "[DONE]":
+		// The stream's end: the last usage it reported is its final one.
+		s.Obs.Complete = true
+		s.Obs.UsageFinal = s.Obs.UsageReported
+		return append(dst, ev.Raw...), true
+	case s.Unreadable(ev):
+		// Neither spliced nor scrubbed as it should be: it never reaches the client.
+		s.broken = true
+		return dst, false
 	}
 	v := s.shape.event(s, ev)
 	switch {

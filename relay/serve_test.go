@@ -500,3 +500,37 @@ func TestJSONAnswerOverTheLimitFailsOver(t *testing.T) {
 	assert.Equal(t, routing.ReasonBadResponse, r.out.Attempts[0].Reason)
 	assert.Zero(t, r.rec.Body.Len())
 }
+
+// An upstream event that is not one JSON object cannot be spliced or scrubbed as the
+// shape would: it is the candidate's failure and never reaches the client as it came.
+func TestUnreadableEventsNeverReachTheClient(t *testing.T) {
+	first := "data: {\"id\":\"c1\",\"model\":\"" + hiddenModel + "\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\n"
+	for name, bad := range map[string]string{
+		"a doubled comma":  "data: {\"id\":\"c1\",,\"model\":\"" + hiddenModel + "\",\"choices\":[]}\n\n",
+		"text, not JSON":   "data: served by " + hiddenModel + "\n\n",
+		"a JSON array":     "data: [\"" + hiddenModel + "\"]\n\n",
+		"an unclosed tail": "data: {\"model\":\"" + hiddenModel + "\"",
+	} {
+		t.Run(name+": first event fails over", func(t *testing.T) {
+			r := serveRecorded(t, chatRequest(t, protocols.KindChat, streamedChat),
+				testUpstream(t, "bad", sseHandler(bad+chatStream(hiddenModel), false), routing.Timeouts{}),
+				testUpstream(t, "good", sseHandler(chatStream(hiddenModel), false), routing.Timeouts{}))
+			require.Nil(t, r.err)
+			assert.Equal(t, "good", r.out.Served.Candidate.Name)
+			assert.Equal(t, routing.ReasonBadResponse, r.out.Attempts[0].Reason)
+			assert.NotContains(t, r.rec.Body.String(), hiddenModel)
+		})
+		t.Run(name+": a later event ends the stream with the native error", func(t *testing.T) {
+			up := testUpstream(t, "bad", sseHandler(first+bad+chatStream(hiddenModel), false), routing.Timeouts{})
+			r := serveRecorded(t, chatRequest(t, protocols.KindChat, streamedChat), up)
+			require.Nil(t, r.err)
+			body := r.rec.Body.String()
+			assert.NotContains(t, body, hiddenModel, "the unreadable event reached the client")
+			assert.True(t, strings.HasPrefix(body, strings.Replace(first, hiddenModel, "svc", 1)))
+			assert.Contains(t, body, `"error"`)
+			assert.NotContains(t, body, "[DONE]", "nothing after the unreadable event is relayed")
+			assert.ErrorIs(t, r.out.StreamError, errUnreadableEvent)
+			assert.Equal(t, 1, r.finalized)
+		})
+	}
+}

@@ -89,6 +89,10 @@ func (a *attempt) relayStream(injectedUsage bool) bool {
 		a.att.Reason = routing.ReasonInBand
 		return false
 	}
+	if events.Unreadable(first) {
+		a.att.Reason = routing.ReasonBadResponse
+		return false
+	}
 
 	gone := a.ctx.Err() != nil
 	if gone {
@@ -110,23 +114,29 @@ func (a *attempt) relayStream(injectedUsage bool) bool {
 	var readErr error
 	readOn := 0 // bytes read after the client left
 	for {
-		for ev, ok := events.Next(); ok; ev, ok = events.Next() {
+		for ev, ok := events.Next(); ok && !events.Broken(); ev, ok = events.Next() {
 			pending, _ = events.AppendRewritten(pending, ev)
 		}
 		if events.Overflowed() && (readErr == nil || errors.Is(readErr, io.EOF)) {
 			readErr = errEventTooLarge
 		}
+		if events.Broken() && (readErr == nil || errors.Is(readErr, io.EOF)) {
+			readErr = errUnreadableEvent
+		}
 		if clock.clientLeft.Load() {
 			out.ClientGone = true
 		}
-		switch {
-		case readErr == nil:
-		case errors.Is(readErr, io.EOF):
+		if errors.Is(readErr, io.EOF) {
 			// An upstream that ends without a final blank line still sent its last event:
-			// it is observed, and passed on as it came.
+			// it is observed, and passed on as it came (unless it cannot be read).
 			if ev, ok := events.Unterminated(); ok {
-				pending, _ = events.AppendRewritten(pending, ev)
+				if pending, _ = events.AppendRewritten(pending, ev); events.Broken() {
+					readErr = errUnreadableEvent
+				}
 			}
+		}
+		switch {
+		case readErr == nil, errors.Is(readErr, io.EOF):
 		case out.ClientGone || a.ctx.Err() != nil:
 			out.ClientGone = true
 		default:
@@ -177,6 +187,8 @@ func (a *attempt) relayStream(injectedUsage bool) bool {
 }
 
 var errEventTooLarge = errors.New("upstream event exceeds the gateway's limit")
+
+var errUnreadableEvent = errors.New("upstream event is not one JSON object")
 
 var errIdle = errors.New("upstream idle for longer than the idle limit")
 
