@@ -52,7 +52,7 @@ func TestAKeyAtItsConcurrencyLimitCannotOpenAnotherBody(t *testing.T) {
 		if assert.NoError(c, err) {
 			assert.Equal(c, 429, r.Status)
 		}
-	}, waitShort, pollEvery, "the two slow bodies never held the key's slots")
+	}, waitLong, pollEvery, "the two slow bodies never held the key's slots")
 
 	for _, path := range []string{"/v1/chat/completions", "/v1/messages"} {
 		third := strings.Replace(body, "big-a", map[bool]string{true: "big-b", false: "big-a"}[path == "/v1/messages"], 1)
