@@ -72,21 +72,35 @@ type slowClient struct {
 
 func startSlowRequest(t *testing.T, g *gateway, path, body string, first int, headers ...string) *slowClient {
 	t.Helper()
+	return startSlowRequestAs(t, g, testKey, path, body, first, headers...)
+}
+
+// startSlowRequestAs sends the head of a request with key and the first bytes of its body,
+// and leaves the rest for finish.
+func startSlowRequestAs(t *testing.T, g *gateway, key, path, body string, first int, headers ...string) *slowClient {
+	t.Helper()
 	host := strings.TrimPrefix(g.base, "http://")
 	conn, err := net.Dial("tcp", host)
 	require.NoError(t, err)
 	t.Cleanup(func() { conn.Close() })
-	head := "POST " + path + " HTTP/1.1\r\nHost: " + host + "\r\nAuthorization: Bearer " + testKey +
-		"\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n"
+	_, err = io.WriteString(conn, rawRequestHead(host, key, path, len(body), headers...)+body[:first])
+	require.NoError(t, err)
+	return &slowClient{conn: conn, rest: body[first:]}
+}
+
+// rawRequestHead is an HTTP/1.1 request head for a body of length bytes, as the tests that
+// write to the connection themselves send it. The Host must name the gateway's site, or
+// Caddy answers with its empty default.
+func rawRequestHead(host, key, path string, length int, headers ...string) string {
+	head := "POST " + path + " HTTP/1.1\r\nHost: " + host + "\r\nAuthorization: Bearer " + key +
+		"\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(length) + "\r\n"
 	if strings.HasPrefix(path, "/v1/messages") {
 		head += "anthropic-version: 2023-06-01\r\n"
 	}
 	for i := 0; i+1 < len(headers); i += 2 {
 		head += headers[i] + ": " + headers[i+1] + "\r\n"
 	}
-	_, err = io.WriteString(conn, head+"\r\n"+body[:first])
-	require.NoError(t, err)
-	return &slowClient{conn: conn, rest: body[first:]}
+	return head + "\r\n"
 }
 
 func (c *slowClient) finish(t *testing.T) (int, string) {

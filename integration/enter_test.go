@@ -1,9 +1,6 @@
 package integration
 
 import (
-	"io"
-	"net"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,23 +11,6 @@ import (
 )
 
 const twoAtATimeKey = "sk-two-at-a-time-0123456789"
-
-// startSlowRequestAs is startSlowRequest with another key.
-func startSlowRequestAs(t *testing.T, g *gateway, key, path, body string, first int) *slowClient {
-	t.Helper()
-	host := strings.TrimPrefix(g.base, "http://")
-	conn, err := net.Dial("tcp", host)
-	require.NoError(t, err)
-	t.Cleanup(func() { conn.Close() })
-	head := "POST " + path + " HTTP/1.1\r\nHost: " + host + "\r\nAuthorization: Bearer " + key +
-		"\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n"
-	if strings.HasPrefix(path, "/v1/messages") {
-		head += "anthropic-version: 2023-06-01\r\n"
-	}
-	_, err = io.WriteString(conn, head+"\r\n"+body[:first])
-	require.NoError(t, err)
-	return &slowClient{conn: conn, rest: body[first:]}
-}
 
 // A key limited to 2 requests at a time holds two slow large bodies open: a third of
 // its requests is refused at once, before any of its body is read (the client still

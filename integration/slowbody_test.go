@@ -78,9 +78,7 @@ func partialUpload(base, key, model string, declared, sendNow int, trickle time.
 		return 0, 0, err
 	}
 	defer conn.Close()
-	// The Host must name the site, or Caddy answers with its empty default.
-	head := "POST /v1/chat/completions HTTP/1.1\r\nHost: " + host + "\r\nAuthorization: Bearer " + key +
-		"\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(declared) + "\r\n\r\n"
+	head := rawRequestHead(host, key, "/v1/chat/completions", declared)
 	body := `{"model":"` + model + `","messages":[{"role":"user","content":"` + strings.Repeat("x", sendNow)
 	answered := make(chan int, 1)
 	go func() {

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -293,9 +292,7 @@ func soakUploader(base string, i int, stats *soakStats) {
 			stats.note("upload aborted", 0, "", err.Error())
 			return
 		}
-		head := "POST /v1/chat/completions HTTP/1.1\r\nHost: " + strings.TrimPrefix(base, "http://") +
-			"\r\nAuthorization: Bearer " + testKey + "\r\nContent-Type: application/json\r\nContent-Length: " +
-			strconv.Itoa(declared) + "\r\n\r\n"
+		head := rawRequestHead(strings.TrimPrefix(base, "http://"), testKey, "/v1/chat/completions", declared)
 		_, _ = conn.Write([]byte(head + `{"model":"soak","messages":[{"role":"user","content":"` + strings.Repeat("x", sent)))
 		conn.Close()
 		stats.note("upload aborted", 0, "", "")
