@@ -27,6 +27,38 @@ type attemptClock struct {
 	// stream's headers came; clientLeft once the client went away after either: then only
 	// the grace for reading on counts.
 	committed, streaming, clientLeft atomic.Bool
+	// due is when the limit before the first byte runs out (Unix nanoseconds), and
+	// byDeadline whether that is the request's deadline rather than the candidate's own
+	// limit.
+	due        atomic.Int64
+	byDeadline atomic.Bool
+}
+
+// limitFirstByte sets the limit before the answer's first byte to d from now, or to the
+// request's deadline when that comes first.
+func (c *attemptClock) limitFirstByte(d time.Duration, dl *deadline) {
+	now := time.Now()
+	left, ok := dl.left(now)
+	byDeadline := ok && left < d
+	if byDeadline {
+		d = max(left, 0)
+	}
+	c.byDeadline.Store(byDeadline)
+	c.due.Store(now.Add(d).UnixNano())
+	c.timer.Reset(d)
+}
+
+// limitFirstEvent gives a stream whose headers came d for its first event, within what
+// the limit before the first byte leaves. Once the client has left, only the grace for
+// reading on counts.
+func (c *attemptClock) limitFirstEvent(d time.Duration, dl *deadline) {
+	if c.clientLeft.Load() {
+		return
+	}
+	if left := time.Until(time.Unix(0, c.due.Load())); left < d {
+		return // the limit already running is the shorter
+	}
+	c.limitFirstByte(d, dl)
 }
 
 func startClock(firstByte, idle time.Duration, cancel context.CancelFunc) *attemptClock {
@@ -58,6 +90,15 @@ func (c *attemptClock) stop() { c.timer.Stop() }
 
 // run makes the attempt and reports whether it committed an answer to the client.
 func (a *attempt) run() bool {
+	committed := a.runOnce()
+	if a.att.Reason == routing.ReasonTimeout && a.clock.byDeadline.Load() {
+		// The request's deadline, not the candidate's own limit, ended it.
+		a.att.Reason = routing.ReasonDeadline
+	}
+	return committed
+}
+
+func (a *attempt) runOnce() bool {
 	if committed := a.send(); committed || !a.again {
 		return committed
 	}
@@ -108,7 +149,7 @@ func (a *attempt) send() bool {
 	clock := a.clock
 	req.Body.whenPassed(func(p *protocols.ParsedRequest) {
 		if !ended.Load() {
-			clock.timer.Reset(firstByteLimit(cand, p.Streamed()))
+			clock.limitFirstByte(firstByteLimit(cand, p.Streamed()), a.deadline)
 		}
 	})
 	defer a.clock.stop()
@@ -242,6 +283,8 @@ type attempt struct {
 	out   *Outcome
 	att   *Attempt  // this attempt's record in out.Attempts
 	start time.Time // when Serve started, for time to first byte
+	// deadline is the request's, shared by all its attempts.
+	deadline *deadline
 
 	// Set as the attempt runs.
 	clock *attemptClock
@@ -326,6 +369,13 @@ func firstByteLimit(c *routing.Candidate, streamed bool) time.Duration {
 		return c.Timeouts.Header
 	}
 	return DefaultHeaderTimeout
+}
+
+func firstEventLimit(c *routing.Candidate) time.Duration {
+	if c.Timeouts.FirstToken > 0 {
+		return c.Timeouts.FirstToken
+	}
+	return DefaultFirstToken
 }
 
 func idleLimit(c *routing.Candidate) time.Duration {

@@ -3,7 +3,10 @@ package relay
 import (
 	"context"
 	"math"
+	"math/rand/v2"
 	"net/http"
+	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/switchyard-gw/switchyard/protocols"
@@ -33,6 +36,9 @@ type Request struct {
 	// request that sets no cap of its own is sent with it, so the upstream enforces the
 	// cap admission reserved for.
 	DeclaredOutputCap int64
+	// Timeout is the model's request deadline: what the request may spend, from its whole
+	// body on, before an answer's first byte (zero: no deadline beyond each attempt's).
+	Timeout time.Duration
 	// Preferred is the Identity of the candidate that served this conversation last;
 	// it is tried first while it is available.
 	Preferred string
@@ -47,9 +53,13 @@ type Request struct {
 // Attempt records one try on one candidate.
 type Attempt struct {
 	Candidate string
-	Reason    routing.Reason // empty for the attempt that served the request
-	Status    int            // upstream status, 0 when none was received
-	Duration  time.Duration
+	// Retry is which retry on its candidate the attempt was (0: the first try), and Wait
+	// the back-off it waited before it started.
+	Retry    int
+	Wait     time.Duration
+	Reason   routing.Reason // empty for the attempt that served the request
+	Status   int            // upstream status, 0 when none was received
+	Duration time.Duration
 	// RetryAfter is the upstream's retry hint in seconds, when it gave one.
 	RetryAfter float64
 	// Blameless is a failure that came while the client's body was still being
@@ -111,71 +121,195 @@ func (out *Outcome) finalize(req *Request, up *Upstream) {
 }
 
 // Serve tries the model's upstreams, best first by health, until one commits an answer
-// to w. Upstreams whose circuit is open are skipped without cost. It returns an
-// APIError, with nothing written, when none could serve; the caller renders it.
+// to w. Upstreams whose circuit is open are skipped without cost. A failure that another
+// attempt can fix (routing.Retryable) is retried on the same candidate, within its
+// retries, once every other candidate has had its turn: a healthy alternative answers at
+// once, where a retry must first wait out its back-off. All of it fits in the request's
+// deadline. It returns an APIError, with nothing written, when none could serve; the
+// caller renders it.
 func Serve(ctx context.Context, w http.ResponseWriter, req *Request, upstreams []*Upstream) (*Outcome, *protocols.APIError) {
 	start := time.Now()
-	out := &Outcome{Attempts: make([]Attempt, 0, len(upstreams)), start: start}
-	opts := make([]routing.Option, len(upstreams))
+	room := 0
+	for _, up := range upstreams {
+		room += 1 + max(up.Candidate.Retry.Retries, 0)
+	}
+	s := &serving{ctx: ctx, w: w, req: req, upstreams: upstreams, deadline: &deadline{timeout: req.Timeout},
+		out: &Outcome{Attempts: make([]Attempt, 0, room), start: start}}
+	// The deadline runs from the whole body on: a slow upload does not use up the time
+	// the candidates are given.
+	req.Body.whenPassed(func(*protocols.ParsedRequest) { s.deadline.begin(time.Now()) })
+	s.opts = make([]routing.Option, len(upstreams))
 	preferred := -1
 	for i, up := range upstreams {
-		opts[i] = routing.Option{Candidate: up.Candidate, Health: up.HealthFor(req.Op)}
+		s.opts[i] = routing.Option{Candidate: up.Candidate, Health: up.HealthFor(req.Op)}
 		if req.Preferred != "" && up.Identity == req.Preferred {
 			preferred = i
 		}
 	}
-	notOffered := 0
-	for _, i := range routing.Order(opts, preferred, start) {
-		up := upstreams[i]
-		health := opts[i].Health
-		admission := health.Admit(time.Now())
-		if admission == routing.Refused {
-			continue // another request took the last probe slot meanwhile
+	for _, i := range routing.Order(s.opts, preferred, start) {
+		if s.try(i, 0, 0) {
+			return s.out, s.err
 		}
-		attemptStart := time.Now()
-		// Recorded before the attempt runs, so that the Finalize hook inside it sees every
-		// attempt, its own included. Attempts has room for every upstream: no reallocation.
-		out.Attempts = append(out.Attempts, Attempt{Candidate: up.Candidate.Name})
-		att := &out.Attempts[len(out.Attempts)-1]
-		try := &attempt{ctx: ctx, w: w, req: req, up: up, out: out, att: att, start: start}
-		committed := try.run()
-		now := time.Now()
-		att.Duration = now.Sub(attemptStart)
-
-		switch {
-		case committed:
-			out.Served = up
-			health.RecordSuccess(admission, out.TimeToFirstByte, now)
-			if out.StreamError != nil && !out.ClientGone {
-				// Failed after the first byte: too late to fail over, not too late to learn.
-				health.RecordFailure(routing.Admitted, routing.ReasonBrokenBody, 0, now)
+	}
+	// Every candidate had its turn; retries go soonest first.
+	for len(s.retries) > 0 {
+		next := 0
+		for j, r := range s.retries {
+			if r.at.Before(s.retries[next].at) {
+				next = j
 			}
-			return out, nil
-		case ctx.Err() != nil:
-			// The client left; that says nothing about the candidate, whether its answer
-			// was read on and metered (Served is then set) or not. No other is tried.
-			att.Reason = routing.ReasonClientGone
-			health.Release(admission)
-			out.ClientGone = true
-			return out, nil
-		case att.Reason == routing.ReasonClientBody:
-			health.Release(admission)
-			return out, try.bodyErr
-		case att.Blameless:
-			health.Release(admission)
-			continue
-		case att.Reason == routing.ReasonNotOffered:
-			// Not the candidate's failure: it simply lacks this sub-operation.
-			health.Release(admission)
-			notOffered++
-			continue
 		}
-		health.RecordFailure(admission, att.Reason, cooldownHint(*att), now)
+		r := s.retries[next]
+		s.retries = slices.Delete(s.retries, next, next+1)
+		if !s.waitUntil(r.at) {
+			break
+		}
+		if s.try(r.pos, r.n, r.wait) {
+			return s.out, s.err
+		}
 	}
-	if notOffered > 0 && notOffered == len(out.Attempts) {
-		return out, protocols.ErrSubOperationNotOffered(req.Op, req.ServiceModel)
+	if s.ctx.Err() != nil {
+		s.out.ClientGone = true
+		return s.out, nil
 	}
-	return out, noChannel(req, opts)
+	if s.notOffered > 0 && s.notOffered == len(s.out.Attempts) {
+		return s.out, protocols.ErrSubOperationNotOffered(req.Op, req.ServiceModel)
+	}
+	return s.out, noChannel(req, s.opts)
+}
+
+// serving is one request on its way through its candidates.
+type serving struct {
+	ctx       context.Context
+	w         http.ResponseWriter
+	req       *Request
+	upstreams []*Upstream
+	opts      []routing.Option
+	deadline  *deadline
+	out       *Outcome
+	err       *protocols.APIError
+
+	retries    []retryLater
+	notOffered int
+}
+
+// retryLater is a retry waiting for its time.
+type retryLater struct {
+	pos  int           // the candidate's place in upstreams
+	n    int           // which retry it is, 1 for the first
+	at   time.Time     // when it may start
+	wait time.Duration // how long it will have waited
+}
+
+// try makes one attempt on candidate pos (retry n, after waiting wait); it reports
+// whether the request is over, with s.out and s.err its result.
+func (s *serving) try(pos, n int, wait time.Duration) bool {
+	up, health := s.upstreams[pos], s.opts[pos].Health
+	now := time.Now()
+	if s.deadline.passed(now) {
+		return false
+	}
+	admission := health.Admit(now)
+	if admission == routing.Refused {
+		return false // its circuit opened, or another request took the last probe slot
+	}
+	out := s.out
+	// Recorded before the attempt runs, so that the Finalize hook inside it sees every
+	// attempt, its own included. Attempts has room for every attempt Serve can make: no
+	// reallocation moves the record the attempt writes to.
+	out.Attempts = append(out.Attempts, Attempt{Candidate: up.Candidate.Name, Retry: n, Wait: wait})
+	att := &out.Attempts[len(out.Attempts)-1]
+	a := &attempt{ctx: s.ctx, w: s.w, req: s.req, up: up, out: out, att: att, start: out.start, deadline: s.deadline}
+	committed := a.run()
+	end := time.Now()
+	att.Duration = end.Sub(now)
+
+	switch {
+	case committed:
+		out.Served = up
+		// The candidate's own time to first byte, from its attempt's start.
+		health.RecordSuccess(admission, max(out.TimeToFirstByte-now.Sub(out.start), 0), end)
+		if out.StreamError != nil && !out.ClientGone {
+			// Failed after the first byte: too late to fail over, not too late to learn.
+			health.RecordFailure(routing.Admitted, routing.ReasonBrokenBody, 0, end)
+		}
+		return true
+	case s.ctx.Err() != nil:
+		// The client left; that says nothing about the candidate, whether its answer
+		// was read on and metered (Served is then set) or not. No other is tried.
+		att.Reason = routing.ReasonClientGone
+		health.Release(admission)
+		out.ClientGone = true
+		return true
+	case att.Reason == routing.ReasonClientBody:
+		health.Release(admission)
+		s.err = a.bodyErr
+		return true
+	case att.Blameless, att.Reason == routing.ReasonDeadline:
+		health.Release(admission)
+		return false
+	case att.Reason == routing.ReasonNotOffered:
+		// Not the candidate's failure: it simply lacks this sub-operation.
+		health.Release(admission)
+		s.notOffered++
+		return false
+	}
+	hint := cooldownHint(*att)
+	health.RecordFailure(admission, att.Reason, hint, end)
+	// A pause asked for that is longer than the longest back-off is the client's to wait
+	// out, told by Retry-After; a retry that could not start before the deadline is not
+	// made either. The request then fails over, or is answered, at once.
+	if retry := up.Candidate.Retry; n < retry.Retries && routing.Retryable(att.Reason, att.Status) && hint <= retry.MaxBackoff {
+		wait := retry.Wait(n+1, hint, rand.Float64())
+		if at := end.Add(wait); !s.deadline.passed(at) {
+			s.retries = append(s.retries, retryLater{pos: pos, n: n + 1, at: at, wait: wait})
+		}
+	}
+	return false
+}
+
+// waitUntil waits for t; it reports false when the client left meanwhile.
+func (s *serving) waitUntil(t time.Time) bool {
+	d := time.Until(t)
+	if d <= 0 {
+		return s.ctx.Err() == nil
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return true
+	case <-s.ctx.Done():
+		return false
+	}
+}
+
+// deadline is a request's deadline for an answer's first byte. It starts once the whole
+// body has arrived; before that, none runs.
+type deadline struct {
+	timeout time.Duration // zero: none
+	at      atomic.Int64  // Unix nanoseconds; zero until it starts
+}
+
+func (d *deadline) begin(now time.Time) {
+	if d.timeout > 0 {
+		d.at.CompareAndSwap(0, now.Add(d.timeout).UnixNano())
+	}
+}
+
+// left is the time that remains, and whether a deadline runs at all.
+func (d *deadline) left(now time.Time) (time.Duration, bool) {
+	at := d.at.Load()
+	if at == 0 {
+		return 0, false
+	}
+	return time.Unix(0, at).Sub(now), true
+}
+
+// passed reports whether the deadline runs and is over at t.
+func (d *deadline) passed(t time.Time) bool {
+	left, ok := d.left(t)
+	return ok && left <= 0
 }
 
 // cooldownHint is how long an upstream asked to be left alone: a 429 or 503 with

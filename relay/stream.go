@@ -55,6 +55,9 @@ func (a *attempt) relayStream(injectedUsage bool) bool {
 	if a.ctx.Err() != nil {
 		clock.clientGone() // it left before the headers came
 	}
+	// The headers came: the first event has a limit of its own, so that an upstream
+	// that answers at once and then says nothing is moved on from in seconds.
+	clock.limitFirstEvent(firstEventLimit(a.up.Candidate), a.deadline)
 
 	// The gate: nothing is committed until an event that carries data is in hand.
 	// Comments and keep-alive frames before it are held and sent with it; if it turns

@@ -25,6 +25,13 @@ const (
 	// DefaultStreamFirstByte bounds a stream's first event: a healthy upstream sends
 	// one at once, so a silent one is moved on from well before a user gives up.
 	DefaultStreamFirstByte = 60 * time.Second
+	// DefaultFirstToken bounds the wait from a stream's headers to its first event: a
+	// healthy upstream that has sent its headers sends an event within seconds, and a
+	// person at a coding agent gives up long before a minute. A model that thinks before
+	// its first event (OpenAI's reasoning models on Chat Completions) is given
+	// DefaultReasoningFirstToken by the configuration instead.
+	DefaultFirstToken          = 15 * time.Second
+	DefaultReasoningFirstToken = 60 * time.Second
 	// DefaultIdleTimeout bounds the silence between two reads of an answer. Reasoning
 	// streams can be quiet for a while; a stalled one must still end.
 	DefaultIdleTimeout = 5 * time.Minute

@@ -39,6 +39,10 @@ type Timeouts struct {
 	// headers, and for a stream its first event. Past it the request moves on to the
 	// next candidate. Zero means the relay's default.
 	FirstByte time.Duration
+	// FirstToken is the time allowed from a stream's headers to its first event, within
+	// what FirstByte leaves: past it the stream is moved on from like a silent one. Zero
+	// means the relay's default.
+	FirstToken time.Duration
 	// Idle is the longest silence allowed between two reads of a committed answer.
 	Idle time.Duration
 }
@@ -55,6 +59,8 @@ type Candidate struct {
 	Priority      int // lower is tried first
 	Weight        int
 	Timeouts      Timeouts
+	// Retry is how the candidate is tried again within one request.
+	Retry Retry
 }
 
 // Identity is stable across config reloads as long as the candidate points at the same
@@ -80,6 +86,9 @@ type Model struct {
 	// refused before any upstream is called.
 	ContextWindow   int64
 	MaxOutputTokens int64
+	// RequestTimeout bounds what one request may spend before an answer's first byte:
+	// every attempt, retry, wait and failover together. Zero: none beyond each attempt's.
+	RequestTimeout time.Duration
 }
 
 // Supports reports whether the model is supplied on the family.

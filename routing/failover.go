@@ -35,6 +35,10 @@ const (
 	// ReasonNotOffered is a sub-operation the candidate does not serve (404 or 405): the
 	// request moves on, and the candidate's health does not move.
 	ReasonNotOffered Reason = "not_offered"
+	// ReasonDeadline is an attempt the request's own deadline ended before the
+	// candidate's limits did: the candidate was not given its full time, so its health
+	// does not move.
+	ReasonDeadline Reason = "deadline"
 )
 
 // FailoverStatus reports whether an upstream status is the candidate's fault, so that the

@@ -192,9 +192,11 @@ func (h *Health) RecordSuccess(a Admission, ttfb time.Duration, now time.Time) {
 	h.successRate = h.decayedSuccessRate(now)
 	h.successRate += ewmaWeight * (1 - h.successRate)
 	h.rateAt = now
-	if h.ttfb == 0 {
+	switch {
+	case ttfb <= 0: // an answer whose first byte was never timed says nothing of speed
+	case h.ttfb == 0:
 		h.ttfb = ttfb
-	} else {
+	default:
 		h.ttfb += time.Duration(ewmaWeight * float64(ttfb-h.ttfb))
 	}
 	if h.state != Closed && a != Probe {
