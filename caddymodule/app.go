@@ -57,6 +57,9 @@ type App struct {
 	DefaultBodyMinRate int64          `json:"default_body_min_rate,omitempty"`
 	// Health tunes the candidates' circuit breakers. Default: see HealthConfig.
 	Health *HealthConfig `json:"health,omitempty"`
+	// Retry is the retry policy of every candidate that sets none of its own, and the
+	// request deadline of every model that sets none. Default: see RetryConfig.
+	Retry *RetryConfig `json:"retry,omitempty"`
 	// Affinity tunes conversation affinity. Default: on, see AffinityConfig.
 	Affinity *AffinityConfig `json:"affinity,omitempty"`
 	// Store is where keys live; SQLite in Caddy's data directory by default.
@@ -123,6 +126,51 @@ type ModelConfig struct {
 	// asking for more is refused with 400 before any upstream is called. It must not
 	// exceed ContextWindow. Default: none declared (no check).
 	MaxOutputTokens int64 `json:"max_output_tokens,omitempty"`
+	// RequestTimeout bounds what one request may spend, from its whole body on, before
+	// the first byte of an answer: every attempt, retry, back-off and failover together.
+	// Default: the retry block's request_timeout (10m).
+	RequestTimeout caddy.Duration `json:"request_timeout,omitempty"`
+}
+
+// maxRetries bounds a candidate's retries: each is a full attempt on an upstream that
+// just failed, and clients retry on their own as well.
+const maxRetries = 10
+
+// RetryConfig is how candidates are tried again within one request.
+type RetryConfig struct {
+	// Retries is how many further attempts a request may make on one candidate after a
+	// failure that retrying can fix (connection refused or reset, a first-byte or
+	// first-event timeout, 429, 500, 502, 503, 504). Default: 1.
+	Retries *int `json:"retries,omitempty"`
+	// Backoff bounds the wait before a first retry; the bound doubles per retry up to
+	// MaxBackoff, and the wait is drawn at random below it, never shorter than the
+	// upstream's Retry-After. Default: 500ms and 8s.
+	Backoff    caddy.Duration `json:"backoff,omitempty"`
+	MaxBackoff caddy.Duration `json:"max_backoff,omitempty"`
+	// RequestTimeout is the request deadline of models that set none. Default: 10m.
+	RequestTimeout caddy.Duration `json:"request_timeout,omitempty"`
+}
+
+// policy is the retry policy these settings give, the defaults filling what they leave.
+func (rc *RetryConfig) policy() (routing.Retry, time.Duration) {
+	r, timeout := routing.DefaultRetry, routing.DefaultRequestTimeout
+	if rc == nil {
+		return r, timeout
+	}
+	if rc.Retries != nil {
+		r.Retries = *rc.Retries
+	}
+	if rc.Backoff > 0 {
+		r.Backoff = time.Duration(rc.Backoff)
+	}
+	if rc.MaxBackoff > 0 {
+		r.MaxBackoff = time.Duration(rc.MaxBackoff)
+	}
+	r.MaxBackoff = max(r.MaxBackoff, r.Backoff)
+	if rc.RequestTimeout > 0 {
+		timeout = time.Duration(rc.RequestTimeout)
+	}
+	return r, timeout
 }
 
 // PriceConfig holds decimal prices per million tokens, in the currency the operator
@@ -171,8 +219,14 @@ type CandidateConfig struct {
 	// first event); past it the request moves on to the next candidate. Default: 60s
 	// for a stream, HeaderTimeout otherwise.
 	FirstByteTimeout caddy.Duration `json:"first_byte_timeout,omitempty"`
+	// FirstTokenTimeout bounds the wait from a stream's headers to its first event,
+	// within what FirstByteTimeout leaves; past it the request moves on (or retries).
+	// Default: 15s, or 60s for a model with the reasoning capability.
+	FirstTokenTimeout caddy.Duration `json:"first_token_timeout,omitempty"`
 	// IdleTimeout ends an answer whose upstream goes silent for longer. Default: 5m.
 	IdleTimeout caddy.Duration `json:"idle_timeout,omitempty"`
+	// Retries overrides the retry block's retries for this candidate (0: never retried).
+	Retries *int `json:"retries,omitempty"`
 }
 
 // KeyConfig is a static API key.
@@ -201,7 +255,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 
 	models := make([]*routing.Model, 0, len(a.Models))
 	for _, mc := range a.Models {
-		m, err := mc.build(repl, now)
+		m, err := mc.build(repl, now, a.Retry)
 		if err != nil {
 			return err
 		}
@@ -293,7 +347,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	return nil
 }
 
-func (mc ModelConfig) build(repl *caddy.Replacer, now time.Time) (*routing.Model, error) {
+func (mc ModelConfig) build(repl *caddy.Replacer, now time.Time, retry *RetryConfig) (*routing.Model, error) {
 	m := &routing.Model{
 		ID:              mc.ID,
 		DisplayName:     mc.DisplayName,
@@ -339,10 +393,29 @@ func (mc ModelConfig) build(repl *caddy.Replacer, now time.Time) (*routing.Model
 		}
 		m.Prices = p
 	}
+	retryPolicy, timeout := retry.policy()
+	if retryPolicy.Retries < 0 || retryPolicy.Retries > maxRetries {
+		return nil, fmt.Errorf("retry: retries: %d is not between 0 and %d", retryPolicy.Retries, maxRetries)
+	}
+	m.RequestTimeout = timeout
+	if mc.RequestTimeout > 0 {
+		m.RequestTimeout = time.Duration(mc.RequestTimeout)
+	}
 	for _, cc := range mc.Candidates {
 		c, err := cc.build(repl)
 		if err != nil {
 			return nil, fmt.Errorf("model %q, candidate %q: %v", mc.ID, cc.Name, err)
+		}
+		c.Retry = retryPolicy
+		if cc.Retries != nil {
+			if *cc.Retries < 0 || *cc.Retries > maxRetries {
+				return nil, fmt.Errorf("model %q, candidate %q: retries: %d is not between 0 and %d", mc.ID, cc.Name, *cc.Retries, maxRetries)
+			}
+			c.Retry.Retries = *cc.Retries
+		}
+		if c.Timeouts.FirstToken == 0 && m.Capabilities.Reasoning {
+			// A model that thinks may say nothing until it has thought.
+			c.Timeouts.FirstToken = relay.DefaultReasoningFirstToken
 		}
 		m.Candidates = append(m.Candidates, c)
 	}
@@ -415,10 +488,11 @@ func (cc CandidateConfig) build(repl *caddy.Replacer) (*routing.Candidate, error
 		Priority:      cc.Priority,
 		Weight:        cc.Weight,
 		Timeouts: routing.Timeouts{
-			Dial:      time.Duration(cc.DialTimeout),
-			Header:    time.Duration(cc.HeaderTimeout),
-			FirstByte: time.Duration(cc.FirstByteTimeout),
-			Idle:      time.Duration(cc.IdleTimeout),
+			Dial:       time.Duration(cc.DialTimeout),
+			Header:     time.Duration(cc.HeaderTimeout),
+			FirstByte:  time.Duration(cc.FirstByteTimeout),
+			FirstToken: time.Duration(cc.FirstTokenTimeout),
+			Idle:       time.Duration(cc.IdleTimeout),
 		},
 	}, nil
 }

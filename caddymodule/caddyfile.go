@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"fmt"
 	"math"
 	"strconv"
 
@@ -91,6 +92,11 @@ func takesNoOptions(d *caddyfile.Dispenser) error {
 //			max_cooldown <duration>
 //			half_open_probes <n>
 //		}
+//		retry {
+//			retries <n>
+//			backoff <duration> [<max duration>]
+//			request_timeout <duration>
+//		}
 //		affinity [off] {
 //			header <name>
 //			ttl <duration>
@@ -105,6 +111,7 @@ func takesNoOptions(d *caddyfile.Dispenser) error {
 //			capability <tag> [true|false]
 //			context_window <tokens>
 //			max_output_tokens <tokens>
+//			request_timeout <duration>
 //			price <input|cached_input|cache_write|output|reasoning> <per-million> ...
 //			candidate <name> {
 //				protocol <family_a|family_b>
@@ -116,7 +123,9 @@ func takesNoOptions(d *caddyfile.Dispenser) error {
 //				dial_timeout <duration>
 //				header_timeout <duration>
 //				first_byte_timeout <duration>
+//				first_token_timeout <duration>
 //				idle_timeout <duration>
+//				retries <n>
 //			}
 //		}
 //	}
@@ -199,6 +208,12 @@ func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
 				return nil, err
 			}
 			app.Health = h
+		case "retry":
+			rc, err := parseRetry(d)
+			if err != nil {
+				return nil, err
+			}
+			app.Retry = rc
 		case "affinity":
 			a, err := parseAffinity(d)
 			if err != nil {
@@ -278,6 +293,16 @@ func parseModel(d *caddyfile.Dispenser) (ModelConfig, error) {
 			} else {
 				m.MaxOutputTokens = n
 			}
+		case "request_timeout":
+			var v string
+			if !d.Args(&v) || d.NextArg() {
+				return m, d.Errf("model %q: request_timeout: expected one duration", m.ID)
+			}
+			dur, err := caddy.ParseDuration(v)
+			if err != nil || dur <= 0 {
+				return m, d.Errf("model %q: request_timeout: %q is not a duration", m.ID, v)
+			}
+			m.RequestTimeout = caddy.Duration(dur)
 		case "protocols":
 			m.Protocols = append(m.Protocols, d.RemainingArgs()...)
 			if len(m.Protocols) == 0 {
@@ -362,15 +387,22 @@ func parseCandidate(d *caddyfile.Dispenser, modelID string) (CandidateConfig, er
 			} else {
 				c.Weight = n
 			}
-		case "dial_timeout", "header_timeout", "first_byte_timeout", "idle_timeout":
+		case "dial_timeout", "header_timeout", "first_byte_timeout", "first_token_timeout", "idle_timeout":
 			dur, err := caddy.ParseDuration(v)
 			if err != nil || dur <= 0 {
 				return c, d.Errf("model %q, candidate %q: %s: %q is not a duration", modelID, c.Name, opt, v)
 			}
 			*map[string]*caddy.Duration{
 				"dial_timeout": &c.DialTimeout, "header_timeout": &c.HeaderTimeout,
-				"first_byte_timeout": &c.FirstByteTimeout, "idle_timeout": &c.IdleTimeout,
+				"first_byte_timeout": &c.FirstByteTimeout, "first_token_timeout": &c.FirstTokenTimeout,
+				"idle_timeout": &c.IdleTimeout,
 			}[opt] = caddy.Duration(dur)
+		case "retries":
+			n, err := parseRetries(v)
+			if err != nil {
+				return c, d.Errf("model %q, candidate %q: %v", modelID, c.Name, err)
+			}
+			c.Retries = &n
 		default:
 			return c, d.Errf("model %q, candidate %q: unknown option %q", modelID, c.Name, opt)
 		}
@@ -379,6 +411,55 @@ func parseCandidate(d *caddyfile.Dispenser, modelID string) (CandidateConfig, er
 		}
 	}
 	return c, nil
+}
+
+// parseRetries reads a retry count.
+func parseRetries(v string) (int, error) {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 || n > maxRetries {
+		return 0, fmt.Errorf("retries: %q is not a whole number from 0 to %d", v, maxRetries)
+	}
+	return n, nil
+}
+
+func parseRetry(d *caddyfile.Dispenser) (*RetryConfig, error) {
+	rc := new(RetryConfig)
+	if d.NextArg() {
+		return nil, d.Errf("retry: takes no arguments, only a block of options")
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		opt := d.Val()
+		args := d.RemainingArgs()
+		if len(args) != 1 && !(opt == "backoff" && len(args) == 2) {
+			return nil, d.Errf("retry: %s: wrong number of values", opt)
+		}
+		switch opt {
+		case "retries":
+			n, err := parseRetries(args[0])
+			if err != nil {
+				return nil, d.Errf("retry: %v", err)
+			}
+			rc.Retries = &n
+		case "backoff", "request_timeout":
+			for i, v := range args {
+				dur, err := caddy.ParseDuration(v)
+				if err != nil || dur <= 0 {
+					return nil, d.Errf("retry: %s: %q is not a duration", opt, v)
+				}
+				switch {
+				case opt == "request_timeout":
+					rc.RequestTimeout = caddy.Duration(dur)
+				case i == 0:
+					rc.Backoff = caddy.Duration(dur)
+				default:
+					rc.MaxBackoff = caddy.Duration(dur)
+				}
+			}
+		default:
+			return nil, d.Errf("retry: unknown option %q", opt)
+		}
+	}
+	return rc, nil
 }
 
 func parseHealth(d *caddyfile.Dispenser) (*HealthConfig, error) {

@@ -156,8 +156,20 @@ func TestBadConfigNamesModelCandidateAndField(t *testing.T) {
 			[]string{`"gpt-x"`, `"east"`, "header_timeout"},
 		},
 		"unknown candidate option": {
-			candidate(full + "\t\t\t\tretries 3\n"),
-			[]string{`"gpt-x"`, `"east"`, `"retries"`},
+			candidate(full + "\t\t\t\tretry_budget 3\n"),
+			[]string{`"gpt-x"`, `"east"`, `"retry_budget"`},
+		},
+		"retries past the bound": {
+			candidate(full + "\t\t\t\tretries 11\n"),
+			[]string{`"gpt-x"`, `"east"`, "retries", `"11"`, "0 to 10"},
+		},
+		"negative retries": {
+			candidate(full + "\t\t\t\tretries -1\n"),
+			[]string{`"gpt-x"`, `"east"`, "retries", `"-1"`},
+		},
+		"first token timeout not a duration": {
+			candidate(full + "\t\t\t\tfirst_token_timeout soon\n"),
+			[]string{`"gpt-x"`, `"east"`, "first_token_timeout", `"soon"`},
 		},
 		"protocol declared without a candidate": {
 			head + "\t\tmodel gpt-x {\n\t\t\tprotocols family_a family_b\n\t\t\tcandidate east {\n" + full + "\t\t\t}\n\t\t}\n" + tail,

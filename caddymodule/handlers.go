@@ -371,6 +371,7 @@ func (h *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Ha
 		RawQuery:     r.URL.RawQuery,
 		// What admission reserves for a request without a cap of its own.
 		DeclaredOutputCap: rt.model.MaxOutputTokens,
+		Timeout:           rt.model.RequestTimeout,
 	}
 	requestID := requestID(r)
 	// Admission: the request's worst case is reserved against every limit on its path
