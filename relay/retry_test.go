@@ -142,6 +142,8 @@ func TestRetriesAreBoundedAndBackOff(t *testing.T) {
 	f := &flaky{failures: 100, fail: status(503)}
 	up := retrying(t, "only", f, 2)
 	up.Candidate.Retry = routing.Retry{Retries: 2, Backoff: 100 * time.Millisecond, MaxBackoff: 100 * time.Millisecond}
+	// A circuit that never opens: only the retry count bounds the attempts.
+	up.Health = routing.NewHealth(routing.HealthPolicy{FailureThreshold: 100})
 	r := serveRecorded(t, chatRequest(t, protocols.KindChat, plainChat), up)
 	require.NotNil(t, r.err)
 	assert.Equal(t, 503, r.err.Status, "answered once the retries are spent")
