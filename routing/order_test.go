@@ -352,3 +352,15 @@ func TestAffinityConcurrentUse(t *testing.T) {
 	wg.Wait()
 	assert.LessOrEqual(t, a.Len(), limit)
 }
+
+// BenchmarkOrder orders a model's candidates the way every request does: two priorities,
+// mixed weights, some with a measured time to first byte.
+func BenchmarkOrder(b *testing.B) {
+	opts := []Option{option("a", 0, 3), option("b", 0, 1), option("c", 0, 1), option("d", 1, 1)}
+	opts[0].Health.RecordSuccess(Admitted, 80*time.Millisecond, t0)
+	opts[1].Health.RecordSuccess(Admitted, 400*time.Millisecond, t0)
+	b.ReportAllocs()
+	for b.Loop() {
+		Order(opts, -1, t0)
+	}
+}
