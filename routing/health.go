@@ -351,3 +351,11 @@ func (h *Health) State(now time.Time) CircuitState {
 	h.advance(now)
 	return h.state
 }
+
+// recentTTFB is the moving average of time to first byte of successful attempts: zero
+// until one has succeeded. The ordering uses it to prefer the faster of equals.
+func (h *Health) recentTTFB() time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ttfb
+}

@@ -194,6 +194,136 @@ func TestOrderDemotesAfterAFailureThenSpreadsAgain(t *testing.T) {
 	assert.InDelta(t, 0.5, firstShares(opts, -1, later, 4000)[0], 0.05)
 }
 
+// measured gives o a recent time to first byte (the first success sets it exactly).
+func measured(o Option, ttfb time.Duration) Option {
+	o.Health.RecordSuccess(Admitted, ttfb, t0)
+	return o
+}
+
+// orderShares orders opts n times and returns how often each whole order came out.
+func orderShares(opts []Option, n int) map[string]float64 {
+	shares := map[string]float64{}
+	for range n {
+		shares[fmt.Sprint(Order(opts, -1, t0))] += 1 / float64(n)
+	}
+	return shares
+}
+
+// With n = 10,000 a share's standard deviation is at most 0.005; the bounds below are
+// several times wider so the tests cannot flake, and still far from the shares a
+// latency-blind order would give.
+const latencyDraws = 10_000
+
+func TestOrderFasterFirstAmongEquals(t *testing.T) {
+	// Same priority, same health, same weight: without latency each would go first half
+	// the time. Only exploration (one order in exploreOneIn, then a fair draw) puts the
+	// slow one first: 1/20 × 1/2 = 2.5%.
+	opts := []Option{measured(option("slow", 0, 1), 400*time.Millisecond), measured(option("fast", 0, 1), 50*time.Millisecond)}
+	got := firstShares(opts, -1, t0, latencyDraws)
+	assert.GreaterOrEqual(t, got[1], 0.95, "shares %v", got)
+
+	// Slow ones among themselves go fastest first.
+	opts = append(opts, measured(option("slower", 0, 1), 900*time.Millisecond))
+	shares := orderShares(opts, latencyDraws)
+	assert.GreaterOrEqual(t, shares["[1 0 2]"], 0.93, "orders %v", shares)
+}
+
+func TestOrderExplorationTriesTheSlowFirstSometimes(t *testing.T) {
+	// The slow one carries three quarters of the weight. Latency overrides that, except
+	// in the exploring orders, where it keeps its weight's share: 1/20 × 3/4 = 3.75%.
+	// That share is what lets it be measured again and earn its place back.
+	opts := []Option{measured(option("slow", 0, 3), 400*time.Millisecond), measured(option("fast", 0, 1), 50*time.Millisecond)}
+	got := firstShares(opts, -1, t0, latencyDraws)
+	want := 0.75 / exploreOneIn
+	assert.InDelta(t, want, got[0], 0.015, "shares %v", got)
+
+	// Once it is as fast again (the moving average has come down), weights rule again.
+	for range 10 {
+		opts[0].Health.RecordSuccess(Admitted, 50*time.Millisecond, t0)
+	}
+	require.Less(t, opts[0].Health.recentTTFB(), 100*time.Millisecond)
+	got = firstShares(opts, -1, t0, latencyDraws)
+	assert.InDelta(t, 0.75, got[0], 0.025, "shares %v", got)
+}
+
+func TestOrderCloseLatenciesShareByWeight(t *testing.T) {
+	cases := []struct {
+		name       string
+		heavy, low time.Duration
+	}{
+		{"close", 120 * time.Millisecond, 100 * time.Millisecond},
+		// More than 1.5 times as slow, but by less than 100 ms: jitter among fast ones.
+		{"within the margin", 140 * time.Millisecond, 50 * time.Millisecond},
+		// More than 100 ms slower, but less than 1.5 times: noise among slow models.
+		{"within the ratio", 1400 * time.Millisecond, time.Second},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			opts := []Option{measured(option("heavy", 0, 3), c.heavy), measured(option("light", 0, 1), c.low)}
+			got := firstShares(opts, -1, t0, latencyDraws)
+			assert.InDelta(t, 0.75, got[0], 0.025, "shares %v", got)
+		})
+	}
+}
+
+func TestOrderUnmeasuredIsNotDemoted(t *testing.T) {
+	// A candidate that has not served yet gets its weight's share next to a fast one...
+	opts := []Option{option("new", 0, 1), measured(option("fast", 0, 1), 50*time.Millisecond)}
+	assert.InDelta(t, 0.5, firstShares(opts, -1, t0, latencyDraws)[0], 0.025)
+
+	// ...and does not count as the fastest: a slow measured one next to it is not demoted
+	// for lack of a real comparison.
+	opts = []Option{option("new", 0, 1), measured(option("slow", 0, 1), 400*time.Millisecond)}
+	assert.InDelta(t, 0.5, firstShares(opts, -1, t0, latencyDraws)[0], 0.025)
+}
+
+func TestOrderPriorityAndBandBeatLatency(t *testing.T) {
+	// A faster candidate does not jump a better priority, even when exploring.
+	opts := []Option{measured(option("fast backup", 1, 1), 50*time.Millisecond), measured(option("slow primary", 0, 1), 400*time.Millisecond)}
+	assert.Equal(t, []float64{0, 1}, firstShares(opts, -1, t0, 2000))
+
+	// Nor a better health band.
+	opts = []Option{measured(option("fast flaky", 0, 1), 50*time.Millisecond), measured(option("slow steady", 0, 1), 400*time.Millisecond)}
+	opts[0].Health.RecordFailure(Admitted, ReasonStatus, 0, t0)
+	assert.Equal(t, []float64{0, 1}, firstShares(opts, -1, t0, 2000))
+
+	// A slow candidate goes after its faster equals, but still before any worse priority
+	// or band: it is demoted within its group, not out of it.
+	opts = []Option{
+		measured(option("slow", 0, 1), 400*time.Millisecond),
+		measured(option("fast", 0, 1), 50*time.Millisecond),
+		measured(option("backup", 1, 1), 60*time.Millisecond),
+		measured(option("flaky", 0, 1), 60*time.Millisecond),
+	}
+	opts[3].Health.RecordFailure(Admitted, ReasonStatus, 0, t0)
+	for range 2000 {
+		order := Order(opts, -1, t0)
+		require.Equal(t, []int{3, 2}, order[2:], "order %v", order)
+	}
+
+	// And the fastest of another priority does not make the equals of this one slow:
+	// 400 and 420 ms are close, so they share by weight.
+	opts = []Option{
+		measured(option("a", 0, 1), 400*time.Millisecond),
+		measured(option("b", 0, 1), 420*time.Millisecond),
+		measured(option("fast backup", 1, 1), 50*time.Millisecond),
+	}
+	assert.InDelta(t, 0.5, firstShares(opts, -1, t0, latencyDraws)[0], 0.025)
+	// Likewise across bands.
+	opts[2].Candidate.Priority = 0
+	opts[2].Health.RecordFailure(Admitted, ReasonStatus, 0, t0)
+	assert.InDelta(t, 0.5, firstShares(opts, -1, t0, latencyDraws)[0], 0.025)
+}
+
+func TestOrderPreferredFirstEvenWhenSlow(t *testing.T) {
+	// The conversation's candidate keeps it, however slow: its caches and signatures are
+	// worth more than the latency.
+	opts := []Option{measured(option("fast", 0, 1), 50*time.Millisecond), measured(option("slow", 0, 1), 400*time.Millisecond)}
+	for range 1000 {
+		require.Equal(t, []int{1, 0}, Order(opts, 1, t0))
+	}
+}
+
 func TestSoonestReady(t *testing.T) {
 	assert.Equal(t, t0, SoonestReady(nil, t0), "no options: now")
 
@@ -351,4 +481,16 @@ func TestAffinityConcurrentUse(t *testing.T) {
 	}
 	wg.Wait()
 	assert.LessOrEqual(t, a.Len(), limit)
+}
+
+// BenchmarkOrder orders a model's candidates the way every request does: two priorities,
+// mixed weights, some with a measured time to first byte.
+func BenchmarkOrder(b *testing.B) {
+	opts := []Option{option("a", 0, 3), option("b", 0, 1), option("c", 0, 1), option("d", 1, 1)}
+	opts[0].Health.RecordSuccess(Admitted, 80*time.Millisecond, t0)
+	opts[1].Health.RecordSuccess(Admitted, 400*time.Millisecond, t0)
+	b.ReportAllocs()
+	for b.Loop() {
+		Order(opts, -1, t0)
+	}
 }
