@@ -1696,8 +1696,8 @@ func TestScheduleBound(t *testing.T) {
 	for i := 1; i <= maxScheduled; i++ {
 		s.active(key(i), parts)
 	}
-	assert.Len(t, s.states, maxScheduled)
-	assert.Len(t, s.order, maxScheduled)
+	assert.Equal(t, maxScheduled, len(s.states))
+	assert.Equal(t, maxScheduled, len(s.order))
 	assert.Equal(t, parts, s.active(key(0), parts), "the oldest name was forgotten and starts over")
 	assert.Empty(t, s.active(key(maxScheduled), parts), "recent names are remembered")
 	assert.Equal(t, parts, s.active(scheduleKey{fromPath: true, name: key(maxScheduled).name}, parts),
