@@ -1,6 +1,7 @@
 package simulator
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -27,9 +28,15 @@ var traitTokens = map[string]bool{
 }
 
 // scheduleKey names one schedule: a full model name, or the path prefix a request came on.
+// It holds a digest of the name, so a remembered name costs the same however long it is.
 type scheduleKey struct {
 	fromPath bool
-	name     string
+	digest   [sha256.Size]byte
+}
+
+func modelKey(name string) scheduleKey { return scheduleKey{digest: sha256.Sum256([]byte(name))} }
+func pathKey(prefix string) scheduleKey {
+	return scheduleKey{fromPath: true, digest: sha256.Sum256([]byte(prefix))}
 }
 
 // scheduleState is what a schedule remembers of its name.

@@ -267,9 +267,9 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		c.model = model.Str
 	}
-	parts := s.schedules.active(scheduleKey{fromPath: true, name: prefix}, pathParts(prefix))
+	parts := s.schedules.active(pathKey(prefix), pathParts(prefix))
 	if c.model != "" {
-		parts = append(parts, s.schedules.active(scheduleKey{name: c.model}, strings.Split(c.model, "+"))...)
+		parts = append(parts, s.schedules.active(modelKey(c.model), strings.Split(c.model, "+"))...)
 	}
 	c.beh = parseParts(parts)
 	s.answer(c, ep)

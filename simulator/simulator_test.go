@@ -1690,7 +1690,8 @@ func TestScheduleFor(t *testing.T) {
 func TestScheduleBound(t *testing.T) {
 	s := newSchedules()
 	parts := strings.Split("u+fail-500+first-1", "+")
-	key := func(i int) scheduleKey { return scheduleKey{name: fmt.Sprintf("u%d+fail-500+first-1", i)} }
+	name := func(i int) string { return fmt.Sprintf("u%d+fail-500+first-1", i) }
+	key := func(i int) scheduleKey { return modelKey(name(i)) }
 	assert.Equal(t, parts, s.active(key(0), parts))
 	assert.Empty(t, s.active(key(0), parts), "name 0 has had its one fault")
 	for i := 1; i <= maxScheduled; i++ {
@@ -1700,6 +1701,6 @@ func TestScheduleBound(t *testing.T) {
 	assert.Equal(t, maxScheduled, len(s.order))
 	assert.Equal(t, parts, s.active(key(0), parts), "the oldest name was forgotten and starts over")
 	assert.Empty(t, s.active(key(maxScheduled), parts), "recent names are remembered")
-	assert.Equal(t, parts, s.active(scheduleKey{fromPath: true, name: key(maxScheduled).name}, parts),
+	assert.Equal(t, parts, s.active(pathKey(name(maxScheduled)), parts),
 		"a path prefix and a model name never share a schedule")
 }
