@@ -37,6 +37,16 @@ type behaviours struct {
 	comments       bool
 	usageDelay     time.Duration
 	noUsage        bool
+
+	// Faults for retries, failover and stream ends (faults.go).
+	retryAfter     time.Duration // 0: rate-limit's default
+	noRetryAfter   bool
+	silent         bool
+	slowFirstEvent time.Duration
+	malformedEvent bool
+	noDone         bool
+	contextLength  bool
+	contentPolicy  bool
 }
 
 // flags are the behaviours that a bare token turns on.
@@ -60,11 +70,20 @@ var flags = map[string]func(b *behaviours){
 	"tail-at-once":     func(b *behaviours) { b.tailAtOnce = true },
 	"comments":         func(b *behaviours) { b.comments = true },
 	"no-usage":         func(b *behaviours) { b.noUsage = true },
+	"no-retry-after":   func(b *behaviours) { b.noRetryAfter = true },
+	"silent":           func(b *behaviours) { b.silent = true },
+	"malformed-event":  func(b *behaviours) { b.malformedEvent = true },
+	"no-done":          func(b *behaviours) { b.noDone = true },
+	"context-length":   func(b *behaviours) { b.contextLength = true },
+	"content-policy":   func(b *behaviours) { b.contentPolicy = true },
 }
 
-func parseBehaviours(model string) behaviours {
+func parseBehaviours(model string) behaviours { return parseParts(strings.Split(model, "+")) }
+
+// parseParts turns the tokens among parts on; other parts are ignored.
+func parseParts(parts []string) behaviours {
 	var b behaviours
-	for part := range strings.SplitSeq(model, "+") {
+	for _, part := range parts {
 		if set, ok := flags[part]; ok {
 			set(&b)
 			continue
@@ -79,6 +98,10 @@ func parseBehaviours(model string) behaviours {
 			b.drip = d
 		} else if d, ok := durationAfter(part, "usage-delay-"); ok {
 			b.usageDelay = d
+		} else if d, ok := durationAfter(part, "retry-after-"); ok {
+			b.retryAfter = d
+		} else if d, ok := durationAfter(part, "slow-first-event-"); ok {
+			b.slowFirstEvent = d
 		}
 	}
 	return b
@@ -94,8 +117,12 @@ func durationAfter(part, prefix string) (time.Duration, bool) {
 	return d, err == nil && d > 0
 }
 
-// waitHeaders applies slow-headers; false means the client went away meanwhile.
-func (b behaviours) waitHeaders(ctx context.Context) bool {
+// waitHeaders applies slow-headers, and slow-first-event to an answer that is not a stream;
+// false means the client went away meanwhile.
+func (b behaviours) waitHeaders(ctx context.Context, streaming bool) bool {
+	if !streaming && !sleep(ctx, b.slowFirstEvent) {
+		return false
+	}
 	return sleep(ctx, b.slowHeaders)
 }
 

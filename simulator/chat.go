@@ -111,7 +111,11 @@ func (c *call) chat(streaming bool) {
 	if includeUsage {
 		chunk(list{}, usage)
 	}
-	events = append(events, event{data: []byte("[DONE]")})
-	events[final].final = true
+	if !c.beh.noDone {
+		events = append(events, event{data: []byte("[DONE]")})
+	}
+	if final < len(events) { // with no-done and no usage chunk there is no final event to delay
+		events[final].final = true
+	}
 	c.writeStream(events)
 }

@@ -1,23 +1,62 @@
 // Package simulator is a fake upstream LLM provider: a plain net/http handler that answers the
 // three native generation shapes (OpenAI Chat Completions, OpenAI Responses, Anthropic Messages)
-// as plain JSON and as SSE streams, plus the token-counting and compaction side endpoints.
+// as plain JSON and as SSE streams, plus the token-counting and compaction side endpoints and
+// the model list (GET /v1/models: OpenAI's shape, or Anthropic's when the request carries
+// anthropic-version; the credential is checked as on the family's other paths).
 // The example config, the integration tests and the benchmarks point Switchyard at it.
 //
 // Every successful generation answers [ReplyText]. Behaviours that tests need (errors, rate
 // limits, slow or broken streams, tool calls) are switched on by the model name the request
 // sends: the name is split on "+" and each part that is one of the tokens below turns its
 // behaviour on; other parts are ignored, so "sim-basic" and "gpt-upstream-x+fail-503" both work.
+// The path may carry tokens too: the part of the path before /v1/… is split on "/" and "+"
+// the same way, so a base URL such as http://sim/down+fail-503+for-60s/v1 makes every request
+// to it fail, the model list included (which has no model name). A request gets the tokens of
+// both.
 //
 //	fail-NNN              status NNN (400-599) in the family's native error envelope
 //	rate-limit            429 with retry-after: 2 and retry-after-ms: 2000
+//	retry-after-<dur>     fail-NNN and rate-limit answers carry retry-after (<dur> in whole
+//	                      seconds, rounded up) and retry-after-ms (<dur> in milliseconds)
+//	no-retry-after        no retry-after or retry-after-ms on any answer (wins over the above)
+//	context-length        400 as the vendors word a prompt too long for the context window
+//	                      (OpenAI: code context_length_exceeded, param messages or input;
+//	                      Anthropic: "prompt is too long: N tokens > 200000 maximum")
+//	content-policy        400 as a content-policy refusal (OpenAI: code
+//	                      content_policy_violation; Anthropic: a message naming the Usage Policy)
 //	slow-headers-<dur>    wait <dur> (a Go duration) before sending anything
+//	silent                read the request, then send nothing (not even a status line) until
+//	                      the client leaves
+//	slow-first-event-<dur> streams: send the status and headers (and comments) at once, then
+//	                      wait <dur> before the first event; other answers: as slow-headers
 //	drip-<dur>            streams: wait <dur> between events (the first event goes at once)
 //	stall                 streams: send the first event, then hold until the client leaves
 //	cut                   streams: send 3 events and abort the connection;
 //	                      JSON: send half the body and abort
+//	malformed-event       streams of more than one event: after the first event, one whose data
+//	                      is not JSON and names the model ({"id":"x…",,"model":"<name>"}, with
+//	                      the next event's name), then the rest of the stream
 //	inband-error          streams: 200 + an error as the first (and only) event; JSON: 500
 //	tool-call             answer with a call of the request's first function tool, unless the
 //	                      conversation already ends with a tool result
+//
+// fail-NNN, rate-limit, silent, slow-*, reset and the broken answers below apply to the model
+// list too; context-length and content-policy apply to every POST path.
+//
+// Schedules make the faults of a name transient. They count per simulator and per name (the
+// full model name, or the path prefix for tokens in the path; at most 1024 names are
+// remembered, the oldest forgotten first, and a forgotten name starts over):
+//
+//	first-<K>             the faults apply to the first K requests carrying this name (K ≥ 0),
+//	                      later ones are answered as if the faults were absent
+//	for-<dur>             the faults apply from the first request carrying this name until
+//	                      <dur> has passed, then no more
+//
+// With both, the faults apply while both allow them. The faults a schedule switches off are
+// every token except tool-call, account-headers, no-subops(-405), comments, tail-at-once,
+// no-terminator, no-done and no-usage, which describe how a working provider answers. So
+// "up+fail-500+first-1" answers 500 once and then normally, and "up+rate-limit+first-2+for-10s"
+// answers 429 to at most the first two requests of its first ten seconds.
 //
 // Broken upstreams, for the gateway's failover and scrubbing:
 //
@@ -39,6 +78,9 @@
 //	huge-event            streams: a normal first event, then one padded past HugeEventSize
 //	comments              streams: two `: keep-alive` comment frames before the first event
 //	no-terminator         streams: the last event ends with one newline, not a blank line
+//	no-done               chat streams: everything (with the usage chunk when it is asked
+//	                      for) but `data: [DONE]`, then a clean end; no effect on Responses
+//	                      and Messages streams
 //	tail-at-once          streams: the body's length is declared; the first event is sent
 //	                      and flushed, then all the others in one write, so the reader's last
 //	                      read carries the final events and the end of the body together
@@ -62,6 +104,7 @@
 package simulator
 
 import (
+	"cmp"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -87,12 +130,15 @@ type Config struct {
 }
 
 // New returns the simulator handler.
-func New(cfg Config) http.Handler { return &server{cfg: cfg} }
+func New(cfg Config) http.Handler { return &server{cfg: cfg, schedules: newSchedules()} }
 
 // maxBody bounds a request body (the Anthropic Messages limit).
 const maxBody = 32 << 20
 
-type server struct{ cfg Config }
+type server struct {
+	cfg       Config
+	schedules *schedules
+}
 
 // family is the API family a path belongs to: it picks the error envelope, the auth rule and
 // the request-id header.
@@ -113,6 +159,7 @@ const (
 	epCompact
 	epMessages
 	epCountTokens
+	epModels
 )
 
 // routes is matched by path suffix, longest suffixes first.
@@ -126,23 +173,36 @@ var routes = []struct {
 	{"/v1/chat/completions", epChat},
 	{"/v1/responses", epResponses},
 	{"/v1/messages", epMessages},
+	{"/v1/models", epModels},
 }
 
-func route(path string) endpoint {
+// route finds the endpoint of path and the prefix before its suffix.
+func route(path string) (endpoint, string) {
 	for _, rt := range routes {
-		if strings.HasSuffix(path, rt.suffix) {
-			return rt.ep
+		if prefix, ok := strings.CutSuffix(path, rt.suffix); ok {
+			return rt.ep, prefix
 		}
 	}
-	return epUnknown
+	return epUnknown, ""
 }
 
-func (ep endpoint) family() family {
-	if ep == epMessages || ep == epCountTokens {
+// family is the family of a request to ep: the path decides, except on the models list,
+// which both families share and where Anthropic clients always send anthropic-version.
+func (ep endpoint) family(r *http.Request) family {
+	if ep == epMessages || ep == epCountTokens || (ep == epModels && r.Header.Get("anthropic-version") != "") {
 		return familyAnthropic
 	}
 	return familyOpenAI
 }
+
+func (ep endpoint) method() string {
+	if ep == epModels {
+		return http.MethodGet
+	}
+	return http.MethodPost
+}
+
+func (ep endpoint) generates() bool { return ep == epChat || ep == epResponses || ep == epMessages }
 
 // call is one request being answered.
 type call struct {
@@ -156,8 +216,8 @@ type call struct {
 }
 
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	ep := route(r.URL.Path)
-	c := &call{w: w, r: r, fam: ep.family(), reqID: newID("req_")}
+	ep, prefix := route(r.URL.Path)
+	c := &call{w: w, r: r, fam: ep.family(r), reqID: newID("req_")}
 	c.setCommonHeaders()
 
 	body, readErr := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
@@ -171,10 +231,10 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.writeError(apiError{status: http.StatusNotFound,
 			message: fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.Path)})
 		return
-	case r.Method != http.MethodPost:
-		w.Header().Set("Allow", http.MethodPost)
+	case r.Method != ep.method():
+		w.Header().Set("Allow", ep.method())
 		c.writeError(apiError{status: http.StatusMethodNotAllowed,
-			message: fmt.Sprintf("Method %s is not allowed on %s; use POST", r.Method, r.URL.Path)})
+			message: fmt.Sprintf("Method %s is not allowed on %s; use %s", r.Method, r.URL.Path, ep.method())})
 		return
 	case readErr != nil:
 		if _, tooBig := errors.AsType[*http.MaxBytesError](readErr); tooBig {
@@ -193,22 +253,38 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	if !json.Valid(body) || !gjson.ParseBytes(body).IsObject() {
-		c.writeError(apiError{status: http.StatusBadRequest,
-			message: "The request body is not a valid JSON object."})
-		return
+	if ep != epModels {
+		if !json.Valid(body) || !gjson.ParseBytes(body).IsObject() {
+			c.writeError(apiError{status: http.StatusBadRequest,
+				message: "The request body is not a valid JSON object."})
+			return
+		}
+		model := gjson.GetBytes(body, "model")
+		if model.Type != gjson.String || model.Str == "" {
+			c.writeError(apiError{status: http.StatusBadRequest, param: "model",
+				message: "model: a non-empty string is required"})
+			return
+		}
+		c.model = model.Str
 	}
-	model := gjson.GetBytes(body, "model")
-	if model.Type != gjson.String || model.Str == "" {
-		c.writeError(apiError{status: http.StatusBadRequest, param: "model",
-			message: "model: a non-empty string is required"})
-		return
+	parts := s.schedules.active(pathKey(prefix), pathParts(prefix))
+	if c.model != "" {
+		parts = append(parts, s.schedules.active(modelKey(c.model), strings.Split(c.model, "+"))...)
 	}
-	c.model = model.Str
-	c.beh = parseBehaviours(c.model)
+	c.beh = parseParts(parts)
+	s.answer(c, ep)
+}
 
-	if !c.beh.waitHeaders(r.Context()) {
+// answer applies the behaviours to a request that passed the checks, then answers it.
+func (s *server) answer(c *call, ep endpoint) {
+	r := c.r
+	streaming := ep.generates() && gjson.GetBytes(c.body, "stream").Bool()
+	if !c.beh.waitHeaders(r.Context(), streaming) {
 		return
+	}
+	if c.beh.silent {
+		<-r.Context().Done()
+		panic(http.ErrAbortHandler) // never a status line, even to a connection that is gone
 	}
 	if c.beh.accountHeaders {
 		c.setAccountHeaders()
@@ -223,19 +299,32 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if c.beh.failStatus != 0 {
+		if c.beh.retryAfter > 0 && !c.beh.noRetryAfter {
+			c.setRetryAfter(c.beh.retryAfter)
+		}
 		c.writeError(apiError{status: c.beh.failStatus, message: fmt.Sprintf(
 			"simulated upstream failure (HTTP %d) for model %s", c.beh.failStatus, c.model)})
 		return
 	}
 	if c.beh.rateLimit {
-		w.Header().Set("retry-after", "2")
-		w.Header().Set("retry-after-ms", "2000")
+		when := "later"
+		if !c.beh.noRetryAfter {
+			wait := cmp.Or(c.beh.retryAfter, defaultRetryAfter)
+			c.setRetryAfter(wait)
+			when = "in " + wait.String()
+		}
 		c.writeError(apiError{status: http.StatusTooManyRequests, code: "rate_limit_exceeded", message: fmt.Sprintf(
-			"Rate limit reached for model %s (simulated). Please try again in 2s.", c.model)})
+			"Rate limit reached for model %s (simulated). Please try again %s.", c.model, when)})
 		return
 	}
-	streaming := (ep == epChat || ep == epResponses || ep == epMessages) &&
-		gjson.GetBytes(body, "stream").Bool()
+	if ep != epModels && c.beh.contextLength {
+		c.writeError(c.contextLengthError(ep))
+		return
+	}
+	if ep != epModels && c.beh.contentPolicy {
+		c.writeError(c.contentPolicyError())
+		return
+	}
 	if c.brokenAnswer(streaming) {
 		return
 	}
@@ -262,6 +351,8 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.writeJSON(obj{{"object", "response.input_tokens"}, {"input_tokens", c.inputTokens()}})
 	case epCompact:
 		c.compact()
+	case epModels:
+		c.models()
 	}
 }
 

@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -1246,4 +1248,459 @@ func TestNoUsage(t *testing.T) {
 	_, got = jsonCall(t, srv, "/v1/messages", `{"model":"c+no-usage","max_tokens":1,"messages":[]}`, anthropicVersion...)
 	assert.False(t, got.Get("usage").Exists())
 	assert.Equal(t, "end_turn", got.Get("stop_reason").String())
+}
+
+// ---- Faults for retries, failover and stream ends ----
+
+func TestParseFaultBehaviours(t *testing.T) {
+	b := parseBehaviours("u+retry-after-1500ms+no-retry-after+silent+slow-first-event-2s+malformed-event+no-done+" +
+		"context-length+content-policy")
+	assert.Equal(t, behaviours{retryAfter: 1500 * time.Millisecond, noRetryAfter: true, silent: true,
+		slowFirstEvent: 2 * time.Second, malformedEvent: true, noDone: true, contextLength: true, contentPolicy: true}, b)
+	assert.Equal(t, behaviours{}, parseBehaviours("u+retry-after-+retry-after-0s+slow-first-event-x+first-1+for-1s"))
+
+	sch, ok := parseSchedule(strings.Split("u+first-3+for-90s", "+"))
+	assert.True(t, ok)
+	assert.Equal(t, schedule{first: 3, duration: 90 * time.Second}, sch)
+	for _, name := range []string{"u", "u+first-", "u+first--1", "u+first-x", "u+first-01", "u+for-", "u+for-0s", "u+for-1"} {
+		_, ok := parseSchedule(strings.Split(name, "+"))
+		assert.False(t, ok, name)
+	}
+}
+
+func TestRetryAfter(t *testing.T) {
+	srv := start(t, Config{})
+	for _, tc := range []struct {
+		path, model string
+		status      int
+		after, ms   string // "" is absent
+	}{
+		{"/v1/chat/completions", "m+fail-503+retry-after-1500ms", 503, "2", "1500"},
+		{"/v1/messages", "c+fail-529+retry-after-3s", 529, "3", "3000"},
+		{"/v1/chat/completions", "m+fail-500", 500, "", ""},
+		{"/v1/chat/completions", "m+rate-limit+retry-after-250ms", 429, "1", "250"},
+		{"/v1/messages", "c+rate-limit+retry-after-4s", 429, "4", "4000"},
+		{"/v1/chat/completions", "m+rate-limit+no-retry-after", 429, "", ""},
+		{"/v1/messages", "c+rate-limit+retry-after-4s+no-retry-after", 429, "", ""},
+		{"/v1/chat/completions", "m+fail-503+retry-after-1s+no-retry-after", 503, "", ""},
+	} {
+		t.Run(tc.model, func(t *testing.T) {
+			resp, got := jsonCall(t, srv, tc.path, `{"model":"`+tc.model+`","max_tokens":1,"messages":[]}`, anthropicVersion...)
+			require.Equal(t, tc.status, resp.StatusCode)
+			assert.NotEmpty(t, got.Get("error.message").String())
+			assert.Equal(t, []string{tc.after, tc.ms}, []string{resp.Header.Get("retry-after"), resp.Header.Get("retry-after-ms")})
+			_, has := resp.Header["Retry-After"]
+			assert.Equal(t, tc.after != "", has)
+		})
+	}
+}
+
+func TestVendorRefusals(t *testing.T) {
+	srv := start(t, Config{})
+	for _, tc := range []struct {
+		path, model, code, param, message string
+	}{
+		{"/v1/chat/completions", "m+context-length", "context_length_exceeded", "messages", "This model's maximum context length is 128000 tokens"},
+		{"/v1/responses", "m+context-length", "context_length_exceeded", "input", "This model's maximum context length is 128000 tokens"},
+		{"/v1/messages", "c+context-length", "", "", "prompt is too long: "},
+		{"/v1/messages/count_tokens", "c+context-length", "", "", "prompt is too long: "},
+		{"/v1/chat/completions", "m+content-policy", "content_policy_violation", "", "safety system"},
+		{"/v1/messages", "c+content-policy", "", "", "Usage Policy"},
+	} {
+		t.Run(tc.path+" "+tc.model, func(t *testing.T) {
+			for _, stream := range []string{"false", "true"} {
+				body := `{"model":"` + tc.model + `","stream":` + stream + `,"max_tokens":1,"input":"hi","messages":[]}`
+				resp, got := jsonCall(t, srv, tc.path, body, anthropicVersion...)
+				require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+				assert.Equal(t, "invalid_request_error", got.Get("error.type").String())
+				msg := got.Get("error.message").String()
+				assert.Contains(t, msg, tc.message)
+				if strings.Contains(tc.path, "messages") {
+					assert.Equal(t, "error", got.Get("type").String())
+					assert.False(t, got.Get("error.code").Exists())
+					if strings.Contains(tc.model, "context-length") {
+						assert.Equal(t, fmt.Sprintf("prompt is too long: %d tokens > 200000 maximum", 200000+inTokens(body)), msg)
+					}
+					continue
+				}
+				assert.Equal(t, tc.code, got.Get("error.code").String())
+				if tc.param == "" {
+					assert.Equal(t, gjson.Null, got.Get("error.param").Type)
+				} else {
+					assert.Equal(t, tc.param, got.Get("error.param").String())
+				}
+			}
+		})
+	}
+}
+
+func TestSilent(t *testing.T) {
+	t.Parallel()
+	arrived := make(chan struct{}, 1)
+	h := New(Config{Observe: func(*http.Request, []byte) { arrived <- struct{}{} }})
+	done := make(chan struct{}, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() { done <- struct{}{} }()
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+
+	for _, path := range []string{"/v1/chat/completions", "/v1/messages"} {
+		ctx, cancel := context.WithCancel(context.Background())
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+path,
+			strings.NewReader(`{"model":"m+silent","stream":true,"max_tokens":1,"messages":[]}`))
+		require.NoError(t, err)
+		req.Header.Set("anthropic-version", "2023-06-01")
+		answered := make(chan error, 1)
+		go func() {
+			resp, err := srv.Client().Do(req)
+			if err == nil {
+				_ = resp.Body.Close()
+			}
+			answered <- err
+		}()
+		<-arrived
+		select {
+		case err := <-answered:
+			t.Fatalf("%s: a silent upstream answered (err %v)", path, err)
+		case <-time.After(300 * time.Millisecond):
+		}
+		cancel()
+		require.Error(t, <-answered, path)
+		waitReturn(t, done, 2*time.Second)
+	}
+}
+
+func TestSlowFirstEvent(t *testing.T) {
+	t.Parallel()
+	srv, done := startWatched(t)
+	const wait = 500 * time.Millisecond
+	for _, tc := range []struct{ path, body, first string }{
+		{"/v1/chat/completions", `{"model":"m+slow-first-event-500ms","stream":true}`, ""},
+		{"/v1/responses", `{"model":"m+slow-first-event-500ms","stream":true,"input":"hi"}`, "response.created"},
+		{"/v1/messages", `{"model":"c+slow-first-event-500ms","stream":true,"max_tokens":1,"messages":[]}`, "message_start"},
+		{"/v1/chat/completions", `{"model":"m+slow-first-event-500ms+tail-at-once","stream":true}`, ""},
+	} {
+		t.Run(tc.body, func(t *testing.T) {
+			began := time.Now()
+			resp := post(t, context.Background(), srv, tc.path, tc.body, anthropicVersion...)
+			headersAt := time.Since(began)
+			require.Equal(t, http.StatusOK, resp.StatusCode)
+			assert.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
+			assert.Less(t, headersAt, wait/2, "the headers come at once")
+			frames, err := readFrames(resp.Body)
+			require.NoError(t, err)
+			assert.GreaterOrEqual(t, time.Since(began), wait, "the first event waits")
+			assert.Equal(t, tc.first, frames[0].event)
+			waitReturn(t, done, time.Second)
+		})
+	}
+
+	// Comments go with the headers; the client leaving during the wait ends the handler.
+	ctx, cancel := context.WithCancel(context.Background())
+	began := time.Now()
+	resp := post(t, ctx, srv, "/v1/chat/completions", `{"model":"m+slow-first-event-30s+comments","stream":true}`)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	line, err := bufio.NewReader(resp.Body).ReadString('\n')
+	require.NoError(t, err)
+	assert.Equal(t, ": keep-alive\n", line)
+	assert.Less(t, time.Since(began), wait)
+	cancel()
+	waitReturn(t, done, 2*time.Second)
+
+	// Answers that are not streams wait before anything, as slow-headers.
+	began = time.Now()
+	resp2, got := jsonCall(t, srv, "/v1/chat/completions", `{"model":"m+slow-first-event-500ms"}`)
+	assert.GreaterOrEqual(t, time.Since(began), wait)
+	assert.Equal(t, http.StatusOK, resp2.StatusCode)
+	assert.Equal(t, ReplyText, got.Get("choices.0.message.content").String())
+	waitReturn(t, done, time.Second)
+}
+
+func TestMalformedEvent(t *testing.T) {
+	srv := start(t, Config{})
+	for _, tc := range []struct{ path, body, model string }{
+		{"/v1/chat/completions", `{"model":"up-x+malformed-event","stream":true,"stream_options":{"include_usage":true}}`, "up-x+malformed-event"},
+		{"/v1/responses", `{"model":"up-x+malformed-event","stream":true,"input":"hi"}`, "up-x+malformed-event"},
+		{"/v1/messages", `{"model":"up-c+malformed-event","stream":true,"max_tokens":1,"messages":[]}`, "up-c+malformed-event"},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			_, normal := streamCall(t, srv, tc.path, strings.Replace(tc.body, "+malformed-event", "", 1), anthropicVersion...)
+			_, frames := streamCall(t, srv, tc.path, tc.body, anthropicVersion...)
+			require.Len(t, frames, len(normal)+1, "one event more, and the stream goes on to its end")
+			bad := frames[1]
+			assert.False(t, gjson.Valid(bad.data), "%s", bad.data)
+			assert.Contains(t, bad.data, `"model":"`+tc.model+`"`)
+			assert.Equal(t, normal[1].event, bad.event, "named like the event it precedes")
+			assert.Equal(t, eventNames(normal), eventNames(append(frames[:1:1], frames[2:]...)))
+			for i, f := range frames {
+				if i != 1 && f.data != "[DONE]" {
+					assert.True(t, gjson.Valid(f.data), "frame %d: %s", i, f.data)
+				}
+			}
+		})
+	}
+}
+
+func TestNoDone(t *testing.T) {
+	srv := start(t, Config{})
+	_, frames := streamCall(t, srv, "/v1/chat/completions", `{"model":"m+no-done","stream":true,"stream_options":{"include_usage":true}}`)
+	last := frames[len(frames)-1]
+	assert.NotEqual(t, "[DONE]", last.data)
+	assert.Equal(t, int64(10), last.json().Get("usage.completion_tokens").Int(), "the usage chunk is the last")
+	assert.Equal(t, "stop", frames[len(frames)-2].json().Get("choices.0.finish_reason").String())
+	var text strings.Builder
+	for _, f := range frames {
+		text.WriteString(f.json().Get("choices.0.delta.content").String())
+	}
+	assert.Equal(t, ReplyText, text.String())
+
+	_, frames = streamCall(t, srv, "/v1/chat/completions", `{"model":"m+no-done+usage-delay-10ms","stream":true}`)
+	assert.Equal(t, "stop", frames[len(frames)-1].json().Get("choices.0.finish_reason").String())
+
+	// Responses and Messages streams are as usual.
+	_, frames = streamCall(t, srv, "/v1/responses", `{"model":"m+no-done","stream":true,"input":"hi"}`)
+	assert.Equal(t, "response.completed", frames[len(frames)-1].event)
+	_, frames = streamCall(t, srv, "/v1/messages", `{"model":"c+no-done","stream":true,"max_tokens":1,"messages":[]}`, anthropicVersion...)
+	assert.Equal(t, "message_stop", frames[len(frames)-1].event)
+}
+
+// get sends a GET to srv+path with header name/value pairs and returns the status and JSON body.
+func get(t *testing.T, srv *httptest.Server, path string, header ...string) (*http.Response, gjson.Result) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, srv.URL+path, nil)
+	require.NoError(t, err)
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Add(header[i], header[i+1])
+	}
+	resp, err := srv.Client().Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.True(t, gjson.ValidBytes(b), "body is not JSON: %s", b)
+	return resp, gjson.ParseBytes(b)
+}
+
+func TestModels(t *testing.T) {
+	srv := start(t, Config{APIKey: "sk-sim"})
+
+	resp, got := get(t, srv, "/v1/models", "Authorization", "Bearer sk-sim")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Equal(t, "application/json", resp.Header.Get("Content-Type"))
+	assert.Equal(t, "list", got.Get("object").String())
+	require.NotEmpty(t, got.Get("data").Array())
+	for _, m := range got.Get("data").Array() {
+		assert.NotEmpty(t, m.Get("id").String())
+		assert.Equal(t, "model", m.Get("object").String())
+		assert.Positive(t, m.Get("created").Int())
+		assert.NotEmpty(t, m.Get("owned_by").String())
+	}
+	assert.NotEmpty(t, resp.Header.Get("x-request-id"))
+
+	resp, got = get(t, srv, "/anthropic/v1/models", "x-api-key", "sk-sim", "anthropic-version", "2023-06-01")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.False(t, got.Get("object").Exists())
+	data := got.Get("data").Array()
+	require.NotEmpty(t, data)
+	for _, m := range data {
+		assert.Equal(t, "model", m.Get("type").String())
+		assert.NotEmpty(t, m.Get("display_name").String())
+		_, err := time.Parse(time.RFC3339, m.Get("created_at").String())
+		assert.NoError(t, err)
+	}
+	assert.Equal(t, gjson.False, got.Get("has_more").Type)
+	assert.Equal(t, data[0].Get("id").String(), got.Get("first_id").String())
+	assert.Equal(t, data[len(data)-1].Get("id").String(), got.Get("last_id").String())
+	assert.NotEmpty(t, resp.Header.Get("request-id"))
+
+	for _, tc := range []struct {
+		name   string
+		header []string
+		want   int
+	}{
+		{"openai bearer", []string{"Authorization", "Bearer sk-sim"}, 200},
+		{"openai x-api-key is not accepted", []string{"x-api-key", "sk-sim"}, 401},
+		{"openai wrong", []string{"Authorization", "Bearer nope"}, 401},
+		{"anthropic bearer", []string{"Authorization", "Bearer sk-sim", "anthropic-version", "2023-06-01"}, 200},
+		{"anthropic wrong", []string{"x-api-key", "nope", "anthropic-version", "2023-06-01"}, 401},
+		{"anthropic missing", []string{"anthropic-version", "2023-06-01"}, 401},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, got := get(t, srv, "/v1/models", tc.header...)
+			require.Equal(t, tc.want, resp.StatusCode)
+			if tc.want == 401 && slices.Contains(tc.header, "anthropic-version") {
+				assert.Equal(t, "authentication_error", got.Get("error.type").String())
+			} else if tc.want == 401 {
+				assert.Equal(t, "invalid_api_key", got.Get("error.code").String())
+			}
+		})
+	}
+
+	resp, got = jsonCall(t, srv, "/v1/models", `{}`, "Authorization", "Bearer sk-sim")
+	assert.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode)
+	assert.Equal(t, http.MethodGet, resp.Header.Get("Allow"))
+	assert.Equal(t, "invalid_request_error", got.Get("error.type").String())
+}
+
+func TestPathTokens(t *testing.T) {
+	srv := start(t, Config{})
+	resp, got := get(t, srv, "/down+fail-503+retry-after-1s/v1/models")
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	assert.Equal(t, "server_error", got.Get("error.type").String())
+	assert.Equal(t, "1", resp.Header.Get("retry-after"))
+
+	resp, _ = get(t, srv, "/x/rate-limit/v1/models", "anthropic-version", "2023-06-01")
+	assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode, "segments split on / too")
+
+	resp, got = jsonCall(t, srv, "/down+fail-502/v1/chat/completions", `{"model":"plain"}`)
+	assert.Equal(t, http.StatusBadGateway, resp.StatusCode)
+	assert.Contains(t, got.Get("error.message").String(), "plain")
+
+	// Tokens of the path and of the model add up.
+	resp, _ = jsonCall(t, srv, "/p+retry-after-5s/v1/chat/completions", `{"model":"m+rate-limit"}`)
+	assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	assert.Equal(t, "5", resp.Header.Get("retry-after"))
+
+	// Context-length on the model list makes no sense and is ignored there.
+	resp, _ = get(t, srv, "/p+context-length/v1/models")
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+}
+
+// ---- Schedules ----
+
+func TestScheduleFirst(t *testing.T) {
+	srv := start(t, Config{})
+	statuses := func(path, model string, n int) []int {
+		var out []int
+		for range n {
+			resp, _ := jsonCall(t, srv, path, `{"model":"`+model+`","max_tokens":1,"messages":[]}`, anthropicVersion...)
+			out = append(out, resp.StatusCode)
+		}
+		return out
+	}
+	assert.Equal(t, []int{500, 200, 200}, statuses("/v1/chat/completions", "up+fail-500+first-1", 3))
+	assert.Equal(t, []int{429, 429, 200}, statuses("/v1/messages", "up+rate-limit+first-2", 3))
+	assert.Equal(t, []int{200, 200}, statuses("/v1/chat/completions", "up+fail-500+first-0", 2))
+	assert.Equal(t, []int{503, 503, 503}, statuses("/v1/chat/completions", "up+fail-503", 3), "no schedule: always")
+	assert.Equal(t, []int{500, 200}, statuses("/v1/chat/completions", "other+fail-500+first-1", 2), "each name counts on its own")
+	assert.Equal(t, []int{200}, statuses("/v1/chat/completions", "up+fail-500+first-1", 1), "and keeps its count")
+
+	// Trait tokens outlast the schedule.
+	resp, got := jsonCall(t, srv, "/v1/chat/completions", `{"model":"t+fail-500+tool-call+first-1","tools":[{"type":"function","function":{"name":"f"}}]}`)
+	require.Equal(t, 500, resp.StatusCode)
+	assert.NotEmpty(t, got.Get("error").String())
+	resp, got = jsonCall(t, srv, "/v1/chat/completions", `{"model":"t+fail-500+tool-call+first-1","tools":[{"type":"function","function":{"name":"f"}}]}`)
+	require.Equal(t, 200, resp.StatusCode)
+	assert.Equal(t, "f", got.Get("choices.0.message.tool_calls.0.function.name").String())
+
+	// A reset once, then an answer.
+	body := `{"model":"r+reset+first-1"}`
+	_, err := srv.Client().Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	require.Error(t, err)
+	resp, got = jsonCall(t, srv, "/v1/chat/completions", body)
+	require.Equal(t, 200, resp.StatusCode)
+	assert.Equal(t, ReplyText, got.Get("choices.0.message.content").String())
+
+	// Streams: a malformed event once, then a clean stream.
+	_, frames := streamCall(t, srv, "/v1/chat/completions", `{"model":"s+malformed-event+first-1","stream":true}`)
+	assert.False(t, gjson.Valid(frames[1].data))
+	_, frames = streamCall(t, srv, "/v1/chat/completions", `{"model":"s+malformed-event+first-1","stream":true}`)
+	for _, f := range frames[:len(frames)-1] {
+		assert.True(t, gjson.Valid(f.data), f.data)
+	}
+}
+
+func TestScheduleFirstConcurrent(t *testing.T) {
+	srv := start(t, Config{})
+	const n = 20
+	codes := make(chan int, n)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			resp, err := srv.Client().Post(srv.URL+"/v1/chat/completions", "application/json",
+				strings.NewReader(`{"model":"c+fail-503+first-3"}`))
+			if err != nil {
+				codes <- 0
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+			codes <- resp.StatusCode
+		})
+	}
+	wg.Wait()
+	close(codes)
+	count := map[int]int{}
+	for c := range codes {
+		count[c]++
+	}
+	assert.Equal(t, map[int]int{503: 3, 200: n - 3}, count)
+}
+
+// fakeClock is a clock tests move by hand.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+func TestScheduleFor(t *testing.T) {
+	h := New(Config{})
+	clock := &fakeClock{now: time.Unix(1_000_000, 0)}
+	h.(*server).schedules.now = clock.Now
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	status := func(path, model string) int {
+		resp, _ := jsonCall(t, srv, path, `{"model":"`+model+`"}`)
+		return resp.StatusCode
+	}
+	get := func(path string) int {
+		resp, _ := get(t, srv, path)
+		return resp.StatusCode
+	}
+
+	clock.Advance(time.Hour) // the window starts at the first request, not at start-up
+	assert.Equal(t, 503, status("/v1/chat/completions", "up+fail-503+for-60s"))
+	assert.Equal(t, 503, get("/down+fail-503+for-60s/v1/models"))
+	clock.Advance(59 * time.Second)
+	assert.Equal(t, 503, status("/v1/chat/completions", "up+fail-503+for-60s"))
+	assert.Equal(t, 503, get("/down+fail-503+for-60s/v1/models"))
+	clock.Advance(time.Second)
+	assert.Equal(t, 200, status("/v1/chat/completions", "up+fail-503+for-60s"))
+	assert.Equal(t, 200, get("/down+fail-503+for-60s/v1/models"))
+	assert.Equal(t, 200, status("/down+fail-503+for-60s/v1/chat/completions", "plain"), "the path's window is shared")
+	assert.Equal(t, 503, status("/v1/chat/completions", "later+fail-503+for-60s"), "another name has its own window")
+
+	// With both, the faults apply while both allow.
+	assert.Equal(t, 429, status("/v1/chat/completions", "b+rate-limit+first-2+for-10s"))
+	assert.Equal(t, 429, status("/v1/chat/completions", "b+rate-limit+first-2+for-10s"))
+	assert.Equal(t, 200, status("/v1/chat/completions", "b+rate-limit+first-2+for-10s"), "count used up")
+	assert.Equal(t, 429, status("/v1/chat/completions", "b2+rate-limit+first-2+for-10s"))
+	clock.Advance(10 * time.Second)
+	assert.Equal(t, 200, status("/v1/chat/completions", "b2+rate-limit+first-2+for-10s"), "time used up")
+}
+
+func TestScheduleBound(t *testing.T) {
+	s := newSchedules()
+	parts := strings.Split("u+fail-500+first-1", "+")
+	name := func(i int) string { return fmt.Sprintf("u%d+fail-500+first-1", i) }
+	key := func(i int) scheduleKey { return modelKey(name(i)) }
+	assert.Equal(t, parts, s.active(key(0), parts))
+	assert.Empty(t, s.active(key(0), parts), "name 0 has had its one fault")
+	for i := 1; i <= maxScheduled; i++ {
+		s.active(key(i), parts)
+	}
+	assert.Equal(t, maxScheduled, len(s.states))
+	assert.Equal(t, maxScheduled, len(s.order))
+	assert.Equal(t, parts, s.active(key(0), parts), "the oldest name was forgotten and starts over")
+	assert.Empty(t, s.active(key(maxScheduled), parts), "recent names are remembered")
+	assert.Equal(t, parts, s.active(pathKey(name(maxScheduled)), parts),
+		"a path prefix and a model name never share a schedule")
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
 
 	"github.com/tidwall/gjson"
@@ -209,7 +210,8 @@ func padded(data []byte) []byte {
 }
 
 // writeStream sends events as an SSE stream, flushing each one, and applies the stream
-// behaviours (drip, stall, cut, comments, oversized events, framing, usage delay). It
+// behaviours (slow first event, drip, stall, cut, comments, oversized and malformed events,
+// framing, usage delay). It
 // returns early when the client goes away.
 func (c *call) writeStream(events []event) {
 	h := c.w.Header()
@@ -220,6 +222,9 @@ func (c *call) writeStream(events []event) {
 	}
 	if c.beh.hugeEvent && len(events) > 1 {
 		events[1].data = padded(events[1].data)
+	}
+	if c.beh.malformedEvent && len(events) > 1 {
+		events = slices.Insert(events, 1, c.malformedEvent(events[1].name))
 	}
 	if c.beh.tailAtOnce {
 		c.writeTailAtOnce(events)
@@ -234,6 +239,12 @@ func (c *call) writeStream(events []event) {
 				return
 			}
 			_ = rc.Flush()
+		}
+	}
+	if c.beh.slowFirstEvent > 0 {
+		_ = rc.Flush() // the status and headers (and comments) go now; the events wait
+		if !sleep(ctx, c.beh.slowFirstEvent) {
+			return
 		}
 	}
 	var buf []byte
@@ -278,6 +289,12 @@ func (c *call) writeTailAtOnce(events []event) {
 	}
 	c.w.Header().Set("Content-Length", strconv.Itoa(len(head)+len(tail)))
 	c.w.WriteHeader(http.StatusOK)
+	if c.beh.slowFirstEvent > 0 {
+		_ = http.NewResponseController(c.w).Flush()
+		if !sleep(c.r.Context(), c.beh.slowFirstEvent) {
+			return
+		}
+	}
 	if _, err := c.w.Write(head); err != nil {
 		return
 	}
