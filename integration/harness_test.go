@@ -24,6 +24,7 @@ import (
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/tidwall/gjson"
 
 	_ "github.com/switchyard-gw/switchyard/caddymodule"
 	"github.com/switchyard-gw/switchyard/simulator"
@@ -48,6 +49,7 @@ type seenRequest struct {
 	Method, Path, RawQuery string
 	Header                 http.Header
 	Body                   []byte
+	At                     time.Time // when it arrived
 }
 
 func newUpstream(t testing.TB) *upstream {
@@ -57,7 +59,7 @@ func newUpstream(t testing.TB) *upstream {
 		Observe: func(r *http.Request, body []byte) {
 			u.mu.Lock()
 			defer u.mu.Unlock()
-			u.requests = append(u.requests, seenRequest{r.Method, r.URL.Path, r.URL.RawQuery, r.Header.Clone(), append([]byte(nil), body...)})
+			u.requests = append(u.requests, seenRequest{r.Method, r.URL.Path, r.URL.RawQuery, r.Header.Clone(), append([]byte(nil), body...), time.Now()})
 		},
 	}))
 	t.Cleanup(u.Close)
@@ -70,6 +72,19 @@ func (u *upstream) last(t *testing.T) seenRequest {
 	defer u.mu.Unlock()
 	require.NotEmpty(t, u.requests, "the upstream received no request")
 	return u.requests[len(u.requests)-1]
+}
+
+// seenFor lists the requests that asked for one upstream model, in the order they came.
+func (u *upstream) seenFor(upstreamModel string) []seenRequest {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	var out []seenRequest
+	for _, r := range u.requests {
+		if gjson.GetBytes(r.Body, "model").Str == upstreamModel {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 func (u *upstream) count() int {

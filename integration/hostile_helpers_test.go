@@ -250,7 +250,7 @@ func newRecorder(t testing.TB) *recorder {
 			rec.upstream.mu.Lock()
 			defer rec.upstream.mu.Unlock()
 			rec.upstream.requests = append(rec.upstream.requests,
-				seenRequest{r.Method, r.URL.Path, r.URL.RawQuery, r.Header.Clone(), append([]byte(nil), body...)})
+				seenRequest{r.Method, r.URL.Path, r.URL.RawQuery, r.Header.Clone(), append([]byte(nil), body...), time.Now()})
 		},
 	})
 	rec.upstream.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
