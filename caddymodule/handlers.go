@@ -86,7 +86,8 @@ func requestID(r *http.Request) string { return logOf(r).requestID }
 // Caddy clear its handler cache, an allocation per field, seven times a request.)
 type requestLog struct {
 	requestID, keyID, operation, model, candidate string
-	attempts                                      int
+	attempts, retries                             int
+	retryWait                                     time.Duration
 	failovers                                     []string
 	streamInterrupted                             bool
 }
@@ -104,6 +105,10 @@ func (l *requestLog) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	}
 	if l.attempts > 0 {
 		enc.AddInt("switchyard_attempts", l.attempts)
+	}
+	if l.retries > 0 {
+		enc.AddInt("switchyard_retries", l.retries)
+		enc.AddInt64("switchyard_retry_wait_ms", l.retryWait.Milliseconds())
 	}
 	if len(l.failovers) > 0 {
 		_ = enc.AddArray("switchyard_failovers", zapcore.ArrayMarshalerFunc(func(a zapcore.ArrayEncoder) error {
@@ -396,6 +401,10 @@ func (h *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Ha
 	log := logOf(r)
 	log.attempts = len(outcome.Attempts)
 	for _, a := range outcome.Attempts {
+		if a.Retry > 0 {
+			log.retries++
+			log.retryWait += a.Wait
+		}
 		if a.Reason != routing.ReasonNone {
 			log.failovers = append(log.failovers, a.Candidate+":"+string(a.Reason))
 		}

@@ -19,6 +19,8 @@ type gatewayMetrics struct {
 	requests  *prometheus.CounterVec
 	attempts  *prometheus.HistogramVec
 	failovers *prometheus.CounterVec
+	retries   *prometheus.CounterVec
+	retryWait *prometheus.HistogramVec
 	ttfb      *prometheus.HistogramVec
 	circuits  circuitCollector
 }
@@ -40,6 +42,15 @@ var loadMetrics = sync.OnceValue(func() *gatewayMetrics {
 			Namespace: ns, Name: "failovers_total",
 			Help: "Attempts that failed before the first byte and moved the request on, by candidate and reason.",
 		}, []string{"model", "candidate", "reason"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Name: "retries_total",
+			Help: "Attempts that retried a candidate within one request, by candidate.",
+		}, []string{"model", "candidate"}),
+		retryWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: ns, Name: "retry_wait_seconds",
+			Help:    "Back-off waited before each retry, the upstream's Retry-After included.",
+			Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8},
+		}, []string{"model"}),
 		ttfb: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: ns, Name: "time_to_first_byte_seconds",
 			Help:    "Time from the request reaching the relay to its first byte sent to the client, by serving candidate.",
@@ -51,7 +62,7 @@ var loadMetrics = sync.OnceValue(func() *gatewayMetrics {
 // register adds the collectors to a configuration's registry; one that is already there
 // (a second handler of the same configuration) is fine.
 func (m *gatewayMetrics) register(reg prometheus.Registerer) error {
-	return registerCollectors(reg, m.requests, m.attempts, m.failovers, m.ttfb, m.circuits)
+	return registerCollectors(reg, m.requests, m.attempts, m.failovers, m.retries, m.retryWait, m.ttfb, m.circuits)
 }
 
 // registerCollectors adds process-wide collectors to a configuration's registry; one
@@ -81,6 +92,10 @@ func (m *gatewayMetrics) observe(model string, family protocols.Family, out *rel
 	m.requests.WithLabelValues(model, proto, served, out.Result()).Inc()
 	m.attempts.WithLabelValues(model, proto).Observe(float64(len(out.Attempts)))
 	for _, a := range out.Attempts {
+		if a.Retry > 0 {
+			m.retries.WithLabelValues(model, a.Candidate).Inc()
+			m.retryWait.WithLabelValues(model).Observe(a.Wait.Seconds())
+		}
 		if a.Reason != routing.ReasonNone && a.Reason != routing.ReasonClientGone {
 			m.failovers.WithLabelValues(model, a.Candidate, string(a.Reason)).Inc()
 		}

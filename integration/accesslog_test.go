@@ -45,7 +45,9 @@ func TestAccessLogFields(t *testing.T) {
 	snippet, store := exampleLogSnippet(t, logPath), storeOption(t, "")
 	ports, _ := startCaddy(t, 1, func(ports []int) string {
 		return snippet + "{\n\tadmin off\n\tdefault_bind 127.0.0.1\n\tswitchyard {\n" +
-			"\t\tkey test " + testKey + "\n" + store + standardModels(up) + "\t}\n}\n" +
+			"\t\tkey test " + testKey + "\n" + store + standardModels(up) +
+			"\t\tmodel retried {\n" + candidate("once", "family_a", "http://"+up.hostport()+"/v1", upstreamPrefix+"-r+fail-500+first-1") + "\t\t}\n" +
+			"\t}\n}\n" +
 			"http://127.0.0.1:" + strconv.Itoa(ports[0]) + " {\n\tlog {\n\t\timport keyless_log\n\t}\n" +
 			"\tswitchyard_auth\n\tswitchyard_model\n\tswitchyard_proxy\n\thandle_errors {\n\t\tswitchyard_errors\n\t}\n}\n"
 	})
@@ -75,6 +77,17 @@ func TestAccessLogFields(t *testing.T) {
 	assert.Equal(t, int64(5), entry.Get("switchyard_attempts").Int())
 	assert.Equal(t, `["refused:connect","broken:status","limited:rate_limit","inband:status"]`, entry.Get("switchyard_failovers").Raw)
 	assert.Equal(t, "static:test", entry.Get("switchyard_key_id").Str)
+	assert.False(t, entry.Get("switchyard_retries").Exists(), "no retry, no retry fields")
+
+	// A one-off 500 on a model's only candidate is retried, and the line says so.
+	r = g.call(t, "POST", "/v1/chat/completions", `{"model":"retried","messages":[{"role":"user","content":"hi"}]}`)
+	require.Equal(t, 200, r.Status)
+	entry = entryFor(r.Header.Get("X-Switchyard-Request-Id"))
+	assert.Equal(t, int64(2), entry.Get("switchyard_attempts").Int())
+	assert.Equal(t, int64(1), entry.Get("switchyard_retries").Int())
+	assert.True(t, entry.Get("switchyard_retry_wait_ms").Exists())
+	assert.LessOrEqual(t, entry.Get("switchyard_retry_wait_ms").Int(), int64(500), "within the first back-off's bound")
+	assert.Equal(t, `["once:status"]`, entry.Get("switchyard_failovers").Raw)
 
 	// A Family B client sends its key in x-api-key, a header Caddy's log does not redact.
 	r = g.call(t, "POST", "/v1/messages", messagesBody, "anthropic-version", v1, "x-api-key", testKey)

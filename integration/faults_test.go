@@ -132,6 +132,10 @@ func TestFaultInjection(t *testing.T) {
 	db, err := sql.Open("sqlite", dbPath)
 	require.NoError(t, err)
 	t.Cleanup(func() { db.Close() })
+	// Counters are process-wide: this test's retries are what they gain while it runs.
+	retried := `switchyard_retries_total{candidate="faulty",model="500-once-only"}`
+	waited := `switchyard_retry_wait_seconds_count{model="429-retry-after-once-only"}`
+	before, _ := g.scrapeMetrics(t)
 
 	for _, fc := range faultCases {
 		t.Run(fc.name+"/with-fallback", func(t *testing.T) {
@@ -210,6 +214,10 @@ func TestFaultInjection(t *testing.T) {
 			assert.Less(t, n.Elapsed, fc.onlyWithin)
 		})
 	}
+
+	after, _ := g.scrapeMetrics(t)
+	assert.Equal(t, 1.0, after[retried]-before[retried], "one retry of the one-off 500 is counted")
+	assert.Equal(t, 1.0, after[waited]-before[waited], "and its wait, for the 429")
 }
 
 // assertFaultAnswer checks a complete answer of the service model.
