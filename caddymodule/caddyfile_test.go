@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchyard-gw/switchyard/relay"
 	"github.com/switchyard-gw/switchyard/routing"
 )
 
@@ -529,4 +530,35 @@ func TestTheDefaultBodyLimitsAdapt(t *testing.T) {
 	assert.Equal(t, float64(64<<10), app["default_body_min_rate"])
 	off := switchyardJSON(t, "{\n\tswitchyard {\n\t\tdefault_read_body_idle -1s\n\t}\n}\n")
 	assert.Less(t, off["default_body_idle"], float64(0))
+}
+
+// Each candidate gets the retry block's policy unless it sets its own count; each model
+// the block's deadline unless it sets its own; a model with the reasoning capability gives
+// its candidates the longer wait for a first event.
+func TestRetryAndDeadlineDefaultsReachTheCandidates(t *testing.T) {
+	cand := func(name, extra string) string {
+		return "\t\t\tcandidate " + name + " {\n\t\t\t\tprotocol family_a\n\t\t\t\turl http://127.0.0.1:9/v1\n\t\t\t\tupstream_model m\n" + extra + "\t\t\t}\n"
+	}
+	app := provisionedApp(t, "{\n\tswitchyard {\n\t\tstore off\n"+
+		"\t\tretry {\n\t\t\tretries 2\n\t\t\tbackoff 250ms 4s\n\t\t\trequest_timeout 90s\n\t\t}\n"+
+		"\t\tmodel plain {\n\t\t\trequest_timeout 2m\n"+cand("own", "\t\t\t\tretries 0\n\t\t\t\tfirst_token_timeout 3s\n")+cand("inherits", "")+"\t\t}\n"+
+		"\t\tmodel thinker {\n\t\t\treasoning true\n"+cand("a", "")+"\t\t}\n"+
+		"\t}\n}\n:0 {\n\tswitchyard_proxy\n}\n")
+	plain, ok := app.catalog.Lookup("plain")
+	require.True(t, ok)
+	assert.Equal(t, 2*time.Minute, plain.RequestTimeout, "the model's own deadline")
+	assert.Equal(t, routing.Retry{Retries: 0, Backoff: 250 * time.Millisecond, MaxBackoff: 4 * time.Second}, plain.Candidates[0].Retry)
+	assert.Equal(t, 3*time.Second, plain.Candidates[0].Timeouts.FirstToken)
+	assert.Equal(t, 2, plain.Candidates[1].Retry.Retries, "the block's count")
+	assert.Zero(t, plain.Candidates[1].Timeouts.FirstToken, "the relay's default (15 s)")
+
+	thinker, ok := app.catalog.Lookup("thinker")
+	require.True(t, ok)
+	assert.Equal(t, 90*time.Second, thinker.RequestTimeout, "the block's deadline")
+	assert.Equal(t, relay.DefaultReasoningFirstToken, thinker.Candidates[0].Timeouts.FirstToken)
+
+	bare := provisionedApp(t, "{\n\tswitchyard {\n\t\tstore off\n\t\tmodel m {\n"+cand("a", "")+"\t\t}\n\t}\n}\n:0 {\n\tswitchyard_proxy\n}\n")
+	m, _ := bare.catalog.Lookup("m")
+	assert.Equal(t, routing.DefaultRetry, m.Candidates[0].Retry, "one retry, 500 ms to 8 s, without a retry block")
+	assert.Equal(t, routing.DefaultRequestTimeout, m.RequestTimeout)
 }
