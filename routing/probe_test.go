@@ -161,14 +161,28 @@ func TestNoProbeBeforeARetryAfterPauseEnds(t *testing.T) {
 	assert.Equal(t, now.Add(30*time.Second), h.ReadyAt(now))
 }
 
-// A probe answered before a pause began says nothing about the circuit after it.
+// A probe claimed before the circuit moved on says nothing about it after: not during a
+// pause the upstream asked for, nor after a live probe re-opened it.
 func TestAProbeOfAnEarlierOpeningIsIgnored(t *testing.T) {
 	h := NewHealth(probedPolicy)
 	tripped := fail(h, t0, 3)
-	ticket := claim(t, h, tripped.Add(time.Second))
+	slow := claim(t, h, tripped.Add(time.Second)) // its answer takes a while
 	h.RecordFailure(Admitted, ReasonRateLimit, 20*time.Second, tripped.Add(1500*time.Millisecond))
-	h.RecordProbe(ticket, ProbeOutcome{Result: ProbePass}, tripped.Add(2*time.Second))
+	h.RecordProbe(slow, ProbeOutcome{Result: ProbePass}, tripped.Add(2*time.Second))
 	assert.Equal(t, Open, h.State(tripped.Add(2*time.Second)), "the pause stands")
+
+	h = NewHealth(probedPolicy)
+	tripped = fail(h, t0, 3)
+	slow = claim(t, h, tripped.Add(time.Second))
+	paused := tripped.Add(2 * time.Second)
+	h.RecordFailure(Admitted, ReasonRateLimit, 5*time.Second, paused) // past the 5s cooldown
+	ended := paused.Add(5 * time.Second)
+	a := h.Admit(ended)
+	require.Equal(t, Probe, a, "half-open at the end of the pause")
+	h.RecordFailure(a, ReasonStatus, 0, ended)
+	require.True(t, h.Snapshot(ended).Probing, "re-opened, probed again")
+	h.RecordProbe(slow, ProbeOutcome{Result: ProbePass}, ended.Add(time.Second))
+	assert.Equal(t, Open, h.State(ended.Add(time.Second)), "a probe sent before the pause does not close it")
 }
 
 // A candidate without the probe endpoint falls back to live half-open probes at the end
