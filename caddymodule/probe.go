@@ -8,10 +8,12 @@ import (
 	"github.com/switchyard-gw/switchyard/routing"
 )
 
-// probeTick is how often the prober looks for a probe that has fallen due: fine enough
-// next to the one-second default interval, and a handful of lock-and-compare steps per
-// candidate is all it costs while no circuit is open.
-const probeTick = 250 * time.Millisecond
+// probeTick is how often the prober looks for a probe that has fallen due: a quarter of
+// the probe interval, so a probe is late by at most that, but no more often than every
+// 10ms nor less than every 250ms. A look costs a lock and a compare per candidate.
+func probeTick(interval time.Duration) time.Duration {
+	return min(max(interval/4, 10*time.Millisecond), 250*time.Millisecond)
+}
 
 // startProbes starts this configuration's prober for the generation health of each
 // candidate (sub-operation health is left to live requests). Health is shared across
@@ -47,7 +49,7 @@ func (a *App) startProbes() {
 			})
 		}
 	}
-	a.prober = routing.StartProber(targets, probeTick)
+	a.prober = routing.StartProber(targets, probeTick(a.Health.policy().ProbeInterval))
 }
 
 // stopProbes cancels the probes under way and waits for the prober to end, so that a
