@@ -32,7 +32,8 @@ type HealthConfig struct {
 	// HalfOpenProbes is how many live requests may probe a recovering candidate at once.
 	// Default: 1.
 	HalfOpenProbes int `json:"half_open_probes,omitempty"`
-	// Probe is how a candidate whose circuit failures opened is found to have recovered:
+	// Probe is how a candidate whose generation circuit failures opened (sub-operations
+	// such as token counts are left to live requests) is found to have recovered:
 	// "models" probes it in the background (GET {url}/models for family_a, GET
 	// {url}/v1/models for family_b, with its credential) and only a passing probe closes
 	// the circuit, so no client request pays for a failed probe; "off" leaves it to a

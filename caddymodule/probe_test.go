@@ -85,11 +85,13 @@ func TestAppProbesOpenCircuitsAndStopsCleanly(t *testing.T) {
 
 	m := app.catalog.Models()[0]
 	down := app.upstreams[m.Candidates[0]].Health
-	now := time.Now()
-	for range 3 {
-		down.RecordFailure(routing.Admitted, routing.ReasonStatus, 0, now)
+	downSub := app.upstreams[m.Candidates[0]].SubHealth
+	trip := func(h *routing.Health) {
+		now := time.Now()
+		for range 3 {
+			h.RecordFailure(routing.Admitted, routing.ReasonStatus, 0, now)
+		}
 	}
-	require.True(t, down.Snapshot(now).Probing)
 
 	waitFor := func(t *testing.T, ch chan struct{}, what string) {
 		t.Helper()
@@ -109,6 +111,10 @@ func TestAppProbesOpenCircuitsAndStopsCleanly(t *testing.T) {
 	// A first probe that answers: the circuit closes and the pass is counted.
 	answer.Store(true)
 	require.NoError(t, app.Start())
+	trip(downSub)
+	trip(down)
+	require.True(t, down.Snapshot(time.Now()).Probing)
+	assert.False(t, downSub.Snapshot(time.Now()).Probing, "sub-operations are left to live requests")
 	waitFor(t, arrived, "a probe of the open circuit")
 	require.Eventually(t, func() bool { return down.State(time.Now()) == routing.Closed }, 5*time.Second, 10*time.Millisecond)
 	assert.Equal(t, before+1, passes())
@@ -117,11 +123,8 @@ func TestAppProbesOpenCircuitsAndStopsCleanly(t *testing.T) {
 
 	// A probe that hangs is cancelled by Stop, which waits for it.
 	answer.Store(false)
-	now = time.Now()
-	for range 3 {
-		down.RecordFailure(routing.Admitted, routing.ReasonStatus, 0, now)
-	}
 	require.NoError(t, app.Start())
+	trip(down)
 	waitFor(t, arrived, "a probe of the open circuit")
 	stopped := make(chan struct{})
 	go func() { _ = app.Stop(); close(stopped) }()

@@ -119,6 +119,7 @@ type Health struct {
 	probeWait  time.Duration // the wait before nextProbe; doubles with each failed probe
 	probeLease time.Time     // a claimed probe's result is awaited until then
 	noProbe    bool          // the candidate does not offer the probe: live requests probe it
+	probers    int           // running Probers that look after this health
 
 	successRate float64       // EWMA of 1 (success) and 0 (failure)
 	rateAt      time.Time     // when successRate was last updated: its fade runs from here

@@ -47,9 +47,19 @@ type ProbeTicket struct{ opening uint64 }
 
 // awaitingProbe reports whether background probes, rather than live requests, are to
 // close the circuit: it is open after failures (not for a pause the upstream asked for),
-// probes are on and the candidate offers them. Caller holds mu.
+// probes are on, a prober is running for this health, and the candidate offers them.
+// Caller holds mu.
 func (h *Health) awaitingProbe() bool {
-	return h.state == Open && !h.paused && h.policy.ProbeInterval > 0 && !h.noProbe
+	return h.state == Open && !h.paused && h.policy.ProbeInterval > 0 && h.probers > 0 && !h.noProbe
+}
+
+// lookAfter counts a prober in (+1) or out (-1). Only a health some prober looks after
+// waits for probes; any other (a sub-operation's health, or every one once the last
+// prober stopped) half-opens at the end of its cooldown as without probes.
+func (h *Health) lookAfter(delta int) {
+	h.mu.Lock()
+	h.probers += delta
+	h.mu.Unlock()
 }
 
 // ClaimProbe takes the next probe if one is due at now and none is under way. The caller
@@ -111,8 +121,9 @@ type ProbeTarget struct {
 
 // Prober sends the background probes of a set of candidates as they fall due.
 type Prober struct {
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	targets []ProbeTarget
 }
 
 // StartProber looks at the targets every tick and starts each probe that is due, each
@@ -121,9 +132,12 @@ type Prober struct {
 // overlapping during a reload) do not probe it twice at once.
 func StartProber(targets []ProbeTarget, tick time.Duration) *Prober {
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &Prober{cancel: cancel}
+	p := &Prober{cancel: cancel, targets: targets}
 	if len(targets) == 0 {
 		return p
+	}
+	for _, t := range targets {
+		t.Health.lookAfter(+1)
 	}
 	p.wg.Add(1)
 	go func() {
@@ -161,8 +175,11 @@ func (p *Prober) run(ctx context.Context, t *ProbeTarget, ticket ProbeTicket) {
 }
 
 // Stop cancels the probes under way and returns when every goroutine of the prober has
-// ended.
+// ended. It must be called once.
 func (p *Prober) Stop() {
 	p.cancel()
 	p.wg.Wait()
+	for _, t := range p.targets {
+		t.Health.lookAfter(-1)
+	}
 }

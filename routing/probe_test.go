@@ -19,6 +19,13 @@ var probedPolicy = func() HealthPolicy {
 	return p
 }()
 
+// probedHealth is a health with probedPolicy that a prober looks after.
+func probedHealth() *Health {
+	h := NewHealth(probedPolicy)
+	h.lookAfter(+1)
+	return h
+}
+
 // claim takes the probe due at now, failing the test if none is.
 func claim(t *testing.T, h *Health, now time.Time) ProbeTicket {
 	t.Helper()
@@ -44,7 +51,7 @@ func TestProbePolicyDefaults(t *testing.T) {
 // Failed probes back off, doubling from the interval up to the cap, each wait counted
 // from the end of the probe that failed; none is claimed early or twice.
 func TestFailedProbesBackOffToTheCap(t *testing.T) {
-	h := NewHealth(probedPolicy)
+	h := probedHealth()
 	tripped := fail(h, t0, 3)
 	require.Equal(t, Open, h.State(tripped))
 
@@ -74,7 +81,7 @@ func TestFailedProbesBackOffToTheCap(t *testing.T) {
 // While probes are on, an open circuit stays open for live requests however long its
 // cooldown has been over: they never pay for a probe.
 func TestLiveRequestsRefusedWhileProbing(t *testing.T) {
-	h := NewHealth(probedPolicy)
+	h := probedHealth()
 	tripped := fail(h, t0, 3)
 	for _, later := range []time.Duration{0, probedPolicy.Cooldown, time.Hour} {
 		now := tripped.Add(later)
@@ -94,7 +101,7 @@ func TestLiveRequestsRefusedWhileProbing(t *testing.T) {
 }
 
 func TestPassingProbeClosesTheCircuit(t *testing.T) {
-	h := NewHealth(probedPolicy)
+	h := probedHealth()
 	tripped := fail(h, t0, 3)
 	now := tripped.Add(time.Second)
 	rate := h.Snapshot(now).SuccessRate
@@ -124,7 +131,7 @@ func TestPassingProbeClosesTheCircuit(t *testing.T) {
 // request, as without probes. That holds for a pause that comes while a circuit is
 // already being probed, too.
 func TestNoProbeBeforeARetryAfterPauseEnds(t *testing.T) {
-	h := NewHealth(probedPolicy)
+	h := probedHealth()
 	h.RecordFailure(Admitted, ReasonRateLimit, 10*time.Second, t0)
 	for _, d := range []time.Duration{0, time.Second, 10*time.Second - time.Nanosecond} {
 		_, ok := h.ClaimProbe(at(d))
@@ -137,7 +144,7 @@ func TestNoProbeBeforeARetryAfterPauseEnds(t *testing.T) {
 
 	// A longer Retry-After arriving (from a request admitted earlier) while a circuit is
 	// probed takes over: no probe until it ends, then half-open.
-	h = NewHealth(probedPolicy)
+	h = probedHealth()
 	tripped := fail(h, t0, 3)
 	h.RecordFailure(Admitted, ReasonRateLimit, 20*time.Second, tripped.Add(500*time.Millisecond))
 	_, ok := h.ClaimProbe(tripped.Add(2 * time.Second))
@@ -146,7 +153,7 @@ func TestNoProbeBeforeARetryAfterPauseEnds(t *testing.T) {
 
 	// A shorter one, within a long cooldown already in force, still holds the next probe
 	// back until it ends.
-	h = NewHealth(probedPolicy)
+	h = probedHealth()
 	tripped = fail(h, t0, 3) // cooldown 5s, first probe at 1s
 	h.RecordFailure(Admitted, ReasonRateLimit, 3*time.Second, tripped)
 	_, ok = h.ClaimProbe(tripped.Add(time.Second))
@@ -154,7 +161,7 @@ func TestNoProbeBeforeARetryAfterPauseEnds(t *testing.T) {
 	claim(t, h, tripped.Add(3*time.Second))
 
 	// A probe's own 429 with Retry-After holds the next probe back as long as asked.
-	h = NewHealth(probedPolicy)
+	h = probedHealth()
 	tripped = fail(h, t0, 3)
 	now := tripped.Add(time.Second)
 	h.RecordProbe(claim(t, h, now), ProbeOutcome{Result: ProbeFail, RetryAfter: 30 * time.Second}, now)
@@ -164,14 +171,14 @@ func TestNoProbeBeforeARetryAfterPauseEnds(t *testing.T) {
 // A probe claimed before the circuit moved on says nothing about it after: not during a
 // pause the upstream asked for, nor after a live probe re-opened it.
 func TestAProbeOfAnEarlierOpeningIsIgnored(t *testing.T) {
-	h := NewHealth(probedPolicy)
+	h := probedHealth()
 	tripped := fail(h, t0, 3)
 	slow := claim(t, h, tripped.Add(time.Second)) // its answer takes a while
 	h.RecordFailure(Admitted, ReasonRateLimit, 20*time.Second, tripped.Add(1500*time.Millisecond))
 	h.RecordProbe(slow, ProbeOutcome{Result: ProbePass}, tripped.Add(2*time.Second))
 	assert.Equal(t, Open, h.State(tripped.Add(2*time.Second)), "the pause stands")
 
-	h = NewHealth(probedPolicy)
+	h = probedHealth()
 	tripped = fail(h, t0, 3)
 	slow = claim(t, h, tripped.Add(time.Second))
 	paused := tripped.Add(2 * time.Second)
@@ -188,7 +195,7 @@ func TestAProbeOfAnEarlierOpeningIsIgnored(t *testing.T) {
 // A candidate without the probe endpoint falls back to live half-open probes at the end
 // of its cooldown, and is not probed again.
 func TestNotOfferedFallsBackToHalfOpen(t *testing.T) {
-	h := NewHealth(probedPolicy)
+	h := probedHealth()
 	tripped := fail(h, t0, 3)
 	now := tripped.Add(time.Second)
 	h.RecordProbe(claim(t, h, now), ProbeOutcome{Result: ProbeNotOffered}, now)
@@ -213,7 +220,7 @@ func TestNotOfferedFallsBackToHalfOpen(t *testing.T) {
 // A probe cut short by the prober stopping is due again at once; one lost by a prober
 // that vanished is due again after the lease.
 func TestDroppedOrLostProbeIsDueAgain(t *testing.T) {
-	h := NewHealth(probedPolicy)
+	h := probedHealth()
 	tripped := fail(h, t0, 3)
 	now := tripped.Add(time.Second)
 	h.DropProbe(claim(t, h, now))
@@ -223,14 +230,26 @@ func TestDroppedOrLostProbeIsDueAgain(t *testing.T) {
 	claim(t, h, now.Add(probeLease))
 }
 
-// Without a probe interval nothing is probed in the background: live half-open as ever.
-func TestNoProbesWithoutAnInterval(t *testing.T) {
-	h := NewHealth(testPolicy)
+// Without a probe interval, or without a prober looking after it (a sub-operation's
+// health, or any once the last prober stopped), nothing is probed in the background:
+// live half-open as ever.
+func TestNoProbesWithoutAnIntervalOrAProber(t *testing.T) {
+	for name, h := range map[string]*Health{"no interval": NewHealth(testPolicy), "no prober": NewHealth(probedPolicy)} {
+		if name == "no interval" {
+			h.lookAfter(+1)
+		}
+		tripped := fail(h, t0, 3)
+		_, ok := h.ClaimProbe(tripped.Add(time.Hour))
+		assert.False(t, ok, name)
+		assert.False(t, h.Snapshot(tripped).Probing, name)
+		assert.Equal(t, HalfOpen, h.State(tripped.Add(testPolicy.Cooldown)), name)
+	}
+
+	h := probedHealth()
 	tripped := fail(h, t0, 3)
-	_, ok := h.ClaimProbe(tripped.Add(time.Hour))
-	assert.False(t, ok)
-	assert.False(t, h.Snapshot(tripped).Probing)
-	assert.Equal(t, HalfOpen, h.State(tripped.Add(testPolicy.Cooldown)))
+	assert.Equal(t, Open, h.State(tripped.Add(testPolicy.Cooldown)))
+	h.lookAfter(-1) // the last prober stopped
+	assert.Equal(t, HalfOpen, h.State(tripped.Add(testPolicy.Cooldown)), "its circuit does not stay open for good")
 }
 
 // The prober probes what is due, records it, and nothing else; Stop cancels a probe
@@ -279,6 +298,7 @@ func TestProberProbesOpenCircuitsAndStops(t *testing.T) {
 	assert.Equal(t, int64(2), calls.Load(), "one probe at a time")
 	assert.Zero(t, closedProbes.Load(), "a closed circuit is not probed")
 	assert.Empty(t, outcomes, "a probe cut short by Stop is not recorded")
-	_, due := open.ClaimProbe(time.Now().Add(time.Second))
-	assert.True(t, due, "the cut-short probe is due again")
+	assert.Equal(t, Open, open.State(time.Now()))
+	assert.False(t, open.Snapshot(time.Now()).Probing, "no prober looks after it any more")
+	assert.Equal(t, HalfOpen, open.State(time.Now().Add(time.Hour)), "so live requests will probe it")
 }
