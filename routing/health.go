@@ -120,6 +120,7 @@ type Health struct {
 	probeLease time.Time     // a claimed probe's result is awaited until then
 	noProbe    bool          // the candidate does not offer the probe: live requests probe it
 	probers    int           // running Probers that look after this health
+	onTrial    bool          // closed by a probe, and no live outcome since
 
 	successRate float64       // EWMA of 1 (success) and 0 (failure)
 	rateAt      time.Time     // when successRate was last updated: its fade runs from here
@@ -247,6 +248,7 @@ func (h *Health) RecordSuccess(a Admission, ttfb time.Duration, now time.Time) {
 	}
 	h.failures = h.failures[:0]
 	h.trips = 0
+	h.onTrial = false
 	if h.state != Closed {
 		h.state = Closed
 		h.lastChange = now
@@ -274,8 +276,10 @@ func (h *Health) RecordFailure(a Admission, reason Reason, retryAfter time.Durat
 		// accounted for by the trip; it must not count as a failed probe.
 		return
 	}
-	if h.state == HalfOpen {
-		// A failed probe re-opens the circuit with a longer cooldown.
+	if h.state == HalfOpen || h.onTrial {
+		// A failed probe re-opens the circuit with a longer cooldown; so does the first
+		// live failure after a background probe closed it (its model list answers, its
+		// generation does not), rather than threshold more failed client attempts.
 		h.trip(now)
 		return
 	}
@@ -324,6 +328,7 @@ func (h *Health) openFor(d time.Duration, now time.Time, paused bool) {
 	h.state = Open
 	h.openUntil = until
 	h.paused = paused
+	h.onTrial = false
 	h.openings++
 	h.probeLease = time.Time{}
 	h.failures = h.failures[:0]

@@ -76,9 +76,11 @@ func (h *Health) ClaimProbe(now time.Time) (ProbeTicket, bool) {
 }
 
 // RecordProbe applies a claimed probe's outcome. A pass closes the circuit and clears
-// the recent failures; it leaves the trip count, which only a live success resets, so a
-// candidate that trips again straight after waits longer for its first probe. Probes
-// are not client traffic: the success rate and outcome counts do not move.
+// the recent failures, on trial: the first live outcome decides, a failure re-opening
+// it at once. It leaves the trip count, which only a live success resets, so a
+// candidate whose probe passes but whose generation fails waits longer for each probe,
+// up to the cap, and costs one failed attempt per cycle. Probes are not client
+// traffic: the success rate and outcome counts do not move.
 func (h *Health) RecordProbe(t ProbeTicket, out ProbeOutcome, now time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -92,6 +94,7 @@ func (h *Health) RecordProbe(t ProbeTicket, out ProbeOutcome, now time.Time) {
 	switch out.Result {
 	case ProbePass:
 		h.state = Closed
+		h.onTrial = true
 		h.failures = h.failures[:0]
 		h.lastChange = now
 	case ProbeFail:

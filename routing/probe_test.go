@@ -116,15 +116,24 @@ func TestPassingProbeClosesTheCircuit(t *testing.T) {
 	assert.Equal(t, rate, s.SuccessRate, "a probe is not a client request")
 	assert.Equal(t, now, s.Since)
 
-	// Tripping again at once: the trip count was kept, so the first probe waits longer.
-	again := fail(h, now, 3)
-	assert.Equal(t, again.Add(2*time.Second), h.ReadyAt(again))
-	h.RecordProbe(claim(t, h, again.Add(2*time.Second)), ProbeOutcome{Result: ProbePass}, again.Add(2*time.Second))
-	// A live success clears it, so the next trip's first probe is a second away again.
-	h.RecordSuccess(Admitted, time.Millisecond, again.Add(3*time.Second))
-	assert.Zero(t, h.Snapshot(again.Add(3*time.Second)).ConsecutiveTrips)
-	third := fail(h, again.Add(4*time.Second), 3)
-	assert.Equal(t, third.Add(time.Second), h.ReadyAt(third))
+	// On trial: the first live failure re-opens it at once, and as the trip count was
+	// kept, its first probe waits longer.
+	failed := now.Add(100 * time.Millisecond)
+	h.RecordFailure(Admitted, ReasonStatus, 0, failed)
+	assert.Equal(t, Open, h.State(failed), "one failed attempt, not three")
+	assert.Equal(t, 2, h.Snapshot(failed).ConsecutiveTrips)
+	assert.Equal(t, failed.Add(2*time.Second), h.ReadyAt(failed))
+	passed := failed.Add(2 * time.Second)
+	h.RecordProbe(claim(t, h, passed), ProbeOutcome{Result: ProbePass}, passed)
+	// A live success ends the trial and clears the trips: one failure is one failure
+	// again, and the next trip's first probe is a second away.
+	h.RecordSuccess(Admitted, time.Millisecond, passed.Add(time.Second))
+	assert.Zero(t, h.Snapshot(passed.Add(time.Second)).ConsecutiveTrips)
+	h.RecordFailure(Admitted, ReasonStatus, 0, passed.Add(2*time.Second))
+	h.RecordFailure(Admitted, ReasonStatus, 0, passed.Add(3*time.Second))
+	assert.Equal(t, Closed, h.State(passed.Add(3*time.Second)))
+	h.RecordFailure(Admitted, ReasonStatus, 0, passed.Add(4*time.Second))
+	assert.Equal(t, passed.Add(5*time.Second), h.ReadyAt(passed.Add(4*time.Second)))
 }
 
 // A pause the upstream asked for is never probed; it ends in half-open, for a live
