@@ -375,16 +375,16 @@ type Snapshot struct {
 	ConsecutiveTrips int           `json:"consecutive_trips"`
 	CooldownSeconds  float64       `json:"cooldown_remaining_s"`
 	ProbesInFlight   int           `json:"probes_in_flight"`
+	Outcomes         uint64        `json:"outcomes"`
+	LastFailure      string        `json:"last_failure,omitempty"`
+	Since            time.Time     `json:"state_since,omitzero"`
 	// Probing is true while background probes, not live requests, are to close the
 	// circuit; NextProbeSeconds is how long until the next is due (0: due or under way).
 	Probing          bool    `json:"probing"`
 	NextProbeSeconds float64 `json:"next_probe_s"`
 	// ProbeNotOffered: the candidate answered a probe with 404 or 405, so live requests
 	// probe it after the cooldown instead.
-	ProbeNotOffered bool      `json:"probe_not_offered,omitempty"`
-	Outcomes        uint64    `json:"outcomes"`
-	LastFailure     string    `json:"last_failure,omitempty"`
-	Since           time.Time `json:"state_since,omitzero"`
+	ProbeNotOffered bool `json:"probe_not_offered,omitempty"`
 }
 
 // Snapshot reads the health at now.
