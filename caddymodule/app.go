@@ -88,6 +88,7 @@ type App struct {
 	affinity    *routing.Affinity
 	affinityKey string // in affinityPool
 	healthKeys  []string
+	prober      *routing.Prober // nil when nothing is probed
 	catalog     *routing.Catalog
 	verifier    auth.Verifier
 	upstreams   map[*routing.Candidate]*relay.Upstream
@@ -522,6 +523,7 @@ func (a *App) Start() error {
 		close(a.ledgerReady)
 	}
 	current.Store(a)
+	a.startProbes()
 	return nil
 }
 
@@ -529,6 +531,7 @@ func (a *App) Start() error {
 // Caddy lets them finish, and only idle connections of this configuration are closed.
 func (a *App) Stop() error {
 	current.CompareAndSwap(a, nil)
+	a.stopProbes()
 	for _, u := range a.upstreams {
 		u.Close()
 	}

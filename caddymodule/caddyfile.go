@@ -91,6 +91,9 @@ func takesNoOptions(d *caddyfile.Dispenser) error {
 //			cooldown <duration>
 //			max_cooldown <duration>
 //			half_open_probes <n>
+//			probe models|off
+//			probe_interval <duration>
+//			probe_max_interval <duration>
 //		}
 //		retry {
 //			retries <n>
@@ -484,15 +487,24 @@ func parseHealth(d *caddyfile.Dispenser) (*HealthConfig, error) {
 			} else {
 				h.HalfOpenProbes = n
 			}
-		case "window", "cooldown", "max_cooldown":
+		case "window", "cooldown", "max_cooldown", "probe_interval", "probe_max_interval":
 			dur, err := caddy.ParseDuration(v)
 			if err != nil || dur <= 0 {
 				return nil, d.Errf("health: %s: %q is not a duration", opt, v)
 			}
-			*map[string]*caddy.Duration{"window": &h.Window, "cooldown": &h.Cooldown, "max_cooldown": &h.MaxCooldown}[opt] = caddy.Duration(dur)
+			*map[string]*caddy.Duration{"window": &h.Window, "cooldown": &h.Cooldown, "max_cooldown": &h.MaxCooldown,
+				"probe_interval": &h.ProbeInterval, "probe_max_interval": &h.ProbeMaxInterval}[opt] = caddy.Duration(dur)
+		case "probe":
+			if v != probeModels && v != probeOff {
+				return nil, d.Errf("health: probe: expected models or off, not %q", v)
+			}
+			h.Probe = v
 		default:
 			return nil, d.Errf("health: unknown option %q", opt)
 		}
+	}
+	if err := h.validate(); err != nil {
+		return nil, d.Err(err.Error())
 	}
 	return h, nil
 }

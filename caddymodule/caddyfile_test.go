@@ -295,6 +295,9 @@ func TestHealthAndAffinityBlocksAdapt(t *testing.T) {
 			cooldown 2s
 			max_cooldown 10m
 			half_open_probes 3
+			probe off
+			probe_interval 2s
+			probe_max_interval 30s
 		}
 		affinity {
 			header X-Conversation
@@ -305,11 +308,14 @@ func TestHealthAndAffinityBlocksAdapt(t *testing.T) {
 }`)
 	// Durations are nanoseconds in Caddy's JSON.
 	assert.Equal(t, map[string]any{
-		"failure_threshold": 5.0,
-		"window":            float64(time.Minute),
-		"cooldown":          float64(2 * time.Second),
-		"max_cooldown":      float64(10 * time.Minute),
-		"half_open_probes":  3.0,
+		"failure_threshold":  5.0,
+		"window":             float64(time.Minute),
+		"cooldown":           float64(2 * time.Second),
+		"max_cooldown":       float64(10 * time.Minute),
+		"half_open_probes":   3.0,
+		"probe":              "off",
+		"probe_interval":     float64(2 * time.Second),
+		"probe_max_interval": float64(30 * time.Second),
 	}, app["health"])
 	assert.Equal(t, map[string]any{
 		"header":      "X-Conversation",
@@ -342,6 +348,8 @@ func TestHealthAndAffinityBlocksIntoApp(t *testing.T) {
 	assert.Equal(t, routing.DefaultHealthPolicy.Window, p.Window)
 	assert.Equal(t, routing.DefaultHealthPolicy.MaxCooldown, p.MaxCooldown)
 	assert.Equal(t, routing.DefaultHealthPolicy.HalfOpenProbes, p.HalfOpenProbes)
+	assert.Equal(t, routing.DefaultProbeInterval, p.ProbeInterval, "probes are on by default")
+	assert.Equal(t, routing.DefaultProbeMaxInterval, p.ProbeMaxInterval)
 	assert.Equal(t, caddy.Duration(90*time.Second), app.Affinity.TTL)
 	assert.False(t, app.Affinity.Disabled)
 }
@@ -402,6 +410,11 @@ func TestBadHealthAffinityAndTimeoutValuesNameTheOption(t *testing.T) {
 		"health two values":        {health("cooldown 1s 2s"), []string{"health", "cooldown", "one value"}},
 		"health unknown option":    {health("retries 3"), []string{"health", `"retries"`}},
 		"health takes no argument": {global("\t\thealth on {\n\t\t}\n"), []string{"health", "no arguments"}},
+		"probe kind unknown":       {health("probe generate"), []string{"probe", `"generate"`, "models or off"}},
+		"probe interval zero":      {health("probe_interval 0s"), []string{"probe_interval"}},
+		"probe max not a duration": {health("probe_max_interval often"), []string{"probe_max_interval", `"often"`}},
+		"probe max below interval": {global("\t\thealth {\n\t\t\tprobe_interval 3s\n\t\t\tprobe_max_interval 2s\n\t\t}\n"), []string{"probe_max_interval 2s", "probe_interval 3s"}},
+		"probe max below default":  {health("probe_max_interval 500ms"), []string{"probe_max_interval 500ms", "probe_interval 1s"}},
 		"ttl not a duration":       {affinity("ttl long"), []string{"ttl", `"long"`}},
 		"ttl zero":                 {affinity("ttl 0"), []string{"ttl"}},
 		"max_entries zero":         {affinity("max_entries 0"), []string{"max_entries"}},

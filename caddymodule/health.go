@@ -32,20 +32,76 @@ type HealthConfig struct {
 	// HalfOpenProbes is how many live requests may probe a recovering candidate at once.
 	// Default: 1.
 	HalfOpenProbes int `json:"half_open_probes,omitempty"`
+	// Probe is how a candidate whose generation circuit failures opened (sub-operations
+	// such as token counts are left to live requests) is found to have recovered:
+	// "models" probes it in the background (GET {url}/models for family_a, GET
+	// {url}/v1/models for family_b, with its credential) and only a passing probe closes
+	// the circuit, so no client request pays for a failed probe; "off" leaves it to a
+	// live request once the cooldown is over. A candidate that answers the probe with 404
+	// or 405 is left to live requests. A pause the upstream asked for (Retry-After) is
+	// never probed. Default: "models".
+	Probe string `json:"probe,omitempty"`
+	// ProbeInterval is how long after the circuit opens the first probe is sent; each
+	// failed probe doubles the wait, up to ProbeMaxInterval, which bounds how long a
+	// recovered candidate stays unused. Defaults: 1s and 5s.
+	ProbeInterval    caddy.Duration `json:"probe_interval,omitempty"`
+	ProbeMaxInterval caddy.Duration `json:"probe_max_interval,omitempty"`
 }
+
+// Probe kinds.
+const (
+	probeModels = "models"
+	probeOff    = "off"
+)
+
+// probing reports whether candidates are probed in the background.
+func (h *HealthConfig) probing() bool { return h == nil || h.Probe != probeOff }
 
 func (h *HealthConfig) policy() routing.HealthPolicy {
 	if h == nil {
-		return routing.DefaultHealthPolicy
+		h = &HealthConfig{}
 	}
-	return routing.HealthPolicy{
+	p := routing.HealthPolicy{
 		FailureThreshold: h.FailureThreshold,
 		Window:           time.Duration(h.Window),
 		Cooldown:         time.Duration(h.Cooldown),
 		MaxCooldown:      time.Duration(h.MaxCooldown),
 		HalfOpenProbes:   h.HalfOpenProbes,
-	}.WithDefaults()
+	}
+	if h.probing() {
+		p.ProbeInterval, p.ProbeMaxInterval = routing.DefaultProbeInterval, time.Duration(h.ProbeMaxInterval)
+		if h.ProbeInterval > 0 {
+			p.ProbeInterval = time.Duration(h.ProbeInterval)
+		}
+	}
+	return p.WithDefaults()
 }
+
+// validate checks what the JSON may hold that the policy would otherwise quietly mend.
+func (h *HealthConfig) validate() error {
+	if h == nil {
+		return nil
+	}
+	switch h.Probe {
+	case "", probeModels, probeOff:
+	default:
+		return fmt.Errorf("health: probe: %q is not a probe kind (models, off)", h.Probe)
+	}
+	if h.ProbeInterval < 0 || h.ProbeMaxInterval < 0 {
+		return fmt.Errorf("health: probe_interval and probe_max_interval must be positive durations")
+	}
+	interval := time.Duration(h.ProbeInterval)
+	if interval == 0 {
+		interval = routing.DefaultProbeInterval
+	}
+	if h.ProbeMaxInterval > 0 && time.Duration(h.ProbeMaxInterval) < interval {
+		return fmt.Errorf("health: probe_max_interval %s is shorter than probe_interval %s", time.Duration(h.ProbeMaxInterval), interval)
+	}
+	return nil
+}
+
+// Validate implements caddy.Validator: it runs once the app is provisioned.
+func (a *App) Validate() error { return a.Health.validate() }
 
 // AffinityConfig tunes conversation affinity.
 type AffinityConfig struct {

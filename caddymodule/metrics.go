@@ -23,6 +23,7 @@ type gatewayMetrics struct {
 	retryWait *prometheus.HistogramVec
 	ttfb      *prometheus.HistogramVec
 	circuits  circuitCollector
+	probes    *prometheus.CounterVec
 }
 
 // loadMetrics gives the process-wide collectors, made on first use.
@@ -56,13 +57,17 @@ var loadMetrics = sync.OnceValue(func() *gatewayMetrics {
 			Help:    "Time from the request reaching the relay to its first byte sent to the client, by serving candidate.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2.5, 12),
 		}, []string{"model", "candidate"}),
+		probes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Name: "probes_total",
+			Help: "Background probes of candidates whose circuit is open, by result: pass (it closed), fail, not_offered (404/405: left to live requests).",
+		}, []string{"model", "candidate", "result"}),
 	}
 })
 
 // register adds the collectors to a configuration's registry; one that is already there
 // (a second handler of the same configuration) is fine.
 func (m *gatewayMetrics) register(reg prometheus.Registerer) error {
-	return registerCollectors(reg, m.requests, m.attempts, m.failovers, m.retries, m.retryWait, m.ttfb, m.circuits)
+	return registerCollectors(reg, m.requests, m.attempts, m.failovers, m.retries, m.retryWait, m.ttfb, m.circuits, m.probes)
 }
 
 // registerCollectors adds process-wide collectors to a configuration's registry; one

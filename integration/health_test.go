@@ -20,17 +20,31 @@ import (
 	"github.com/switchyard-gw/switchyard/simulator"
 )
 
-// switchable is an upstream that can be made to fail (500) and recover at will.
+// switchable is an upstream that can be made to fail (500) and recover at will. It
+// answers the gateway's background health probes (GET …/models) itself, failing them
+// too while it fails, and counts them apart from the requests of clients.
 type switchable struct {
 	*httptest.Server
 	failing atomic.Bool
-	hits    atomic.Int64
+	hits    atomic.Int64 // client requests
+	probes  atomic.Int64 // health probes
 }
 
 func newSwitchable(t *testing.T) *switchable {
 	s := &switchable{}
 	sim := simulator.New(simulator.Config{APIKey: upstreamCred})
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/models") {
+			s.probes.Add(1)
+			w.Header().Set("Content-Type", "application/json")
+			if s.failing.Load() {
+				w.WriteHeader(http.StatusInternalServerError)
+				_, _ = io.WriteString(w, `{"error":{"message":"down","type":"server_error","param":null,"code":null}}`)
+				return
+			}
+			_, _ = io.WriteString(w, `{"object":"list","data":[]}`)
+			return
+		}
 		s.hits.Add(1)
 		if s.failing.Load() {
 			w.Header().Set("Content-Type", "application/json")
@@ -73,8 +87,9 @@ func pair(bad *switchable, good *upstream) string {
 
 // circuitHealth opens a circuit after three failures for three seconds, at every trip:
 // long enough that the hundred requests below all fall inside one cooldown, even under
-// the race detector on a busy machine (they take well under a second).
-const circuitHealth = "\t\thealth {\n\t\t\tfailure_threshold 3\n\t\t\twindow 30s\n\t\t\tcooldown 3s\n\t\t\tmax_cooldown 3s\n\t\t}\n"
+// the race detector on a busy machine (they take well under a second). Background probes
+// are off: this is recovery by live requests (recovery_test.go has the probes).
+const circuitHealth = "\t\thealth {\n\t\t\tfailure_threshold 3\n\t\t\twindow 30s\n\t\t\tcooldown 3s\n\t\t\tmax_cooldown 3s\n\t\t\tprobe off\n\t\t}\n"
 
 func TestCircuitOpensAndRecovers(t *testing.T) {
 	bad, good := newSwitchable(t), newUpstream(t)
@@ -389,7 +404,9 @@ func TestConcurrentFlipping(t *testing.T) {
 	models := "\t\tmodel flip {\n" +
 		candidate("x", "family_a", bad.URL+"/v1", "up-x") +
 		candidate("y", "family_a", other.URL+"/v1", "up-y") + "\t\t}\n"
-	g := startGatewayWith(t, up, models, "\t\thealth {\n\t\t\tfailure_threshold 2\n\t\t\tcooldown 50ms\n\t\t\tmax_cooldown 200ms\n\t\t}\n")
+	// Probes as quick as the cooldowns, so that they too run among the requests.
+	g := startGatewayWith(t, up, models, "\t\thealth {\n\t\t\tfailure_threshold 2\n\t\t\tcooldown 50ms\n\t\t\tmax_cooldown 200ms\n"+
+		"\t\t\tprobe_interval 50ms\n\t\t\tprobe_max_interval 200ms\n\t\t}\n")
 
 	stop := make(chan struct{})
 	go func() {
@@ -436,7 +453,7 @@ func TestConcurrentFlipping(t *testing.T) {
 	}
 	wg.Wait()
 	close(stop)
-	t.Logf("320 requests while flipping: %d served, %d clean 503", ok.Load(), unavailable.Load())
+	t.Logf("320 requests while flipping: %d served, %d clean 503; %d background probes", ok.Load(), unavailable.Load(), bad.probes.Load()+other.probes.Load())
 	assert.Zero(t, other5xx.Load())
 	assert.Positive(t, ok.Load())
 }

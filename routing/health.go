@@ -39,7 +39,22 @@ type HealthPolicy struct {
 	MaxCooldown time.Duration
 	// HalfOpenProbes is how many live requests may probe a half-open candidate at once.
 	HalfOpenProbes int
+	// ProbeInterval, when positive, has a circuit opened by failures probed in the
+	// background (by a Prober) rather than by live requests: the first probe is due
+	// ProbeInterval after it opens, each failed one doubles the wait up to
+	// ProbeMaxInterval, and only a passing probe closes it. Zero leaves recovery to live
+	// requests after the cooldown, as without a prober nothing else would ever close it.
+	ProbeInterval    time.Duration
+	ProbeMaxInterval time.Duration
 }
+
+// The probe schedule an operator gets unless they choose another: recovery is noticed
+// within about DefaultProbeMaxInterval, while a candidate that stays down is asked at
+// most every few seconds.
+const (
+	DefaultProbeInterval    = time.Second
+	DefaultProbeMaxInterval = 5 * time.Second
+)
 
 // DefaultHealthPolicy is used for whatever a configuration leaves unset.
 var DefaultHealthPolicy = HealthPolicy{
@@ -70,6 +85,13 @@ func (p HealthPolicy) WithDefaults() HealthPolicy {
 	if p.HalfOpenProbes <= 0 {
 		p.HalfOpenProbes = d.HalfOpenProbes
 	}
+	if p.ProbeInterval <= 0 {
+		p.ProbeInterval, p.ProbeMaxInterval = 0, 0
+	} else if p.ProbeMaxInterval <= 0 {
+		p.ProbeMaxInterval = max(p.ProbeInterval, DefaultProbeMaxInterval)
+	} else if p.ProbeMaxInterval < p.ProbeInterval {
+		p.ProbeMaxInterval = p.ProbeInterval // a cap below the interval means it does not grow
+	}
 	return p
 }
 
@@ -87,8 +109,18 @@ type Health struct {
 	state     CircuitState
 	failures  []time.Time // recent failures, oldest first, within the window
 	trips     int         // consecutive trips without a success in between
-	openUntil time.Time   // while Open: when it may half-open
+	openUntil time.Time   // while Open: when it may half-open (unless background probes decide)
 	probes    int         // probe admissions not yet recorded or released
+
+	// Background probes (see HealthPolicy.ProbeInterval and probe.go).
+	paused     bool          // while Open: the upstream asked for the pause (Retry-After)
+	openings   uint64        // counts openings, so a probe claimed before one is not applied after it
+	nextProbe  time.Time     // while awaiting a probe: when the next one is due
+	probeWait  time.Duration // the wait before nextProbe; doubles with each failed probe
+	probeLease time.Time     // a claimed probe's result is awaited until then
+	noProbe    bool          // the candidate does not offer the probe: live requests probe it
+	probers    int           // running Probers that look after this health
+	onTrial    bool          // closed by a probe, and no live outcome since
 
 	successRate float64       // EWMA of 1 (success) and 0 (failure)
 	rateAt      time.Time     // when successRate was last updated: its fade runs from here
@@ -164,9 +196,10 @@ func (h *Health) Release(a Admission) {
 	h.mu.Unlock()
 }
 
-// advance moves an open circuit whose cooldown is over to half-open. Caller holds mu.
+// advance moves an open circuit whose cooldown is over to half-open, unless background
+// probes are to close it. Caller holds mu.
 func (h *Health) advance(now time.Time) {
-	if h.state == Open && !now.Before(h.openUntil) {
+	if h.state == Open && !now.Before(h.openUntil) && !h.awaitingProbe() {
 		h.state = HalfOpen
 		h.lastChange = now
 	}
@@ -177,10 +210,20 @@ func (h *Health) ReadyAt(now time.Time) time.Time {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.advance(now)
-	if h.state == Open {
+	switch {
+	case h.awaitingProbe():
+		return maxTime(h.nextProbe, now) // the earliest it can close
+	case h.state == Open:
 		return h.openUntil
 	}
 	return now
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // RecordSuccess notes an attempt that served its request; ttfb is its time to first byte.
@@ -207,6 +250,7 @@ func (h *Health) RecordSuccess(a Admission, ttfb time.Duration, now time.Time) {
 	}
 	h.failures = h.failures[:0]
 	h.trips = 0
+	h.onTrial = false
 	if h.state != Closed {
 		h.state = Closed
 		h.lastChange = now
@@ -226,7 +270,7 @@ func (h *Health) RecordFailure(a Admission, reason Reason, retryAfter time.Durat
 	h.lastFailure = reason
 
 	if retryAfter > 0 {
-		h.openFor(retryAfter, now)
+		h.openFor(retryAfter, now, true)
 		return
 	}
 	if h.state != Closed && a != Probe {
@@ -234,8 +278,10 @@ func (h *Health) RecordFailure(a Admission, reason Reason, retryAfter time.Durat
 		// accounted for by the trip; it must not count as a failed probe.
 		return
 	}
-	if h.state == HalfOpen {
-		// A failed probe re-opens the circuit with a longer cooldown.
+	if h.state == HalfOpen || h.onTrial {
+		// A failed probe re-opens the circuit with a longer cooldown; so does the first
+		// live failure after a background probe closed it (its model list answers, its
+		// generation does not), rather than threshold more failed client attempts.
 		h.trip(now)
 		return
 	}
@@ -262,16 +308,31 @@ func (h *Health) releaseLocked(a Admission) {
 func (h *Health) trip(now time.Time) {
 	cooldown := time.Duration(float64(h.policy.Cooldown) * math.Pow(2, float64(min(h.trips, 30))))
 	h.trips++
-	h.openFor(min(cooldown, h.policy.MaxCooldown), now)
+	h.openFor(min(cooldown, h.policy.MaxCooldown), now, false)
+	// With background probes the cooldown only matters if probing stops; the first probe
+	// comes sooner. A candidate that trips again soon after a probe passed (its probe
+	// endpoint answers, its generation does not) waits longer for it, up to the cap.
+	h.probeWait = min(h.policy.ProbeInterval<<min(h.trips-1, 30), h.policy.ProbeMaxInterval)
+	h.nextProbe = now.Add(h.probeWait)
 }
 
-func (h *Health) openFor(d time.Duration, now time.Time) {
+// openFor opens the circuit for d; paused says the upstream asked for it, so it ends in
+// half-open whether background probes are on or not.
+func (h *Health) openFor(d time.Duration, now time.Time, paused bool) {
 	until := now.Add(d)
 	if h.state == Open && h.openUntil.After(until) {
-		return // never shorten a pause already in force
+		// Never shorten a pause already in force; a probe still waits for this one.
+		if paused && h.nextProbe.Before(until) {
+			h.nextProbe = until
+		}
+		return
 	}
 	h.state = Open
 	h.openUntil = until
+	h.paused = paused
+	h.onTrial = false
+	h.openings++
+	h.probeLease = time.Time{}
 	h.failures = h.failures[:0]
 	h.lastChange = now
 }
@@ -319,6 +380,13 @@ type Snapshot struct {
 	Outcomes         uint64        `json:"outcomes"`
 	LastFailure      string        `json:"last_failure,omitempty"`
 	Since            time.Time     `json:"state_since,omitzero"`
+	// Probing is true while background probes, not live requests, are to close the
+	// circuit; NextProbeSeconds is how long until the next is due (0: due or under way).
+	Probing          bool    `json:"probing"`
+	NextProbeSeconds float64 `json:"next_probe_s"`
+	// ProbeNotOffered: the candidate answered a probe with 404 or 405, so live requests
+	// probe it after the cooldown instead.
+	ProbeNotOffered bool `json:"probe_not_offered,omitempty"`
 }
 
 // Snapshot reads the health at now.
@@ -337,8 +405,13 @@ func (h *Health) Snapshot(now time.Time) Snapshot {
 		Outcomes:         h.outcomes,
 		LastFailure:      string(h.lastFailure),
 		Since:            h.lastChange,
+		Probing:          h.awaitingProbe(),
+		ProbeNotOffered:  h.noProbe,
 	}
-	if h.state == Open {
+	switch {
+	case s.Probing:
+		s.NextProbeSeconds = math.Round(max(h.nextProbe.Sub(now), 0).Seconds()*100) / 100
+	case h.state == Open:
 		s.CooldownSeconds = math.Round(h.openUntil.Sub(now).Seconds()*100) / 100
 	}
 	return s
