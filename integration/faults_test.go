@@ -252,3 +252,69 @@ func assertBrokenStream(t *testing.T, fc faultCase, r *result) {
 	assertNativeStreamError(t, shape, events[len(events)-1])
 	assert.NotContains(t, string(r.Body), ",,", "the unreadable event never reaches the client")
 }
+
+// A provider down for a few seconds, then healthy, under a request every 250 ms: behind a
+// fallback every request is served; alone, each gets either an answer or a clean 503
+// with Retry-After, the circuit keeps client requests off it while it is down, and
+// background probes bring it back within the probe schedule's cap (5 s) of its return.
+// The outage is in the base URL's path, so probes see it too.
+func TestAnOutageOfSecondsThenHealthy(t *testing.T) {
+	up := newUpstream(t)
+	const outage = 3 * time.Second
+	down := func(name string) string {
+		return "http://" + up.hostport() + "/" + name + "+fail-503+for-" + outage.String() + "/v1"
+	}
+	a := "http://" + up.hostport() + "/v1"
+	models := "\t\tmodel outage-fo {\n" + candidate("primary", "family_a", down("fo"), upstreamPrefix+"-outage-fo") +
+		candidate("fallback", "family_a", a, upstreamPrefix+"-outage-fallback", "priority 1") + "\t\t}\n" +
+		"\t\tmodel outage-only {\n" + candidate("primary", "family_a", down("only"), upstreamPrefix+"-outage-only") + "\t\t}\n"
+	g := startGatewayWith(t, up, models, "")
+
+	type answer struct {
+		at     time.Duration // since the outage began
+		status int
+	}
+	var fo, only []answer
+	began := time.Now() // each outage begins with the first request to its candidate
+	for time.Since(began) < outage+7*time.Second {
+		for _, m := range []string{"outage-fo", "outage-only"} {
+			r := g.bounded(t, "POST", "/v1/chat/completions", `{"model":"`+m+`","messages":[{"role":"user","content":"hi"}]}`)
+			g.assertNoLeak(t, r)
+			if r.Status != 200 {
+				e := familyA(t, r, 503, "service_unavailable")
+				assert.Equal(t, "routing_no_available_channel", e.Get("code").Str)
+				assert.NotEmpty(t, r.Header.Get("Retry-After"))
+			}
+			if m == "outage-fo" {
+				fo = append(fo, answer{time.Since(began), r.Status})
+			} else {
+				only = append(only, answer{time.Since(began), r.Status})
+			}
+		}
+		time.Sleep(250 * time.Millisecond) // the scenario's pace, not a wait for an event
+	}
+	for _, a := range fo {
+		assert.Equal(t, 200, a.status, "behind a fallback every request is served (at %v)", a.at)
+	}
+	var back time.Duration
+	for _, a := range only {
+		if a.status == 200 && back == 0 {
+			back = a.at
+		}
+		if back > 0 {
+			assert.Equal(t, 200, a.status, "once back, it stays back (at %v)", a.at)
+		}
+	}
+	require.NotZero(t, back, "the candidate never served again")
+	t.Logf("alone: served again %v after the outage ended", (back - outage).Round(time.Millisecond))
+	assert.Less(t, back, outage+5*time.Second+time.Second, "back within the probes' cap of its return")
+	// While down: one try and one retry for the first request, one failure more opens the
+	// circuit, then nothing from clients until a probe passed.
+	during := 0
+	for _, s := range up.seenFor(upstreamPrefix + "-outage-only") {
+		if s.At.Sub(began) < outage {
+			during++
+		}
+	}
+	assert.LessOrEqual(t, during, 3, "client requests that reached it while it was down")
+}
