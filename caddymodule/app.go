@@ -5,6 +5,7 @@ package caddymodule
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"regexp"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/switchyard-gw/switchyard/admission"
 	"github.com/switchyard-gw/switchyard/auth"
+	"github.com/switchyard-gw/switchyard/channel"
 	"github.com/switchyard-gw/switchyard/limits"
 	"github.com/switchyard-gw/switchyard/metering"
 	"github.com/switchyard-gw/switchyard/protocols"
@@ -228,6 +230,17 @@ type CandidateConfig struct {
 	IdleTimeout caddy.Duration `json:"idle_timeout,omitempty"`
 	// Retries overrides the retry block's retries for this candidate (0: never retried).
 	Retries *int `json:"retries,omitempty"`
+	// ChannelRaw is the cloud channel the candidate is reached through (a
+	// switchyard.channels.* module: bedrock, vertex, azure). With a channel the URL
+	// and the credential come from the channel's own block and must not be set here.
+	// Default: none, the family's own API at URL.
+	ChannelRaw json.RawMessage `json:"channel,omitempty" caddy:"namespace=switchyard.channels inline_key=name"`
+}
+
+// ChannelModule is a switchyard.channels.* module: once provisioned, the channel of one
+// candidate, its credentials loaded.
+type ChannelModule interface {
+	Channel() channel.Channel
 }
 
 // KeyConfig is a static API key.
@@ -255,10 +268,21 @@ func (a *App) Provision(ctx caddy.Context) error {
 	now := time.Now().UTC().Truncate(time.Second)
 
 	models := make([]*routing.Model, 0, len(a.Models))
-	for _, mc := range a.Models {
-		m, err := mc.build(repl, now, a.Retry)
+	channels := make(map[*routing.Candidate]channel.Channel)
+	for i := range a.Models {
+		mc := &a.Models[i]
+		loaded, err := mc.loadChannels(ctx)
 		if err != nil {
 			return err
+		}
+		m, err := mc.build(repl, now, a.Retry, loaded)
+		if err != nil {
+			return err
+		}
+		for j, ch := range loaded {
+			if ch != nil {
+				channels[m.Candidates[j]] = ch
+			}
 		}
 		models = append(models, m)
 	}
@@ -305,7 +329,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	a.upstreams = make(map[*routing.Candidate]*relay.Upstream)
 	for _, m := range catalog.Models() {
 		for _, c := range m.Candidates {
-			up := relay.NewUpstream(m.ID, c, relay.Options{})
+			up := relay.NewUpstream(m.ID, c, relay.Options{Channel: channels[c]})
 			// Generation and sub-operations keep separate health, each shared across
 			// reloads under the candidate's stable identity.
 			for _, h := range []struct {
@@ -348,7 +372,32 @@ func (a *App) Provision(ctx caddy.Context) error {
 	return nil
 }
 
-func (mc ModelConfig) build(repl *caddy.Replacer, now time.Time, retry *RetryConfig) (*routing.Model, error) {
+// loadChannels provisions the channel modules of the model's candidates, in candidate
+// order (nil for a candidate without one).
+func (mc *ModelConfig) loadChannels(ctx caddy.Context) ([]channel.Channel, error) {
+	out := make([]channel.Channel, len(mc.Candidates))
+	for j := range mc.Candidates {
+		cc := &mc.Candidates[j]
+		if cc.ChannelRaw == nil {
+			continue
+		}
+		if cc.URL != "" || cc.Credential != "" {
+			return nil, fmt.Errorf("model %q, candidate %q: with a channel, the url and credential go in the channel's block", mc.ID, cc.Name)
+		}
+		mod, err := ctx.LoadModule(cc, "ChannelRaw")
+		if err != nil {
+			return nil, fmt.Errorf("model %q, candidate %q: channel: %v", mc.ID, cc.Name, err)
+		}
+		cm, ok := mod.(ChannelModule)
+		if !ok {
+			return nil, fmt.Errorf("model %q, candidate %q: channel: %T is not a channel", mc.ID, cc.Name, mod)
+		}
+		out[j] = cm.Channel()
+	}
+	return out, nil
+}
+
+func (mc ModelConfig) build(repl *caddy.Replacer, now time.Time, retry *RetryConfig, channels []channel.Channel) (*routing.Model, error) {
 	m := &routing.Model{
 		ID:              mc.ID,
 		DisplayName:     mc.DisplayName,
@@ -402,8 +451,12 @@ func (mc ModelConfig) build(repl *caddy.Replacer, now time.Time, retry *RetryCon
 	if mc.RequestTimeout > 0 {
 		m.RequestTimeout = time.Duration(mc.RequestTimeout)
 	}
-	for _, cc := range mc.Candidates {
-		c, err := cc.build(repl)
+	for j, cc := range mc.Candidates {
+		var ch channel.Channel
+		if j < len(channels) {
+			ch = channels[j]
+		}
+		c, err := cc.build(repl, ch)
 		if err != nil {
 			return nil, fmt.Errorf("model %q, candidate %q: %v", mc.ID, cc.Name, err)
 		}
@@ -459,12 +512,15 @@ func (pc PriceConfig) build() (routing.Prices, error) {
 	return p, nil
 }
 
-func (cc CandidateConfig) build(repl *caddy.Replacer) (*routing.Candidate, error) {
+func (cc CandidateConfig) build(repl *caddy.Replacer, ch channel.Channel) (*routing.Candidate, error) {
 	f, ok := protocols.ParseFamily(cc.Protocol)
 	if !ok {
 		return nil, fmt.Errorf("protocol: %q is not a protocol token (family_a, family_b)", cc.Protocol)
 	}
 	raw := repl.ReplaceKnown(cc.URL, "")
+	if ch != nil {
+		raw = ch.Endpoint().String()
+	}
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("url: %q must be an absolute http or https URL", cc.URL)

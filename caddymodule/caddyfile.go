@@ -129,6 +129,7 @@ func takesNoOptions(d *caddyfile.Dispenser) error {
 //				first_token_timeout <duration>
 //				idle_timeout <duration>
 //				retries <n>
+//				channel <bedrock|vertex|azure> { ... }
 //			}
 //		}
 //	}
@@ -367,6 +368,19 @@ func parseCandidate(d *caddyfile.Dispenser, modelID string) (CandidateConfig, er
 	}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		opt := d.Val()
+		if opt == "channel" {
+			// channel <name> { ... }: the module switchyard.channels.<name> reads its block.
+			var name string
+			if !d.Args(&name) {
+				return c, d.Errf("model %q, candidate %q: channel: expected `channel <bedrock|vertex|azure> { ... }`", modelID, c.Name)
+			}
+			mod, err := caddyfile.UnmarshalModule(d, "switchyard.channels."+name)
+			if err != nil {
+				return c, d.Errf("model %q, candidate %q: channel %s: %v", modelID, c.Name, name, err)
+			}
+			c.ChannelRaw = caddyconfig.JSONModuleObject(mod, "name", name, nil)
+			continue
+		}
 		var v string
 		if !d.Args(&v) {
 			return c, d.Errf("model %q, candidate %q: %s: expected one value", modelID, c.Name, opt)

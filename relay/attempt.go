@@ -125,6 +125,9 @@ const awaitingBody = 24 * time.Hour
 // send sends the request with the body as it is now (whole, or forwarded as it arrives);
 // it reports whether an answer was committed to the client.
 func (a *attempt) send() bool {
+	if a.up.channel != nil {
+		return a.sendThroughChannel()
+	}
 	req, up, cand := a.req, a.up, a.up.Candidate
 	// The upstream call is not tied to the client's context directly: a client that
 	// departs before the upstream has the whole body cancels it at once; after that the
@@ -224,7 +227,17 @@ func (a *attempt) send() bool {
 		a.att.Blameless = early && !isDialError(err)
 		return false
 	}
+	return a.answer(resp, injectedUsage, early)
+}
+
+// answer reads an upstream's answer to the attempt: a failure the request moves on
+// from, or an answer relayed to the client (it reports whether one was committed).
+func (a *attempt) answer(resp *http.Response, injectedUsage, early bool) bool {
+	req, up, cand := a.req, a.up, a.up.Candidate
 	defer resp.Body.Close()
+	if up.channel != nil {
+		up.channel.Response(req.Op, resp)
+	}
 	a.resp = resp
 	a.att.Status = resp.StatusCode
 	mt := mediaType(resp.Header)

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/switchyard-gw/switchyard/channel"
 	"github.com/switchyard-gw/switchyard/protocols"
 	"github.com/switchyard-gw/switchyard/routing"
 )
@@ -60,12 +61,17 @@ type Upstream struct {
 	SubHealth *routing.Health
 	// Identity names the candidate stably across reloads (affinity, health).
 	Identity string
+
+	channel channel.Channel // nil: the family's own API
 }
 
 // Options tune how upstreams are reached.
 type Options struct {
 	// TLS is the client TLS configuration for https upstreams; nil uses the system roots.
 	TLS *tls.Config
+	// Channel, when set, is the cloud channel the candidate is reached through; its
+	// endpoint is then the candidate's base URL.
+	Channel channel.Channel
 }
 
 // NewUpstream prepares a candidate of model modelID.
@@ -103,6 +109,13 @@ func NewUpstream(modelID string, c *routing.Candidate, opts Options) *Upstream {
 	if c.Credential != "" {
 		secrets = append(secrets, c.Credential)
 	}
+	if opts.Channel != nil {
+		for _, s := range opts.Channel.Secrets() {
+			if len(s) >= 3 { // a shorter one would mask ordinary text
+				secrets = append(secrets, s)
+			}
+		}
+	}
 	return &Upstream{
 		Candidate: c,
 		ModelID:   modelID,
@@ -114,7 +127,17 @@ func NewUpstream(modelID string, c *routing.Candidate, opts Options) *Upstream {
 		host:      c.BaseURL.Host,
 		basePath:  strings.TrimSuffix(c.BaseURL.Path, "/"),
 		secrets:   secrets,
+		channel:   opts.Channel,
 	}
+}
+
+// ChannelName is the channel the candidate is reached through: "api" for the family's
+// own API, else the channel's token.
+func (u *Upstream) ChannelName() string {
+	if u.channel == nil {
+		return "api"
+	}
+	return u.channel.Name()
 }
 
 // HealthFor is the health that the operation reads and moves.

@@ -1,0 +1,76 @@
+package relay
+
+import (
+	"bytes"
+	"context"
+	"io"
+
+	"github.com/switchyard-gw/switchyard/protocols"
+	"github.com/switchyard-gw/switchyard/routing"
+)
+
+// sendThroughChannel makes the attempt through the candidate's channel (Bedrock, Vertex,
+// Azure). A channel rewrites the body and may sign it, so it is sent whole, once it has
+// all arrived; the answer is turned back into the family's own form before it is read.
+func (a *attempt) sendThroughChannel() bool {
+	req, up, cand := a.req, a.up, a.up.Candidate
+	if !up.channel.Offers(req.Op) {
+		a.att.Reason = routing.ReasonNotOffered
+		return false
+	}
+	parsed, bodyErr := req.Body.Wait()
+	if bodyErr != nil {
+		a.att.Reason, a.bodyErr = routing.ReasonClientBody, bodyErr
+		return false
+	}
+	attemptCtx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a.clock = startClock(awaitingBody, idleLimit(cand), cancel)
+	defer a.clock.stop()
+	a.clock.limitFirstByte(firstByteLimit(cand, parsed.Streamed()), a.deadline)
+	// The whole body is with the upstream once the request is written: a client that
+	// leaves before its headers came cancels the call; after that the answer is read
+	// on within the attempt's limits, to be billed.
+	stopWatching := context.AfterFunc(a.ctx, func() {
+		if a.clock.committed.Load() || a.clock.streaming.Load() {
+			a.clock.clientGone()
+			return
+		}
+		cancel()
+	})
+	defer stopWatching()
+
+	upload := req.Body.Open(cand.UpstreamModel, req.DeclaredOutputCap)
+	body, err := readUpload(upload)
+	if err != nil {
+		a.att.Reason = routing.ReasonClientBody
+		a.bodyErr = protocols.ErrBodyRead(req.Op.Family, err)
+		return false
+	}
+	header := protocols.UpstreamRequestHeader(req.Header, cand.Protocol, "")
+	upReq, err := up.channel.NewRequest(attemptCtx, req.Op, body, parsed.Streamed(), header)
+	if err != nil {
+		a.att.Reason = routing.ReasonConnect // no credential, no request: the candidate's failure
+		return false
+	}
+	if req.RawQuery != "" && upReq.URL.RawQuery == "" {
+		upReq.URL.RawQuery = req.RawQuery
+	}
+	resp, err := up.transport.RoundTrip(upReq)
+	if err != nil {
+		a.att.Reason = classifyTransportError(err, a.clock)
+		return false
+	}
+	return a.answer(resp, upload.usageInjected(), false)
+}
+
+// readUpload reads an attempt's whole upstream body into one buffer of its length.
+func readUpload(u Upload) ([]byte, error) {
+	defer u.Close()
+	var buf bytes.Buffer
+	if n := u.Length(); n > 0 {
+		buf.Grow(int(n))
+	}
+	_, err := io.Copy(&buf, u)
+	return buf.Bytes(), err
+}

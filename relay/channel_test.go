@@ -1,0 +1,143 @@
+package relay
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+
+	"github.com/switchyard-gw/switchyard/protocols"
+	"github.com/switchyard-gw/switchyard/routing"
+)
+
+// fakeChannel puts the model in the path, drops it from the body, authorises with a
+// header of its own, and answers its errors as {"fault":…} with status 599, which its
+// Response turns back into a 503.
+type fakeChannel struct {
+	endpoint *url.URL
+	offers   bool
+	broken   bool // no credential to be had
+	account  string
+}
+
+func (f *fakeChannel) Name() string       { return "fake" }
+func (f *fakeChannel) Endpoint() *url.URL { return f.endpoint }
+func (f *fakeChannel) Offers(op protocols.Operation) bool {
+	return f.offers || op.Kind == protocols.KindChat
+}
+func (f *fakeChannel) Secrets() []string { return []string{f.account} }
+
+func (f *fakeChannel) NewRequest(ctx context.Context, op protocols.Operation, body []byte, stream bool, header http.Header) (*http.Request, error) {
+	if f.broken {
+		return nil, assert.AnError
+	}
+	model := gjson.GetBytes(body, "model").Str
+	body, _ = sjson.DeleteBytes(body, "model")
+	verb := "invoke"
+	if stream {
+		verb = "stream"
+	}
+	u := *f.endpoint
+	u.Path += "/models/" + model + "/" + verb
+	r, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	r.Header = header
+	r.Header.Set("X-Fake-Auth", "signed:"+f.account)
+	return r, nil
+}
+
+func (f *fakeChannel) Response(op protocols.Operation, resp *http.Response) {
+	if resp.StatusCode == 599 {
+		resp.StatusCode = http.StatusServiceUnavailable
+	}
+}
+
+type seenByChannel struct {
+	mu      sync.Mutex
+	path    string
+	body    []byte
+	headers http.Header
+}
+
+func channelUpstream(t *testing.T, ch *fakeChannel, answer http.HandlerFunc) (*Upstream, *seenByChannel) {
+	t.Helper()
+	seen := &seenByChannel{}
+	srv := testUpstream(t, "x", func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		seen.mu.Lock()
+		seen.path, seen.body, seen.headers = r.URL.Path, b, r.Header.Clone()
+		seen.mu.Unlock()
+		answer(w, r)
+	}, routing.Timeouts{})
+	u, err := url.Parse("http://" + srv.host + "/fake")
+	require.NoError(t, err)
+	ch.endpoint = u
+	up := NewUpstream("svc", &routing.Candidate{Name: "through-fake", Protocol: protocols.FamilyA, BaseURL: u,
+		UpstreamModel: hiddenModel}, Options{Channel: ch})
+	t.Cleanup(up.Close)
+	return up, seen
+}
+
+func TestAChannelShapesTheRequestAndTheClientSeesTheFamilysAnswer(t *testing.T) {
+	ch := &fakeChannel{account: "acct-123456789"}
+	up, seen := channelUpstream(t, ch, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(strings.Replace(chatAnswer, `"up-model"`, `"`+hiddenModel+`"`, 1)))
+	})
+	r := serveRecorded(t, chatRequest(t, protocols.KindChat, plainChat), up)
+	require.Nil(t, r.err)
+	assert.Equal(t, 200, r.rec.Code)
+	assert.Equal(t, "svc", gjson.Get(r.rec.Body.String(), "model").Str, "the client sees its own model")
+	assert.Equal(t, "/fake/models/"+hiddenModel+"/invoke", seen.path, "the channel put the model in the path")
+	assert.False(t, gjson.GetBytes(seen.body, "model").Exists(), "and took it out of the body")
+	assert.Equal(t, "signed:acct-123456789", seen.headers.Get("X-Fake-Auth"))
+	assert.Empty(t, seen.headers.Get("Authorization"), "no family credential beside the channel's own")
+	assert.Equal(t, "api", testUpstream(t, "plain", nil, routing.Timeouts{}).ChannelName())
+	assert.Equal(t, "fake", up.ChannelName())
+}
+
+func TestAChannelsErrorsAreTurnedBackBeforeTheyAreRead(t *testing.T) {
+	ch := &fakeChannel{account: "acct-123456789"}
+	up, _ := channelUpstream(t, ch, func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(599)
+	})
+	r := serveRecorded(t, chatRequest(t, protocols.KindChat, plainChat), up)
+	require.Len(t, r.out.Attempts, 1)
+	assert.Equal(t, 503, r.out.Attempts[0].Status, "599 became 503 before the relay classified it")
+	assert.Equal(t, routing.ReasonStatus, r.out.Attempts[0].Reason)
+}
+
+func TestAnOperationAChannelLacksMovesOnWithoutBlame(t *testing.T) {
+	ch := &fakeChannel{account: "acct-123456789"}
+	up, _ := channelUpstream(t, ch, func(w http.ResponseWriter, r *http.Request) {})
+	other := testUpstream(t, "plain", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"id":"resp_1","object":"response","model":"m","output":[],"usage":{"input_tokens":1,"output_tokens":1,"total_tokens":2}}`))
+	}, routing.Timeouts{})
+	r := serveRecorded(t, chatRequest(t, protocols.KindResponses, `{"model":"svc","input":"hi"}`), up, other)
+	require.Nil(t, r.err)
+	assert.Equal(t, "plain", r.out.Served.Candidate.Name)
+	assert.Equal(t, routing.ReasonNotOffered, r.out.Attempts[0].Reason)
+	assert.Zero(t, up.Health.Snapshot(time.Now()).RecentFailures)
+}
+
+func TestAChannelWithoutItsCredentialIsTheCandidatesFailure(t *testing.T) {
+	ch := &fakeChannel{account: "acct-123456789", broken: true}
+	up, _ := channelUpstream(t, ch, func(w http.ResponseWriter, r *http.Request) {})
+	r := serveRecorded(t, chatRequest(t, protocols.KindChat, plainChat), up)
+	require.NotNil(t, r.err)
+	assert.Equal(t, routing.ReasonConnect, r.out.Attempts[0].Reason)
+	assert.Equal(t, 1, up.Health.Snapshot(time.Now()).RecentFailures)
+}
