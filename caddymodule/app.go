@@ -235,6 +235,10 @@ type CandidateConfig struct {
 	// and the credential come from the channel's own block and must not be set here.
 	// Default: none, the family's own API at URL.
 	ChannelRaw json.RawMessage `json:"channel,omitempty" caddy:"namespace=switchyard.channels inline_key=name"`
+	// Prices are what the model's tokens cost when this candidate serves them (regions
+	// and channels price one model differently); the ledger bills each answer at the
+	// prices of the candidate that served it. Default: the model's prices.
+	Prices *PriceConfig `json:"prices,omitempty"`
 }
 
 // ChannelModule is a switchyard.channels.* module: once provisioned, the channel of one
@@ -459,6 +463,13 @@ func (mc ModelConfig) build(repl *caddy.Replacer, now time.Time, retry *RetryCon
 		c, err := cc.build(repl, ch)
 		if err != nil {
 			return nil, fmt.Errorf("model %q, candidate %q: %v", mc.ID, cc.Name, err)
+		}
+		if cc.Prices != nil {
+			p, err := cc.Prices.build()
+			if err != nil {
+				return nil, fmt.Errorf("model %q, candidate %q: prices: %v", mc.ID, cc.Name, err)
+			}
+			c.Prices = &p
 		}
 		c.Retry = retryPolicy
 		if cc.Retries != nil {

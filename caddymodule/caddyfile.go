@@ -130,6 +130,7 @@ func takesNoOptions(d *caddyfile.Dispenser) error {
 //				idle_timeout <duration>
 //				retries <n>
 //				channel <bedrock|vertex|azure> { ... }
+//				price <input|cached_input|cache_write|output|reasoning> <per-million> ...
 //			}
 //		}
 //	}
@@ -330,23 +331,8 @@ func parseModel(d *caddyfile.Dispenser) (ModelConfig, error) {
 			}
 			m.Capabilities[tag] = on
 		case "price":
-			if m.Prices == nil {
-				m.Prices = new(PriceConfig)
-			}
-			args := d.RemainingArgs()
-			if len(args) == 0 || len(args)%2 != 0 {
-				return m, d.Errf("model %q: price: expected pairs like `price input 0.15 output 0.60`", m.ID)
-			}
-			for i := 0; i < len(args); i += 2 {
-				target := map[string]*string{
-					"input": &m.Prices.Input, "cached_input": &m.Prices.CachedInput,
-					"cache_write": &m.Prices.CacheWrite, "output": &m.Prices.Output,
-					"reasoning": &m.Prices.Reasoning,
-				}[args[i]]
-				if target == nil {
-					return m, d.Errf("model %q: price: unknown kind %q (input, cached_input, cache_write, output, reasoning)", m.ID, args[i])
-				}
-				*target = args[i+1]
+			if err := parsePrice(d, &m.Prices); err != nil {
+				return m, d.Errf("model %q: %v", m.ID, err)
 			}
 		case "candidate":
 			c, err := parseCandidate(d, m.ID)
@@ -379,6 +365,13 @@ func parseCandidate(d *caddyfile.Dispenser, modelID string) (CandidateConfig, er
 				return c, d.Errf("model %q, candidate %q: channel %s: %v", modelID, c.Name, name, err)
 			}
 			c.ChannelRaw = caddyconfig.JSONModuleObject(mod, "name", name, nil)
+			continue
+		}
+		if opt == "price" {
+			// A candidate's own prices: a region or a channel may charge differently.
+			if err := parsePrice(d, &c.Prices); err != nil {
+				return c, d.Errf("model %q, candidate %q: %v", modelID, c.Name, err)
+			}
 			continue
 		}
 		var v string
@@ -428,6 +421,29 @@ func parseCandidate(d *caddyfile.Dispenser, modelID string) (CandidateConfig, er
 		}
 	}
 	return c, nil
+}
+
+// parsePrice reads `price <kind> <per-million> ...` into *p, creating it.
+func parsePrice(d *caddyfile.Dispenser, p **PriceConfig) error {
+	if *p == nil {
+		*p = new(PriceConfig)
+	}
+	args := d.RemainingArgs()
+	if len(args) == 0 || len(args)%2 != 0 {
+		return fmt.Errorf("price: expected pairs like `price input 0.15 output 0.60`")
+	}
+	for i := 0; i < len(args); i += 2 {
+		target := map[string]*string{
+			"input": &(*p).Input, "cached_input": &(*p).CachedInput,
+			"cache_write": &(*p).CacheWrite, "output": &(*p).Output,
+			"reasoning": &(*p).Reasoning,
+		}[args[i]]
+		if target == nil {
+			return fmt.Errorf("price: unknown kind %q (input, cached_input, cache_write, output, reasoning)", args[i])
+		}
+		*target = args[i+1]
+	}
+	return nil
 }
 
 // parseRetries reads a retry count.

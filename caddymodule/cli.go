@@ -58,7 +58,7 @@ Limit flags (each left out: not limited; on "limits", left out: unchanged):
   --model-budget m=5/day     a budget for one model, repeatable ("m=none" removes it)
 
   caddy switchyard usage [--from 2026-11-01] [--to 2026-11-30] [--key <id>]
-                         [--model <id>] [--group day,key,model]
+                         [--model <id>] [--group day,key,model,candidate,channel]
 
   caddy switchyard connect <codex|claude-code|openai|anthropic> --base-url <url>
                            [--key-env SWITCHYARD_API_KEY] [--key <id>] [--write]
@@ -201,7 +201,7 @@ func buildCLIWith(cmd *cobra.Command, out io.Writer) {
 	usageCmd.Flags().StringVar(&to, "to", "", "last day, YYYY-MM-DD (UTC), included")
 	usageCmd.Flags().StringVar(&key, "key", "", "only this key id")
 	usageCmd.Flags().StringVar(&model, "model", "", "only this model")
-	usageCmd.Flags().StringVar(&group, "group", "day", "sum by any of day,key,model (empty: totals only)")
+	usageCmd.Flags().StringVar(&group, "group", "day", "sum by any of day,key,model,candidate,channel (empty: totals only)")
 	cmd.AddCommand(keys, c.projectsCommand(), c.auditCommand(), usageCmd, c.connectCommand())
 }
 
@@ -231,7 +231,8 @@ func (c *cli) printUsage(answer map[string]json.RawMessage) error {
 	for _, r := range rows {
 		var label []string
 		for _, g := range groups {
-			label = append(label, map[string]string{"day": r.Day, "key": r.KeyID, "model": r.Model}[g]+"\t")
+			label = append(label, map[string]string{"day": r.Day, "key": r.KeyID, "model": r.Model,
+				"candidate": r.Candidate, "channel": r.Channel}[g]+"\t")
 		}
 		line(r, label)
 	}

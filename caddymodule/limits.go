@@ -135,7 +135,7 @@ func admissionRequest(rt *route, id *auth.Identity, requestID string) admission.
 	return admission.Request{
 		ID:     requestID,
 		Who:    whoOf(id),
-		Model:  admission.Model{ID: rt.model.ID, Prices: rt.model.Prices, MaxOutputTokens: rt.model.MaxOutputTokens},
+		Model:  admission.Model{ID: rt.model.ID, Prices: rt.model.CeilingPrices(), MaxOutputTokens: rt.model.MaxOutputTokens},
 		Op:     rt.op,
 		Parsed: rt.parsed,
 	}

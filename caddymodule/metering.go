@@ -66,9 +66,9 @@ func (h *Proxy) meter(rt *route, identity *auth.Identity, requestID string, out 
 	}
 	rec := metering.NewRecord(metering.Answer{
 		RequestID: requestID, KeyID: keyID, Model: rt.model.ID, Candidate: out.Served.Candidate.Name,
-		Op: rt.op, Status: out.Status, Obs: out.Obs,
+		Channel: out.Served.ChannelName(), Op: rt.op, Status: out.Status, Obs: out.Obs,
 		RequestInputTokens: func() int64 { return metering.EstimateInputTokens(rt.parsed.Body) },
-		Prices:             rt.model.Prices, Latency: out.Latency, TTFB: out.TimeToFirstByte, Attempts: len(out.Attempts),
+		Prices:             rt.model.PricesOf(out.Served.Candidate), Latency: out.Latency, TTFB: out.TimeToFirstByte, Attempts: len(out.Attempts),
 	}, time.Now())
 	rec.ProjectID = projectID
 	tokens, costMicros = rec.Usage.Input+rec.Usage.Output, rec.CostMicros

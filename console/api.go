@@ -343,10 +343,10 @@ func (a *API) usageQuery(r *http.Request) (metering.Query, error) {
 	if g := v.Get("group"); g != "" {
 		for _, dim := range strings.Split(g, ",") {
 			switch dim {
-			case "day", "key", "model":
+			case "day", "key", "model", "candidate", "channel":
 				q.GroupBy = append(q.GroupBy, dim)
 			default:
-				return q, errors.New("group: " + dim + " is not day, key or model")
+				return q, errors.New("group: " + dim + " is not day, key, model, candidate or channel")
 			}
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/tidwall/gjson"
 	_ "modernc.org/sqlite"
 )
 
@@ -41,7 +42,11 @@ func meteredGateway(t *testing.T) (*gateway, *sql.DB) {
 		"\t\tmodel fails-over {\n\t\t\tprice input 2 output 8\n" +
 		candidate("refused", "family_a", "http://127.0.0.1:1/v1", "up-dead", "priority 1") +
 		candidate("broken", "family_a", a, "up+fail-503", "priority 2") +
-		candidate("good", "family_a", a, "up-good", "priority 3") + "\t\t}\n"
+		candidate("good", "family_a", a, "up-good", "priority 3") + "\t\t}\n" +
+		// Each candidate at its own price; the first always fails over to the second.
+		"\t\tmodel regional {\n\t\t\tprice input 2 output 8\n" +
+		candidate("dear", "family_a", a, "up+fail-503", "priority 1", "price input 100 output 100") +
+		candidate("cheap", "family_a", a, "up-cheap", "priority 2", "price input 1 output 4") + "\t\t}\n"
 	g := startGatewayWith(t, up, models, "\t\tstore sqlite "+dbPath+"\n")
 	db, err := sql.Open("sqlite", dbPath)
 	require.NoError(t, err)
@@ -66,6 +71,35 @@ func record(t *testing.T, db *sql.DB, requestID string) ledgerRow {
 	r.KeyID = key.String
 	r.Time = time.UnixMicro(ts)
 	return r
+}
+
+// An answer is billed at the prices of the candidate that served it, and usage can be
+// summed by candidate and by channel.
+func TestEachCandidateBillsAtItsOwnPrice(t *testing.T) {
+	g, db := meteredGateway(t)
+	r := g.call(t, "POST", "/v1/chat/completions", `{"model":"regional","messages":[{"role":"user","content":"hi"}]}`)
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	rec := record(t, db, r.Header.Get("X-Switchyard-Request-Id"))
+	assert.Equal(t, "cheap", rec.Candidate)
+	wantInput := int64(len(g.up.last(t).Body)/4 + 1)
+	assert.Equal(t, (wantInput*1_000_000+10*4_000_000+500_000)/1_000_000, rec.Cost,
+		"at the serving candidate's prices (input 1, output 4), not the model's or the failed one's")
+
+	resp, err := http.Get(g.admin + "/switchyard/usage?group=model,candidate,channel")
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode, "%s", b)
+	var found bool
+	for _, row := range gjson.GetBytes(b, "rows").Array() {
+		if row.Get("model").Str == "regional" {
+			found = true
+			assert.Equal(t, "cheap", row.Get("candidate").Str)
+			assert.Equal(t, "api", row.Get("channel").Str, "through the family's own API")
+			assert.Equal(t, rec.Cost, row.Get("cost_micros").Int())
+		}
+	}
+	assert.True(t, found, "no row for the model in %s", b)
 }
 
 // The simulator's usage is deterministic: input tokens are len(upstream body)/4+1,

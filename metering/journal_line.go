@@ -22,6 +22,10 @@ func appendJournalLine(dst []byte, r *Record) ([]byte, error) {
 	dst = appendJSONText(dst, r.Model)
 	dst = append(dst, `,"candidate":`...)
 	dst = appendJSONText(dst, r.Candidate)
+	if r.Channel != "" {
+		dst = append(dst, `,"channel":`...)
+		dst = appendJSONText(dst, r.Channel)
+	}
 	dst = append(dst, `,"protocol":`...)
 	dst = appendJSONText(dst, r.Protocol)
 	dst = append(dst, `,"operation":`...)

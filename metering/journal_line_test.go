@@ -22,7 +22,7 @@ func TestJournalLineIsWhatEncodingJSONWrites(t *testing.T) {
 	for i, text := range texts {
 		r := Record{
 			RequestID: text, KeyID: texts[(i+1)%len(texts)], ProjectID: texts[(i+2)%len(texts)],
-			Model: texts[(i+3)%len(texts)], Candidate: text, Protocol: "family_a", Operation: "chat_completions",
+			Model: texts[(i+3)%len(texts)], Candidate: text, Channel: texts[(i+4)%len(texts)], Protocol: "family_a", Operation: "chat_completions",
 			Status: 200 + i, Usage: Usage{Input: int64(i) * 1000, CachedInput: -1, CacheWrite: 7, Output: 1 << 40, Reasoning: 3, Estimated: i%2 == 0},
 			CostMicros: -5, LatencyMs: 12, TTFBMs: 3, Attempts: i, Time: times[i%len(times)],
 		}

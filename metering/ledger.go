@@ -29,6 +29,10 @@ type Record struct {
 	ProjectID string `json:"project_id,omitempty"`
 	Model     string `json:"model"`
 	Candidate string `json:"candidate"`
+	// Channel is how the candidate was reached: "api" (the family's own API),
+	// "bedrock", "vertex" or "azure". Journal lines written before it existed have none,
+	// which the stores take as "api".
+	Channel   string `json:"channel,omitempty"`
 	Protocol  string `json:"protocol"`
 	Operation string `json:"operation"`
 	Status    int    `json:"status"`
@@ -725,7 +729,7 @@ func (l *Ledger) takeRecent(from, to int64, batch int) (records []Record, ends [
 // JSON replaces invalid bytes, so only a valid record is the same in memory as in the
 // journal; any other is left for the writer to read from the journal.
 func (r *Record) textValid() bool {
-	for _, s := range []string{r.RequestID, r.KeyID, r.ProjectID, r.Model, r.Candidate, r.Protocol, r.Operation} {
+	for _, s := range []string{r.RequestID, r.KeyID, r.ProjectID, r.Model, r.Candidate, r.Channel, r.Protocol, r.Operation} {
 		if !utf8.ValidString(s) {
 			return false
 		}

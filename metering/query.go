@@ -12,7 +12,9 @@ type Query struct {
 	// KeyID and Model, when set, keep only that key's or that model's records.
 	KeyID, Model string
 	// GroupBy names the dimensions rows are summed by, in this order: any of "day"
-	// (UTC calendar day), "key", "model". Empty gives one row of totals.
+	// (UTC calendar day), "key", "model", "candidate" (the model's candidate that
+	// served: grouped with "model" as well, or the same name on two models sums
+	// together) and "channel". Empty gives one row of totals.
 	GroupBy []string
 }
 
@@ -21,6 +23,8 @@ type Row struct {
 	Day        string `json:"day,omitempty"` // YYYY-MM-DD, UTC
 	KeyID      string `json:"key_id,omitempty"`
 	Model      string `json:"model,omitempty"`
+	Candidate  string `json:"candidate,omitempty"`
+	Channel    string `json:"channel,omitempty"`
 	Requests   int64  `json:"requests"`
 	Input      int64  `json:"input"`
 	CachedIn   int64  `json:"cached_input"`

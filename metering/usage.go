@@ -89,9 +89,9 @@ func cacheWritePrice(p routing.Prices) int64 {
 
 // Answer is what the gateway knows of one answer when its record is made.
 type Answer struct {
-	RequestID, KeyID, Model, Candidate string
-	Op                                 protocols.Operation
-	Status                             int
+	RequestID, KeyID, Model, Candidate, Channel string
+	Op                                          protocols.Operation
+	Status                                      int
 	// Obs is what the answer's shape observed; RequestInputTokens estimates the
 	// request's input (EstimateInputTokens), asked for only when no usage came.
 	Obs                protocols.Observation
@@ -109,6 +109,7 @@ func NewRecord(a Answer, now time.Time) *Record {
 		KeyID:      a.KeyID,
 		Model:      a.Model,
 		Candidate:  a.Candidate,
+		Channel:    a.Channel,
 		Protocol:   a.Op.Family.Token(),
 		Operation:  a.Op.Kind.String(),
 		Status:     a.Status,

@@ -61,6 +61,34 @@ type Candidate struct {
 	Timeouts      Timeouts
 	// Retry is how the candidate is tried again within one request.
 	Retry Retry
+	// Prices, when set, are what the model's tokens cost when this candidate serves
+	// them; nil: the model's.
+	Prices *Prices
+}
+
+// PricesOf is what an answer the candidate served costs: its own prices, else the model's.
+func (m *Model) PricesOf(c *Candidate) Prices {
+	if c != nil && c.Prices != nil {
+		return *c.Prices
+	}
+	return m.Prices
+}
+
+// CeilingPrices are, for each kind of token, the highest price any candidate of the
+// model may bill it at: what a reservation must assume before it is known who serves.
+func (m *Model) CeilingPrices() Prices {
+	p := m.Prices
+	for _, c := range m.Candidates {
+		if c.Prices == nil {
+			continue
+		}
+		p.Input = max(p.Input, c.Prices.Input)
+		p.CachedInput = max(p.CachedInput, c.Prices.CachedInput)
+		p.CacheWrite = max(p.CacheWrite, c.Prices.CacheWrite)
+		p.Output = max(p.Output, c.Prices.Output)
+		p.Reasoning = max(p.Reasoning, c.Prices.Reasoning)
+	}
+	return p
 }
 
 // Identity is stable across config reloads as long as the candidate points at the same
@@ -206,6 +234,11 @@ func checkModel(m *Model) error {
 	}
 	if m.Prices.Reasoning == 0 {
 		m.Prices.Reasoning = m.Prices.Output
+	}
+	for _, c := range m.Candidates {
+		if c.Prices != nil && c.Prices.Reasoning == 0 {
+			c.Prices.Reasoning = c.Prices.Output
+		}
 	}
 	return nil
 }

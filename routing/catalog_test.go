@@ -209,3 +209,17 @@ func TestCandidateIdentity(t *testing.T) {
 	d := cand(t, "primary", famA, "https://other.example/v1", "gpt-4o", 0)
 	assert.NotEqual(t, a.Identity("acme/chat"), d.Identity("acme/chat"))
 }
+
+// A reservation must hold whichever candidate serves: the ceiling takes, kind by kind,
+// the dearest of the model's and its candidates' prices; an answer is billed at the
+// serving candidate's own prices, or the model's when it has none.
+func TestCandidatePricesAndTheirCeiling(t *testing.T) {
+	own := &Prices{Input: 5, Output: 1, Reasoning: 1}
+	plain := &Candidate{Name: "plain"}
+	dear := &Candidate{Name: "dear", Prices: own}
+	m := &Model{ID: "m", Prices: Prices{Input: 2, CachedInput: 1, Output: 8, Reasoning: 8}, Candidates: []*Candidate{plain, dear}}
+	assert.Equal(t, Prices{Input: 5, CachedInput: 1, Output: 8, Reasoning: 8}, m.CeilingPrices())
+	assert.Equal(t, *own, m.PricesOf(dear))
+	assert.Equal(t, m.Prices, m.PricesOf(plain))
+	assert.Equal(t, m.Prices, m.PricesOf(nil))
+}

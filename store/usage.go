@@ -93,15 +93,17 @@ func (s *Store) QueryUsage(ctx context.Context, q metering.Query) ([]metering.Ro
 // usageColumns are usage_records' columns in the order the backends bind them.
 const usageColumns = `request_id, key_id, model, candidate, protocol, operation, status, ` +
 	`input, cached_input, cache_write, output, reasoning, estimated, ` +
-	`cost_micros, latency_ms, ttfb_ms, attempts, ts, project_id`
+	`cost_micros, latency_ms, ttfb_ms, attempts, ts, project_id, channel`
 
-const usageColumnCount = 19
+const usageColumnCount = 20
 
 // The dimensions a usage query can group by.
 const (
-	dimDay   = "day"
-	dimKey   = "key"
-	dimModel = "model"
+	dimDay       = "day"
+	dimKey       = "key"
+	dimModel     = "model"
+	dimCandidate = "candidate"
+	dimChannel   = "channel"
 )
 
 // usageDialect is what differs between the databases in a usage query. Expressions are
@@ -114,9 +116,9 @@ type usageDialect struct {
 	// dayGroup is the record's UTC day in a form cheap to group and order by;
 	// daySelect turns it into YYYY-MM-DD text (it may use dayGroup, which is grouped).
 	dayGroup, daySelect string
-	// key and model are the columns to group and order by: a missing key as '', and
-	// ordered byte by byte whatever the database's collation.
-	key, model string
+	// key, model, candidate and channel are the columns to group and order by: a
+	// missing key as '', and ordered byte by byte whatever the database's collation.
+	key, model, candidate, channel string
 }
 
 // usageQuery is a usage query ready to run: its SQL, arguments, and the dimensions its
@@ -155,8 +157,12 @@ func buildUsageQuery(d *usageDialect, q metering.Query) (usageQuery, error) {
 			selects, groups = append(selects, d.key), append(groups, d.key)
 		case dimModel:
 			selects, groups = append(selects, d.model), append(groups, d.model)
+		case dimCandidate:
+			selects, groups = append(selects, d.candidate), append(groups, d.candidate)
+		case dimChannel:
+			selects, groups = append(selects, d.channel), append(groups, d.channel)
 		default:
-			return uq, fmt.Errorf("store: query usage: cannot group by %q (want %q, %q or %q)", dim, dimDay, dimKey, dimModel)
+			return uq, fmt.Errorf("store: query usage: cannot group by %q (want %q, %q, %q, %q or %q)", dim, dimDay, dimKey, dimModel, dimCandidate, dimChannel)
 		}
 		uq.dims = append(uq.dims, dim)
 	}
@@ -217,11 +223,24 @@ func scanUsageRow(scan func(...any) error, dims []string) (metering.Row, error) 
 			dest = append(dest, &r.KeyID)
 		case dimModel:
 			dest = append(dest, &r.Model)
+		case dimCandidate:
+			dest = append(dest, &r.Candidate)
+		case dimChannel:
+			dest = append(dest, &r.Channel)
 		}
 	}
 	dest = append(dest, &r.Requests, &r.Input, &r.CachedIn, &r.CacheWrite, &r.Output, &r.Reasoning, &r.CostMicros, &r.Estimated)
 	err := scan(dest...)
 	return r, err
+}
+
+// channelOf is the channel a record is stored under: journal lines written before
+// channels existed have none, and came through the family's own API.
+func channelOf(r *metering.Record) string {
+	if r.Channel == "" {
+		return "api"
+	}
+	return r.Channel
 }
 
 // ceilMicro rounds t up to a whole microsecond, in UTC.

@@ -22,10 +22,10 @@ const pgWriteUsage = `WITH stored AS (
 	INSERT INTO usage_records (` + usageColumns + `)
 	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
 		$7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], $12::bigint[],
-		$13::boolean[], $14::bigint[], $15::bigint[], $16::bigint[], $17::bigint[], $18::timestamptz[], $19::text[])
+		$13::boolean[], $14::bigint[], $15::bigint[], $16::bigint[], $17::bigint[], $18::timestamptz[], $19::text[], $20::text[])
 	ON CONFLICT (request_id) DO NOTHING
 )
-INSERT INTO ledger_journals (journal_id, position, updated_at) VALUES ($20, $21, $22)
+INSERT INTO ledger_journals (journal_id, position, updated_at) VALUES ($21, $22, $23)
 ON CONFLICT (journal_id) DO UPDATE
 	SET position = GREATEST(ledger_journals.position, EXCLUDED.position), updated_at = EXCLUDED.updated_at`
 
@@ -44,6 +44,7 @@ func (b *pgBackend) writeUsage(ctx context.Context, journalID string, upTo int64
 	var (
 		requestIDs, keyIDs, projectIDs         = make([]pgtype.Text, n), make([]pgtype.Text, n), make([]pgtype.Text, n)
 		models, candidates, protocols, ops     = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		channels                               = make([]string, n)
 		status, input, cached, cacheWrite      = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
 		output, reasoning, cost, latency, ttfb = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
 		attempts                               = make([]int64, n)
@@ -58,6 +59,7 @@ func (b *pgBackend) writeUsage(ctx context.Context, journalID string, upTo int64
 		keyIDs[i] = pgtype.Text{String: r.KeyID, Valid: r.KeyID != ""}
 		projectIDs[i] = pgtype.Text{String: r.ProjectID, Valid: r.ProjectID != ""}
 		models[i], candidates[i], protocols[i], ops[i] = r.Model, r.Candidate, r.Protocol, r.Operation
+		channels[i] = channelOf(r)
 		status[i], attempts[i] = int64(r.Status), int64(r.Attempts)
 		input[i], cached[i], cacheWrite[i] = r.Input, r.CachedInput, r.CacheWrite
 		output[i], reasoning[i], estimated[i] = r.Output, r.Reasoning, r.Estimated
@@ -67,7 +69,7 @@ func (b *pgBackend) writeUsage(ctx context.Context, journalID string, upTo int64
 	_, err := b.pool.Exec(ctx, pgWriteUsage,
 		requestIDs, keyIDs, models, candidates, protocols, ops,
 		status, input, cached, cacheWrite, output, reasoning,
-		estimated, cost, latency, ttfb, attempts, times, projectIDs,
+		estimated, cost, latency, ttfb, attempts, times, projectIDs, channels,
 		journalID, upTo, now)
 	return err
 }
@@ -93,8 +95,10 @@ var pgUsageDialect = &usageDialect{
 	// converted to, which is midnight in the session's time zone.
 	daySelect: `to_char(` + pgDay + `::timestamp, 'YYYY-MM-DD')`,
 	// COLLATE "C" orders bytewise, as SQLite does, whatever the database's collation.
-	key:   `coalesce(key_id, '') COLLATE "C"`,
-	model: `model COLLATE "C"`,
+	key:       `coalesce(key_id, '') COLLATE "C"`,
+	model:     `model COLLATE "C"`,
+	candidate: `candidate COLLATE "C"`,
+	channel:   `channel COLLATE "C"`,
 }
 
 func (b *pgBackend) usageDialect() *usageDialect { return pgUsageDialect }

@@ -10,8 +10,8 @@ import (
 	"github.com/switchyard-gw/switchyard/metering"
 )
 
-// sqliteUsageChunk is how many records one INSERT carries: 256 rows of 19 columns bind
-// 4,864 values, well under SQLite's limit of 32,766, and a batch of 1,000 records
+// sqliteUsageChunk is how many records one INSERT carries: 256 rows of 20 columns bind
+// 5,120 values, well under SQLite's limit of 32,766, and a batch of 1,000 records
 // (the ledger's default) takes four statements instead of a thousand.
 const sqliteUsageChunk = 256
 
@@ -114,7 +114,7 @@ func appendSQLiteUsage(args []any, r *metering.Record) []any {
 	return append(args,
 		nullString(r.RequestID), nullString(r.KeyID), r.Model, r.Candidate, r.Protocol, r.Operation, r.Status,
 		r.Input, r.CachedInput, r.CacheWrite, r.Output, r.Reasoning, estimated,
-		r.CostMicros, r.LatencyMs, r.TTFBMs, r.Attempts, sqliteTime(r.Time), nullString(r.ProjectID))
+		r.CostMicros, r.LatencyMs, r.TTFBMs, r.Attempts, sqliteTime(r.Time), nullString(r.ProjectID), channelOf(r))
 }
 
 func (b *sqliteBackend) journalPosition(ctx context.Context, journalID string) (int64, error) {
@@ -138,6 +138,8 @@ var sqliteUsageDialect = &usageDialect{
 	daySelect: `strftime('%Y-%m-%d', ` + sqliteDay + ` * 86400, 'unixepoch')`,
 	key:       `coalesce(key_id, '')`, // SQLite's default collation compares bytes
 	model:     `model`,
+	candidate: `candidate`,
+	channel:   `channel`,
 }
 
 func (b *sqliteBackend) usageDialect() *usageDialect { return sqliteUsageDialect }

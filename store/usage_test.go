@@ -36,7 +36,7 @@ func usageFixture() []metering.Record {
 			CostMicros: cost, LatencyMs: 1200, TTFBMs: 300, Attempts: 1, Time: at,
 		}
 	}
-	return []metering.Record{
+	rs := []metering.Record{
 		// The last microsecond of 2026-03-13 (UTC), once the nanoseconds are dropped.
 		rec("sy_01", "key_a", "m1", utc(2026, 3, 13, 23, 59, 59, 999_999_500), 1, 0, 0, 2, 0, 3, false),
 		// The first instant of 2026-03-14.
@@ -54,19 +54,23 @@ func usageFixture() []metering.Record {
 		// 2026-03-16.
 		rec("sy_08", "key_b", "m2", utc(2026, 3, 16, 0, 0, 0, 0), 6_400, 0, 0, 2_560, 1_000, 64_000, true),
 	}
+	// Two answers of m2 came through cloud channels, one from a candidate of its own.
+	rs[2].Channel, rs[2].Candidate = "vertex", "m2@vertex"
+	rs[3].Channel = "bedrock"
+	return rs
 }
 
 // expectedUsage answers q from records in Go: the reference QueryUsage must agree with.
 func expectedUsage(records []metering.Record, q metering.Query) []metering.Row {
-	groups := map[[3]string]*metering.Row{}
-	var order [][3]string
+	groups := map[[5]string]*metering.Row{}
+	var order [][5]string
 	for _, r := range records {
 		at := storedTime(r.Time)
 		if !q.From.IsZero() && at.Before(q.From) || !q.To.IsZero() && !at.Before(q.To) ||
 			q.KeyID != "" && r.KeyID != q.KeyID || q.Model != "" && r.Model != q.Model {
 			continue
 		}
-		var g [3]string
+		var g [5]string
 		row := metering.Row{}
 		for i, dim := range q.GroupBy {
 			switch dim {
@@ -76,6 +80,11 @@ func expectedUsage(records []metering.Record, q metering.Query) []metering.Row {
 				g[i], row.KeyID = r.KeyID, r.KeyID
 			case dimModel:
 				g[i], row.Model = r.Model, r.Model
+			case dimCandidate:
+				g[i], row.Candidate = r.Candidate, r.Candidate
+			case dimChannel:
+				ch := cmp.Or(r.Channel, "api")
+				g[i], row.Channel = ch, ch
 			}
 		}
 		sum, ok := groups[g]
@@ -98,8 +107,9 @@ func expectedUsage(records []metering.Record, q metering.Query) []metering.Row {
 	if len(q.GroupBy) == 0 && len(order) == 0 {
 		return []metering.Row{{}}
 	}
-	slices.SortFunc(order, func(a, b [3]string) int {
-		return cmp.Or(strings.Compare(a[0], b[0]), strings.Compare(a[1], b[1]), strings.Compare(a[2], b[2]))
+	slices.SortFunc(order, func(a, b [5]string) int {
+		return cmp.Or(strings.Compare(a[0], b[0]), strings.Compare(a[1], b[1]), strings.Compare(a[2], b[2]),
+			strings.Compare(a[3], b[3]), strings.Compare(a[4], b[4]))
 	})
 	out := make([]metering.Row, 0, len(order))
 	for _, g := range order {
@@ -177,7 +187,7 @@ var usageSuite = []struct {
 			}
 			want := []any{r.RequestID, key, r.Model, r.Candidate, r.Protocol, r.Operation, int64(r.Status),
 				r.Input, r.CachedInput, r.CacheWrite, r.Output, r.Reasoning, est,
-				r.CostMicros, r.LatencyMs, r.TTFBMs, int64(r.Attempts), storedTime(r.Time).UnixMicro(), project}
+				r.CostMicros, r.LatencyMs, r.TTFBMs, int64(r.Attempts), storedTime(r.Time).UnixMicro(), project, cmp.Or(r.Channel, "api")}
 			assert.Equal(t, want, got[i], "record %s", r.RequestID)
 		}
 		pos, err := s.JournalPosition(ctx, "gw-1")
@@ -371,6 +381,23 @@ var usageSuite = []struct {
 				assert.Equal(t, want, rows, "%+v", q)
 			}
 		}
+	}},
+
+	{"QueryUsage groups by candidate and by channel", func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		s := f.open(t)
+		rs := usageFixture()
+		require.NoError(t, s.WriteUsage(ctx, "gw-1", 1, rs))
+		for _, g := range [][]string{{"channel"}, {"candidate"}, {"model", "candidate"}, {"channel", "day"},
+			{"key", "channel", "model"}, {"day", "key", "model", "candidate", "channel"}} {
+			rows, err := s.QueryUsage(ctx, metering.Query{GroupBy: g})
+			require.NoError(t, err)
+			assert.Equal(t, expectedUsage(rs, metering.Query{GroupBy: g}), rows, "%q", g)
+		}
+		rows, err := s.QueryUsage(ctx, metering.Query{Model: "m2", GroupBy: []string{"channel"}})
+		require.NoError(t, err)
+		require.Len(t, rows, 3, "api, bedrock and vertex")
+		assert.Equal(t, []string{"api", "bedrock", "vertex"}, []string{rows[0].Channel, rows[1].Channel, rows[2].Channel})
 	}},
 
 	{"QueryUsage refuses unknown or repeated groupings", func(t *testing.T, f *fixture) {
