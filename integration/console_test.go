@@ -170,6 +170,8 @@ type consoleReport struct {
 type usageRow struct {
 	Day         string `json:"day"`
 	Model       string `json:"model"`
+	Candidate   string `json:"candidate"`
+	Channel     string `json:"channel"`
 	Requests    int64  `json:"requests"`
 	Input       int64  `json:"input"`
 	CachedInput int64  `json:"cached_input"`
@@ -214,6 +216,7 @@ type usageShown struct {
 	StatCost      string      `json:"stat_cost"`
 	StatRequests  string      `json:"stat_requests"`
 	Models        []usageRow  `json:"models"`
+	Supply        []usageRow  `json:"supply"`
 	Total         *usageRow   `json:"total"`
 	TokensChart   *usageChart `json:"tokens_chart"`
 	CostChart     *usageChart `json:"cost_chart"`
@@ -478,6 +481,15 @@ func TestConsoleInBrowser(t *testing.T) {
 		for _, shown := range all.Models {
 			sameUsage(t, api[shown.Model], shown, shown.Model)
 		}
+		// Who served it: a row per model, candidate and channel, summing to the same total.
+		require.NotEmpty(t, all.Supply)
+		var supplied int64
+		for _, row := range all.Supply {
+			assert.NotEmpty(t, row.Candidate, "%+v", row)
+			assert.Equal(t, "api", row.Channel, "%+v", row)
+			supplied += row.Requests
+		}
+		assert.Equal(t, u.APIAll.ByModel.Total.Requests, supplied, "the supply table counts every request")
 		// Both models were used today and in the seeded history, so both are shown.
 		assert.ElementsMatch(t, []string{"chat-a", "msg-b"}, []string{all.Models[0].Model, all.Models[1].Model})
 

@@ -1112,9 +1112,16 @@
       setUsageState('loading');
       $('usage-summary').textContent = 'Loading usage…';
     }
-    let data;
+    // Who served it, through which channel: asked for beside the main answer, so that
+    // the section is ready only once both are drawn.
+    const supplyParams = new URLSearchParams(params);
+    supplyParams.set('group', 'model,candidate,channel');
+    let data, supply;
     try {
-      data = await api('GET', 'api/usage?' + params.toString());
+      [data, supply] = await Promise.all([
+        api('GET', 'api/usage?' + params.toString()),
+        api('GET', 'api/usage?' + supplyParams.toString()).catch(() => null),
+      ]);
     } catch (err) {
       if (seq !== usage.seq) return;
       usage.data = null;
@@ -1142,7 +1149,24 @@
       model: params.get('model') || '',
     };
     usageNote('', '');
+    renderSupply(supply);
     renderUsage();
+  }
+
+  // renderSupply fills the table of totals per model, candidate and channel: who served
+  // the usage above, and through which channel, at each candidate's own prices.
+  function renderSupply(data) {
+    const rows = data && Array.isArray(data.rows) ? data.rows : [];
+    const digits = costDigits(rows.map((r) => r.cost_micros || 0));
+    $('usage-supply-body').replaceChildren(...rows.map((r) => el('tr', { testid: 'usage-supply-row',
+      dataset: { model: r.model || '', candidate: r.candidate || '', channel: r.channel || '' } },
+    el('th', { scope: 'row', text: r.model || '(none)' }),
+    el('td', { text: r.candidate || '' }),
+    el('td', { text: r.channel || '' }),
+    numCell('requests', r.requests || 0, count(r.requests || 0)),
+    numCell('input', r.input || 0, count(r.input || 0)),
+    numCell('output', r.output || 0, count(r.output || 0)),
+    numCell('cost_micros', r.cost_micros || 0, formatCost(r.cost_micros || 0, digits)))));
   }
 
   // ---- Rendering ----

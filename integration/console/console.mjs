@@ -187,6 +187,8 @@ async function usageShown(page) {
       stat_cost: section.querySelector('[data-testid="usage-stat-cost"]').textContent,
       stat_requests: section.querySelector('[data-testid="usage-stat-requests"]').textContent,
       models: Array.from(section.querySelectorAll('[data-testid="usage-model-row"]'), (r) => ({ model: r.dataset.model, ...cells(r) })),
+      supply: Array.from(section.querySelectorAll('[data-testid="usage-supply-row"]'), (r) => ({
+        model: r.dataset.model, candidate: r.dataset.candidate, channel: r.dataset.channel, ...cells(r) })),
       total: total ? cells(total) : null,
       tokens_chart: svg('usage-tokens-svg'),
       cost_chart: svg('usage-cost-svg'),
