@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"io"
 	"net/http"
 	"strconv"
@@ -218,6 +219,8 @@ func TestStreamOversizedFrameFailsWithoutReadingIt(t *testing.T) {
 	var prelude [12]byte
 	binary.BigEndian.PutUint32(prelude[0:], 64<<20)
 	binary.BigEndian.PutUint32(prelude[4:], 0)
+	// A true prelude CRC: the length alone must be what stops the read.
+	binary.BigEndian.PutUint32(prelude[8:], crc32.ChecksumIEEE(prelude[:8]))
 	src := &countingReader{r: io.MultiReader(bytes.NewReader(prelude[:]), zeros{})}
 	_, err := readStream(t, src)
 	if err == nil || errors.Is(err, io.EOF) {
@@ -233,11 +236,12 @@ func TestStreamUnreadablePayloadFails(t *testing.T) {
 	hs.Set(":event-type", eventstream.StringValue("chunk"))
 	hs.Set(":message-type", eventstream.StringValue("event"))
 	for name, payload := range map[string]string{
-		"not base64":    `{"bytes":"%%%not-base64%%%"}`,
-		"no bytes":      `{"p":"abc"}`,
-		"not JSON":      `{"bytes":"` + base64.StdEncoding.EncodeToString([]byte(`{"type":"ping"`)) + `"}`,
-		"no event type": `{"bytes":"` + base64.StdEncoding.EncodeToString([]byte(`{"index":0}`)) + `"}`,
-		"payload":       `garbage`,
+		"not base64":                        `{"bytes":"%%%not-base64%%%"}`,
+		"base64 broken after a whole event": `{"bytes":"` + base64.StdEncoding.EncodeToString([]byte(`{"type":"ping"}`)) + `*!"}`,
+		"no bytes":                          `{"p":"abc"}`,
+		"not JSON":                          `{"bytes":"` + base64.StdEncoding.EncodeToString([]byte(`{"type":"ping"`)) + `"}`,
+		"no event type":                     `{"bytes":"` + base64.StdEncoding.EncodeToString([]byte(`{"index":0}`)) + `"}`,
+		"payload":                           `garbage`,
 	} {
 		out, err := readStream(t, bytes.NewReader(encode(t, hs, []byte(payload))))
 		if err == nil || errors.Is(err, io.EOF) || out != "" {
