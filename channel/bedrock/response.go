@@ -289,6 +289,12 @@ func respondError(op protocols.Operation, resp *http.Response) {
 		if kind.fixed != "" {
 			e.Message = kind.fixed
 		}
+	} else if native := gjson.GetBytes(raw, "error"); gjson.GetBytes(raw, "type").Str == "error" && native.IsObject() {
+		// Bedrock's native Messages endpoints answer in Anthropic's envelope already.
+		e.Message = native.Get("message").Str
+		if t := native.Get("type"); family == protocols.FamilyB && t.Type == gjson.String {
+			e.Type = t.Str
+		}
 	}
 	if e.Message == "" {
 		e.Message = protocols.ErrGeneric(family, e.Status).Message
