@@ -304,7 +304,7 @@ func TestErrorAnswersBecomeAnthropicErrors(t *testing.T) {
 			`{"message":"The request signature we calculated does not match. The Canonical String for this request should have been 'POST /model/x/invoke host:... AKIAEXAMPLE/20260101/us-east-1/bedrock/aws4_request'"}`,
 			403, "permission_error", credentialRefused},
 		{"not Bedrock's", 502, "", `<html>Bad Gateway</html>`, 502, "api_error", "the gateway could not complete the request"},
-		{"Anthropic's own envelope", 529, "", `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"},"request_id":"req_bdrk_01"}`, 529, "overloaded_error", "Overloaded"},
+		{"Anthropic's own envelope", 402, "", `{"type":"error","error":{"type":"billing_error","message":"Your credit balance is too low."},"request_id":"req_bdrk_01"}`, 402, "billing_error", "Your credit balance is too low."},
 		{"unknown exception", 409, "ConflictException", `{"message":"Conflict."}`, 409, "invalid_request_error", "Conflict."},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
