@@ -57,6 +57,7 @@ func TestBedrockChannelLoadErrorsNameTheField(t *testing.T) {
 	noAmbientAWS(t)
 	t.Setenv("SY_TEST_SET", "AKIDSETVALUE000001")
 	t.Setenv("SY_TEST_EMPTY", "")
+	t.Setenv("SY_TEST_BLANK", "  ")
 	for name, tc := range map[string]struct {
 		lines []string
 		want  string
@@ -64,6 +65,7 @@ func TestBedrockChannelLoadErrorsNameTheField(t *testing.T) {
 		"no region":          {[]string{"api_key {env.SY_TEST_SET}"}, "region is required"},
 		"odd region":         {[]string{"region us-east-1.attacker.example", "api_key {env.SY_TEST_SET}"}, "region: not an AWS region name"},
 		"empty api key":      {[]string{"region us-east-1", "api_key {env.SY_TEST_EMPTY}"}, "api_key: {env.SY_TEST_EMPTY} resolves to an empty value"},
+		"blank api key":      {[]string{"region us-east-1", "api_key {env.SY_TEST_BLANK}"}, "api_key: {env.SY_TEST_BLANK} resolves to an empty value"},
 		"empty secret":       {[]string{"region us-east-1", "access_key_id {env.SY_TEST_SET}", "secret_access_key {env.SY_TEST_EMPTY}"}, "secret_access_key: {env.SY_TEST_EMPTY} resolves to an empty value"},
 		"key without secret": {[]string{"region us-east-1", "access_key_id {env.SY_TEST_SET}"}, "access_key_id and secret_access_key go together"},
 		"two sources":        {[]string{"region us-east-1", "api_key k", "access_key_id {env.SY_TEST_SET}", "secret_access_key s"}, "exclusive"},
