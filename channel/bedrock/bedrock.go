@@ -6,6 +6,7 @@
 package bedrock
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -183,11 +184,10 @@ func (c *Channel) NewRequest(ctx context.Context, op protocols.Operation, body [
 	u.Path = base + "/model/" + model.Str + action
 	u.RawPath = rawBase + "/model/" + url.PathEscape(model.Str) + action
 
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), strings.NewReader(string(body)))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
 	if err != nil {
 		return nil, errors.New("bedrock: building the request failed")
 	}
-	req.URL = &u // keep RawPath exactly as built
 	// Only what Bedrock reads is sent. Every header present is signed, so a client's or
 	// proxy's extra header (traceparent, X-Forwarded-*, session ids) would only be one
 	// more thing a proxy on the way could change and break the signature with.
