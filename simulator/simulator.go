@@ -4,6 +4,9 @@
 // the model list (GET /v1/models: OpenAI's shape, or Anthropic's when the request carries
 // anthropic-version; the credential is checked as on the family's other paths).
 // The example config, the integration tests and the benchmarks point Switchyard at it.
+// Amazon Bedrock's InvokeModel paths (…/model/{modelId}/invoke and
+// …/invoke-with-response-stream) are answered as Bedrock answers them, SigV4 checked: see
+// bedrock.go.
 //
 // Every successful generation answers [ReplyText]. Behaviours that tests need (errors, rate
 // limits, slow or broken streams, tool calls) are switched on by the model name the request
