@@ -201,7 +201,7 @@ type CandidateConfig struct {
 	// URL is the upstream base URL, path prefix included (required). Family A bases end where the
 	// family's SDKs expect (for example https://api.example.com/v1); Family B bases are
 	// the API root (https://api.example.com).
-	URL string `json:"url"`
+	URL string `json:"url,omitempty"`
 	// UpstreamModel is the model name the upstream knows; never shown to clients.
 	// Required.
 	UpstreamModel string `json:"upstream_model"`

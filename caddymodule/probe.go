@@ -29,6 +29,11 @@ func (a *App) startProbes() {
 	for _, m := range a.catalog.Models() {
 		for _, c := range m.Candidates {
 			up := a.upstreams[c]
+			if up.ChannelName() != "api" {
+				// A cloud channel has no model list a probe could read with its
+				// credential: its circuit is left to live half-open probes.
+				continue
+			}
 			model, name := m.ID, c.Name
 			targets = append(targets, routing.ProbeTarget{
 				Health: up.Health,

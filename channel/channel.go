@@ -49,6 +49,13 @@ type Channel interface {
 	Secrets() []string
 }
 
+// ModelSecrets is implemented by a channel whose upstream model names can carry
+// account identifiers (a Bedrock ARN holds an account id and a region): they are
+// scrubbed from the candidate's answers too.
+type ModelSecrets interface {
+	ModelSecrets(upstreamModel string) []string
+}
+
 // ErrCredential is the error of a credential that could not be had for a request: a
 // token endpoint that failed, an expired key. Its text never holds the credential.
 var ErrCredential = errors.New("the channel's credential could not be obtained")

@@ -53,9 +53,8 @@ func (a *attempt) sendThroughChannel() bool {
 		a.att.Reason = routing.ReasonConnect // no credential, no request: the candidate's failure
 		return false
 	}
-	if req.RawQuery != "" && upReq.URL.RawQuery == "" {
-		upReq.URL.RawQuery = req.RawQuery
-	}
+	// The client's query (Claude Code's ?beta=true) is not the channel's: its URL is
+	// the channel's own, and a signature covers it as built.
 	resp, err := up.transport.RoundTrip(upReq)
 	if err != nil {
 		a.att.Reason = classifyTransportError(err, a.clock)

@@ -67,6 +67,7 @@ func (f *fakeChannel) Response(op protocols.Operation, resp *http.Response) {
 type seenByChannel struct {
 	mu      sync.Mutex
 	path    string
+	query   string
 	body    []byte
 	headers http.Header
 }
@@ -77,7 +78,7 @@ func channelUpstream(t *testing.T, ch *fakeChannel, answer http.HandlerFunc) (*U
 	srv := testUpstream(t, "x", func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		seen.mu.Lock()
-		seen.path, seen.body, seen.headers = r.URL.Path, b, r.Header.Clone()
+		seen.path, seen.query, seen.body, seen.headers = r.URL.Path, r.URL.RawQuery, b, r.Header.Clone()
 		seen.mu.Unlock()
 		answer(w, r)
 	}, routing.Timeouts{})
@@ -96,10 +97,13 @@ func TestAChannelShapesTheRequestAndTheClientSeesTheFamilysAnswer(t *testing.T) 
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(strings.Replace(chatAnswer, `"up-model"`, `"`+hiddenModel+`"`, 1)))
 	})
-	r := serveRecorded(t, chatRequest(t, protocols.KindChat, plainChat), up)
+	req := chatRequest(t, protocols.KindChat, plainChat)
+	req.RawQuery = "beta=true"
+	r := serveRecorded(t, req, up)
 	require.Nil(t, r.err)
 	assert.Equal(t, 200, r.rec.Code)
 	assert.Equal(t, "svc", gjson.Get(r.rec.Body.String(), "model").Str, "the client sees its own model")
+	assert.Empty(t, seen.query, "the client's query is not the channel's: its signature covers the URL it built")
 	assert.Equal(t, "/fake/models/"+hiddenModel+"/invoke", seen.path, "the channel put the model in the path")
 	assert.False(t, gjson.GetBytes(seen.body, "model").Exists(), "and took it out of the body")
 	assert.Equal(t, "signed:acct-123456789", seen.headers.Get("X-Fake-Auth"))

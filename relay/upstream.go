@@ -110,7 +110,11 @@ func NewUpstream(modelID string, c *routing.Candidate, opts Options) *Upstream {
 		secrets = append(secrets, c.Credential)
 	}
 	if opts.Channel != nil {
-		for _, s := range opts.Channel.Secrets() {
+		channelSecrets := opts.Channel.Secrets()
+		if ms, ok := opts.Channel.(channel.ModelSecrets); ok {
+			channelSecrets = append(channelSecrets, ms.ModelSecrets(c.UpstreamModel)...)
+		}
+		for _, s := range channelSecrets {
 			if len(s) >= 3 { // a shorter one would mask ordinary text
 				secrets = append(secrets, s)
 			}

@@ -144,7 +144,7 @@ const (
 // the vendors word it; the prompt is said to be as many tokens too long as the simulator
 // counts for the request.
 func (c *call) contextLengthError(ep endpoint) apiError {
-	if c.fam == familyAnthropic {
+	if c.fam != familyOpenAI { // Bedrock passes Anthropic's wording through
 		return apiError{status: http.StatusBadRequest, message: fmt.Sprintf("prompt is too long: %d tokens > %d maximum",
 			anthropicContextWindow+c.inputTokens(), anthropicContextWindow)}
 	}
@@ -159,7 +159,7 @@ func (c *call) contextLengthError(ep endpoint) apiError {
 
 // contentPolicyError is the 400 of a request the provider refuses on policy grounds.
 func (c *call) contentPolicyError() apiError {
-	if c.fam == familyAnthropic {
+	if c.fam != familyOpenAI { // Bedrock passes Anthropic's wording through
 		return apiError{status: http.StatusBadRequest, message: "Your request was flagged as potentially " +
 			"violating our Usage Policy (https://www.anthropic.com/legal/aup) and was not processed (simulated)."}
 	}
@@ -196,7 +196,7 @@ func (c *call) models() {
 				{"owned_by", "switchyard-simulator"}})
 		}
 	}
-	if c.fam == familyAnthropic {
+	if c.fam != familyOpenAI { // Bedrock passes Anthropic's wording through
 		c.writeJSON(obj{{"data", data}, {"has_more", false},
 			{"first_id", listedModels[0].id}, {"last_id", listedModels[len(listedModels)-1].id}})
 		return

@@ -4,6 +4,9 @@
 // the model list (GET /v1/models: OpenAI's shape, or Anthropic's when the request carries
 // anthropic-version; the credential is checked as on the family's other paths).
 // The example config, the integration tests and the benchmarks point Switchyard at it.
+// Amazon Bedrock's InvokeModel paths (…/model/{modelId}/invoke and
+// …/invoke-with-response-stream) are answered as Bedrock answers them, SigV4 checked: see
+// bedrock.go.
 //
 // Every successful generation answers [ReplyText]. Behaviours that tests need (errors, rate
 // limits, slow or broken streams, tool calls) are switched on by the model name the request
@@ -125,6 +128,11 @@ type Config struct {
 	// `Authorization: Bearer <APIKey>`; Family B paths accept `x-api-key: <APIKey>` or Bearer.
 	// A wrong/missing key gets 401 in the family's native envelope.
 	APIKey string
+	// BedrockAccessKeyID and BedrockSecretKey, when set, are the AWS credentials whose
+	// SigV4 signature (service "bedrock") the Bedrock paths require; those paths also take
+	// `Authorization: Bearer <APIKey>` as a Bedrock API key (see bedrock.go).
+	BedrockAccessKeyID string
+	BedrockSecretKey   string
 	// Observe, when set, is called with every request and its body before it is answered (tests use it).
 	Observe func(r *http.Request, body []byte)
 }
@@ -147,6 +155,7 @@ type family int
 const (
 	familyOpenAI    family = iota // Family A: OpenAI shapes
 	familyAnthropic               // Family B: Anthropic shapes
+	familyBedrock                 // Anthropic shapes on Amazon Bedrock's InvokeModel (bedrock.go)
 )
 
 type endpoint int
@@ -213,9 +222,15 @@ type call struct {
 	body  []byte
 	model string
 	beh   behaviours
+	// stream is set when the path, not the body, asks for a stream (Bedrock).
+	stream bool
 }
 
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if prefix, model, action, ok := bedrockPath(r.URL); ok {
+		s.serveBedrock(w, r, prefix, model, action)
+		return
+	}
 	ep, prefix := route(r.URL.Path)
 	c := &call{w: w, r: r, fam: ep.family(r), reqID: newID("req_")}
 	c.setCommonHeaders()
@@ -278,7 +293,7 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // answer applies the behaviours to a request that passed the checks, then answers it.
 func (s *server) answer(c *call, ep endpoint) {
 	r := c.r
-	streaming := ep.generates() && gjson.GetBytes(c.body, "stream").Bool()
+	streaming := c.stream || (ep.generates() && gjson.GetBytes(c.body, "stream").Bool())
 	if !c.beh.waitHeaders(r.Context(), streaming) {
 		return
 	}

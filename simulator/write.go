@@ -107,6 +107,10 @@ func (c *call) writeError(e apiError) {
 	if c.beh.accountHeaders {
 		e.message += " (" + c.whoAmI() + ")"
 	}
+	if c.fam == familyBedrock {
+		c.writeBedrockError(e)
+		return
+	}
 	var body obj
 	if c.fam == familyAnthropic {
 		body = obj{
@@ -214,6 +218,10 @@ func padded(data []byte) []byte {
 // framing, usage delay). It
 // returns early when the client goes away.
 func (c *call) writeStream(events []event) {
+	if c.fam == familyBedrock {
+		c.writeEventStream(events)
+		return
+	}
 	h := c.w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")

@@ -1,0 +1,87 @@
+package integration
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/tidwall/gjson"
+
+	"github.com/switchyard-gw/switchyard/simulator"
+)
+
+const (
+	bedrockAKID   = "AKIDINTEGRATION00001"
+	bedrockSecret = "integration/bedrock+secret0001"
+	bedrockARN    = "arn:aws:bedrock:us-east-1:123456789012:inference-profile/us.anthropic.claude-sonnet-4-20250514-v1:0"
+)
+
+// bedrockSeen is what a simulated Bedrock received.
+type bedrockSeen struct {
+	mu     sync.Mutex
+	paths  []string
+	bodies [][]byte
+}
+
+func (s *bedrockSeen) record(r *http.Request, body []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.paths = append(s.paths, r.URL.EscapedPath())
+	s.bodies = append(s.bodies, append([]byte(nil), body...))
+}
+
+func (s *bedrockSeen) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.paths)
+}
+
+// bedrockCandidate is a candidate block reached through the bedrock channel at endpoint.
+func bedrockCandidate(name, endpoint, model, priority string) string {
+	return "\t\t\tcandidate " + name + " {\n\t\t\t\tprotocol family_b\n\t\t\t\tupstream_model " + model +
+		"\n\t\t\t\tpriority " + priority + "\n\t\t\t\tchannel bedrock {\n\t\t\t\t\tregion us-east-1\n" +
+		"\t\t\t\t\tendpoint " + endpoint + "\n\t\t\t\t\taccess_key_id " + bedrockAKID +
+		"\n\t\t\t\t\tsecret_access_key " + bedrockSecret + "\n\t\t\t\t}\n\t\t\t}\n"
+}
+
+// TestBedrockRequestsThroughTheGateway sends Messages requests to models whose
+// candidates are reached through Bedrock: the simulated Bedrock checks each signature,
+// path and body, and a throttled Bedrock candidate fails over to the plain API.
+func TestBedrockRequestsThroughTheGateway(t *testing.T) {
+	seen := &bedrockSeen{}
+	br := httptest.NewServer(simulator.New(simulator.Config{
+		BedrockAccessKeyID: bedrockAKID, BedrockSecretKey: bedrockSecret, Observe: seen.record,
+	}))
+	t.Cleanup(br.Close)
+	up := newUpstream(t)
+	models := "\t\tmodel claude-br {\n\t\t\tprotocols family_b\n" + bedrockCandidate("bedrock", br.URL, bedrockARN, "0") + "\t\t}\n" +
+		"\t\tmodel claude-fo {\n\t\t\tprotocols family_b\n" +
+		bedrockCandidate("throttled", br.URL, "us.anthropic.claude-x+rate-limit", "0") +
+		candidate("plain", "family_b", "http://"+up.hostport(), upstreamPrefix+"-good", "priority 1") + "\t\t}\n"
+	g := startGatewayWith(t, up, models, "")
+
+	body := `{"model":"claude-br","max_tokens":64,"messages":[{"role":"user","content":"hi"}]}`
+	r := g.call(t, "POST", "/v1/messages", body, "anthropic-version", "2023-06-01",
+		"anthropic-beta", "interleaved-thinking-2025-05-14,context-1m-2025-08-07")
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	assert.Equal(t, simulator.ReplyText, gjson.GetBytes(r.Body, "content.0.text").String())
+	assert.Equal(t, "claude-br", gjson.GetBytes(r.Body, "model").String(), "the client sees its own model name")
+	assert.NotContains(t, string(r.Body), "123456789012")
+	require.Equal(t, 1, seen.count())
+	assert.Equal(t, "/model/arn:aws:bedrock:us-east-1:123456789012:inference-profile%2Fus.anthropic.claude-sonnet-4-20250514-v1:0/invoke", seen.paths[0])
+	sent := seen.bodies[0]
+	assert.False(t, gjson.GetBytes(sent, "model").Exists())
+	assert.Equal(t, "bedrock-2023-05-31", gjson.GetBytes(sent, "anthropic_version").String())
+	assert.Equal(t, `["interleaved-thinking-2025-05-14","context-1m-2025-08-07"]`, gjson.GetBytes(sent, "anthropic_beta").Raw)
+
+	// Throttled on Bedrock, served by the plain API.
+	r = g.call(t, "POST", "/v1/messages", strings.Replace(body, "claude-br", "claude-fo", 1), "anthropic-version", "2023-06-01")
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	assert.Equal(t, "claude-fo", gjson.GetBytes(r.Body, "model").String())
+	assert.Equal(t, 2, seen.count(), "the Bedrock candidate was tried first")
+	assert.Len(t, up.seenFor(upstreamPrefix+"-good"), 1)
+}
