@@ -105,6 +105,7 @@ package simulator
 
 import (
 	"cmp"
+	"crypto/rsa"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -127,10 +128,15 @@ type Config struct {
 	APIKey string
 	// Observe, when set, is called with every request and its body before it is answered (tests use it).
 	Observe func(r *http.Request, body []byte)
+	// VertexPublicKey verifies the service-account assertions that POST /token exchanges
+	// for access tokens to Vertex's paths (see vertex.go). Nil: no assertion is accepted.
+	VertexPublicKey *rsa.PublicKey
 }
 
 // New returns the simulator handler.
-func New(cfg Config) http.Handler { return &server{cfg: cfg, schedules: newSchedules()} }
+func New(cfg Config) http.Handler {
+	return &server{cfg: cfg, schedules: newSchedules(), vertex: newVertexState(cfg.VertexPublicKey)}
+}
 
 // maxBody bounds a request body (the Anthropic Messages limit).
 const maxBody = 32 << 20
@@ -138,6 +144,7 @@ const maxBody = 32 << 20
 type server struct {
 	cfg       Config
 	schedules *schedules
+	vertex    *vertexState
 }
 
 // family is the API family a path belongs to: it picks the error envelope, the auth rule and
@@ -216,6 +223,9 @@ type call struct {
 }
 
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.serveVertex(w, r) {
+		return
+	}
 	ep, prefix := route(r.URL.Path)
 	c := &call{w: w, r: r, fam: ep.family(r), reqID: newID("req_")}
 	c.setCommonHeaders()
