@@ -90,7 +90,8 @@ func TestVertexTokenEndpoint(t *testing.T) {
 		"expired":                 jwtForm(signJWT(t, vertexKeys()[0], expired)),
 		"no cloud-platform scope": jwtForm(signJWT(t, vertexKeys()[0], noScope)),
 		"not a JWT":               jwtForm("abc.def"),
-		"another grant":           {"grant_type": {"client_credentials"}},
+		"another grant": {"grant_type": {"client_credentials"},
+			"assertion": {signJWT(t, vertexKeys()[0], goodClaims(srv.URL+"/token"))}},
 	}
 	for name, form := range refused {
 		status, doc := postToken(t, srv, form)
@@ -158,6 +159,7 @@ func TestVertexModelPaths(t *testing.T) {
 		"no stream":       {tok, vertexModelPath + "m:streamRawPredict", ok, 400},
 		"count, no model": {tok, vertexModelPath + "count-tokens:rawPredict", ok, 400},
 		"bad path":        {tok, "/v1/projects/p/publishers/anthropic/models/m:rawPredict", ok, 404},
+		"no locations":    {tok, "/v1/projects/p/regions/us-east5/publishers/anthropic/models/m:rawPredict", ok, 404},
 	} {
 		resp, b := vertexCall(t, srv, tc.token, tc.path, tc.body)
 		assert.Equal(t, tc.status, resp.StatusCode, "%s: %s", name, b)

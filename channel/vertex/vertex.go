@@ -323,9 +323,10 @@ func (c *Channel) Response(op protocols.Operation, resp *http.Response) {
 	if resp.StatusCode < 400 {
 		return
 	}
+	// A body cut at the bound is no longer valid JSON, so it gets the generic message.
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody+1))
 	resp.Body.Close()
-	if err != nil || len(b) > maxErrorBody {
+	if err != nil {
 		b = nil
 	}
 	out := ErrorBody(resp.StatusCode, b)

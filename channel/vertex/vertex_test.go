@@ -145,6 +145,16 @@ func TestTokenFailureIsACredentialError(t *testing.T) {
 	assert.NotContains(t, err.Error(), "BEGIN")
 }
 
+func TestUnreachableTokenEndpointIsACredentialError(t *testing.T) {
+	ts := newTokenServer(t, 3600)
+	ch := newChannel(t, ts, vertex.Config{Project: "p", Region: "us-east5"})
+	ts.Close()
+	_, err := ch.NewRequest(context.Background(), messagesOp, []byte(`{"model":"m"}`), false, http.Header{})
+	require.Error(t, err)
+	assert.ErrorIs(t, err, channel.ErrCredential)
+	assert.NotContains(t, err.Error(), "127.0.0.1", "the token endpoint is not named")
+}
+
 func TestTokenWaitEndsWithTheRequest(t *testing.T) {
 	release := make(chan struct{})
 	ts := newTokenServer(t, 3600)
@@ -288,6 +298,31 @@ func TestGoogleErrorsBecomeAnthropicEnvelopes(t *testing.T) {
 			assert.Equal(t, "application/json", resp.Header.Get("Content-Type"))
 		})
 	}
+}
+
+// endless is an error body that never ends; it counts what was read from it.
+type endless struct{ read int }
+
+func (e *endless) Read(p []byte) (int, error) {
+	if e.read > 4<<20 {
+		return 0, errors.New("read far past any bound")
+	}
+	for i := range p {
+		p[i] = 'x'
+	}
+	e.read += len(p)
+	return len(p), nil
+}
+
+func TestErrorBodyReadIsBounded(t *testing.T) {
+	ts := newTokenServer(t, 3600)
+	ch := newChannel(t, ts, vertex.Config{Project: "p", Region: "us-east5"})
+	body := &endless{}
+	resp := &http.Response{StatusCode: 500, Header: http.Header{}, Body: io.NopCloser(body)}
+	ch.Response(messagesOp, resp)
+	b, _ := io.ReadAll(resp.Body)
+	assert.LessOrEqual(t, body.read, 1<<20+1, "at most 1 MiB of an error is read")
+	assert.Equal(t, "api_error", gjson.GetBytes(b, "error.type").Str)
 }
 
 func TestAnthropicErrorsPassThrough(t *testing.T) {
