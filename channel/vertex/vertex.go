@@ -91,14 +91,26 @@ type credentialsFile struct {
 	PrivateKey  string `json:"private_key"`
 }
 
+// FieldCredentials is the ConfigError.Field of the credentials, wherever they came from.
+const FieldCredentials = "credentials"
+
+// ConfigError is a configuration New cannot use: the field, and what is wrong with it
+// in words that quote nothing read from the credentials.
+type ConfigError struct {
+	Field   string // region, project, endpoint or FieldCredentials
+	Message string
+}
+
+func (e *ConfigError) Error() string { return e.Field + ": " + e.Message }
+
 // New loads the credentials (without calling Google) and prepares the channel. Its
 // errors name what is wrong, never a value read from the credentials.
 func New(ctx context.Context, cfg Config) (*Channel, error) {
 	if cfg.Region == "" {
-		return nil, errors.New("region is required (a region such as us-east5, or global, us, eu)")
+		return nil, &ConfigError{"region", "is required (a region such as us-east5, or global, us, eu)"}
 	}
 	if !regionPattern.MatchString(cfg.Region) {
-		return nil, errors.New("region must be lower-case letters, digits and dashes")
+		return nil, &ConfigError{"region", "must be lower-case letters, digits and dashes"}
 	}
 	// The token source keeps this context for its calls to the token endpoint.
 	ctx = context.WithValue(ctx, oauth2.HTTPClient, &http.Client{Timeout: tokenTimeout})
@@ -111,7 +123,7 @@ func New(ctx context.Context, cfg Config) (*Channel, error) {
 		if cfg.CredentialsFile != "" {
 			b, err := os.ReadFile(cfg.CredentialsFile)
 			if err != nil {
-				return nil, fmt.Errorf("credentials file cannot be read: %w", errors.Unwrap(err))
+				return nil, &ConfigError{FieldCredentials, "cannot be read: " + errors.Unwrap(err).Error()}
 			}
 			raw = b
 		}
@@ -123,7 +135,7 @@ func New(ctx context.Context, cfg Config) (*Channel, error) {
 		var err error
 		creds, err = google.FindDefaultCredentials(ctx, Scope)
 		if err != nil {
-			return nil, errors.New("no Google credentials: set credentials_file, GOOGLE_APPLICATION_CREDENTIALS or `gcloud auth application-default login`")
+			return nil, &ConfigError{FieldCredentials, "none found: set credentials_file, GOOGLE_APPLICATION_CREDENTIALS or run `gcloud auth application-default login`"}
 		}
 		raw = creds.JSON // empty on the metadata server
 	}
@@ -135,7 +147,7 @@ func New(ctx context.Context, cfg Config) (*Channel, error) {
 		project = creds.ProjectID
 	}
 	if project == "" {
-		return nil, errors.New("project is required (the credentials name none)")
+		return nil, &ConfigError{"project", "is required (the credentials name none)"}
 	}
 	c := &Channel{
 		project:  project,
@@ -150,7 +162,7 @@ func New(ctx context.Context, cfg Config) (*Channel, error) {
 	}
 	u, err := url.Parse(strings.TrimSuffix(base, "/"))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, errors.New("endpoint must be an absolute http or https URL")
+		return nil, &ConfigError{"endpoint", "must be an absolute http or https URL"}
 	}
 	c.endpoint = u
 	return c, nil
@@ -162,25 +174,25 @@ func New(ctx context.Context, cfg Config) (*Channel, error) {
 func fromJSON(ctx context.Context, raw []byte) (*google.Credentials, error) {
 	var f credentialsFile
 	if err := json.Unmarshal(raw, &f); err != nil {
-		return nil, errors.New("credentials are not a JSON object")
+		return nil, &ConfigError{FieldCredentials, "not a JSON object"}
 	}
 	switch google.CredentialsType(f.Type) {
 	case google.ServiceAccount:
 		// The library parses the key only when it first needs a token: parse it now so a
 		// broken file fails at load.
 		if f.ClientEmail == "" {
-			return nil, errors.New("service account credentials have no client_email")
+			return nil, &ConfigError{FieldCredentials, "the service account has no client_email"}
 		}
 		if err := checkPrivateKey(f.PrivateKey); err != nil {
 			return nil, err
 		}
 	case google.AuthorizedUser:
 	default:
-		return nil, fmt.Errorf("credentials of type %q are not accepted (service_account or authorized_user)", f.Type)
+		return nil, &ConfigError{FieldCredentials, fmt.Sprintf("type %q is not accepted (service_account or authorized_user)", f.Type)}
 	}
 	creds, err := google.CredentialsFromJSONWithType(ctx, raw, google.CredentialsType(f.Type), Scope)
 	if err != nil {
-		return nil, fmt.Errorf("%s credentials cannot be used", f.Type)
+		return nil, &ConfigError{FieldCredentials, fmt.Sprintf("%s credentials cannot be used", f.Type)}
 	}
 	return creds, nil
 }
@@ -188,7 +200,7 @@ func fromJSON(ctx context.Context, raw []byte) (*google.Credentials, error) {
 func checkPrivateKey(key string) error {
 	block, _ := pem.Decode([]byte(key))
 	if block == nil {
-		return errors.New("service account credentials: private_key is not PEM")
+		return &ConfigError{FieldCredentials, "private_key is not PEM"}
 	}
 	if _, err := x509.ParsePKCS8PrivateKey(block.Bytes); err == nil {
 		return nil
@@ -196,7 +208,7 @@ func checkPrivateKey(key string) error {
 	if _, err := x509.ParsePKCS1PrivateKey(block.Bytes); err == nil {
 		return nil
 	}
-	return errors.New("service account credentials: private_key is not an RSA private key")
+	return &ConfigError{FieldCredentials, "private_key is not an RSA private key"}
 }
 
 // Name implements channel.Channel.

@@ -199,14 +199,14 @@ func TestLoadErrors(t *testing.T) {
 		cfg  vertex.Config
 		want string
 	}{
-		{"no region", vertex.Config{Project: "p", CredentialsJSON: good}, "region is required"},
-		{"bad region", vertex.Config{Project: "p", Region: "evil.example.com/", CredentialsJSON: good}, "region must be"},
-		{"missing file", vertex.Config{Project: "p", Region: "us-east5", CredentialsFile: "/nonexistent/sa.json"}, "cannot be read"},
-		{"not json", vertex.Config{Project: "p", Region: "us-east5", CredentialsJSON: []byte("secret-not-json-xyz")}, "not a JSON object"},
+		{"no region", vertex.Config{Project: "p", CredentialsJSON: good}, "region: is required"},
+		{"bad region", vertex.Config{Project: "p", Region: "evil.example.com/", CredentialsJSON: good}, "region: must be"},
+		{"missing file", vertex.Config{Project: "p", Region: "us-east5", CredentialsFile: "/nonexistent/sa.json"}, "credentials: cannot be read"},
+		{"not json", vertex.Config{Project: "p", Region: "us-east5", CredentialsJSON: []byte("secret-not-json-xyz")}, "credentials: not a JSON object"},
 		{"external account", vertex.Config{Project: "p", Region: "us-east5",
-			CredentialsJSON: []byte(`{"type":"external_account","audience":"secret-aud-xyz"}`)}, `"external_account" are not accepted`},
-		{"broken key", vertex.Config{Project: "p", Region: "us-east5", CredentialsJSON: badKey}, "private_key"},
-		{"bad endpoint", vertex.Config{Project: "p", Region: "us-east5", CredentialsJSON: good, Endpoint: "ftp://x"}, "endpoint"},
+			CredentialsJSON: []byte(`{"type":"external_account","audience":"secret-aud-xyz"}`)}, `credentials: type "external_account" is not accepted`},
+		{"broken key", vertex.Config{Project: "p", Region: "us-east5", CredentialsJSON: badKey}, "credentials: private_key"},
+		{"bad endpoint", vertex.Config{Project: "p", Region: "us-east5", CredentialsJSON: good, Endpoint: "ftp://x"}, "endpoint: must be"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
