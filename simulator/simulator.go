@@ -108,6 +108,7 @@ package simulator
 
 import (
 	"cmp"
+	"crypto/rsa"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -135,10 +136,15 @@ type Config struct {
 	BedrockSecretKey   string
 	// Observe, when set, is called with every request and its body before it is answered (tests use it).
 	Observe func(r *http.Request, body []byte)
+	// VertexPublicKey verifies the service-account assertions that POST /token exchanges
+	// for access tokens to Vertex's paths (see vertex.go). Nil: no assertion is accepted.
+	VertexPublicKey *rsa.PublicKey
 }
 
 // New returns the simulator handler.
-func New(cfg Config) http.Handler { return &server{cfg: cfg, schedules: newSchedules()} }
+func New(cfg Config) http.Handler {
+	return &server{cfg: cfg, schedules: newSchedules(), vertex: newVertexState(cfg.VertexPublicKey)}
+}
 
 // maxBody bounds a request body (the Anthropic Messages limit).
 const maxBody = 32 << 20
@@ -146,6 +152,7 @@ const maxBody = 32 << 20
 type server struct {
 	cfg       Config
 	schedules *schedules
+	vertex    *vertexState
 }
 
 // family is the API family a path belongs to: it picks the error envelope, the auth rule and
@@ -229,6 +236,9 @@ type call struct {
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if prefix, model, action, ok := bedrockPath(r.URL); ok {
 		s.serveBedrock(w, r, prefix, model, action)
+		return
+	}
+	if s.serveVertex(w, r) {
 		return
 	}
 	ep, prefix := route(r.URL.Path)
