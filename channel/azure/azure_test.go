@@ -256,7 +256,7 @@ func TestOtherAzureErrorsTakeOpenAIsEnvelope(t *testing.T) {
 
 func TestFoundryErrorsAreAnthropicsEnvelope(t *testing.T) {
 	c := newChannel(t, Config{Resource: resource, Mode: ModeFoundry, APIKey: apiKey})
-	native := `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`
+	native := `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"},"request_id":"req_011CSHoEeqs5C35K2UUqR7Fy"}`
 	resp := answer(529, "application/json", native)
 	c.Response(messages, resp)
 	assert.JSONEq(t, native, readAll(t, resp))
