@@ -138,6 +138,10 @@ func New(cfg Config) (*Channel, error) {
 	if c.mode == ModeFoundry {
 		c.scope = ScopeFoundry
 	}
+	if c.apiKey != "" && (cfg.TenantID != "" || cfg.ClientID != "" || cfg.ClientSecret != "" || cfg.Token != nil) {
+		// Azure refuses a request with both; say so at load rather than at each request.
+		return nil, errors.New("api_key: give either an API key or an Entra ID app (tenant_id, client_id, client_secret), not both")
+	}
 	if c.apiKey == "" {
 		tok, err := entraCredential(cfg)
 		if err != nil {
