@@ -75,6 +75,9 @@ type Config struct {
 	TenantID, ClientID, ClientSecret string
 	// Token, when set, is the token source used instead (tests).
 	Token azcore.TokenCredential
+
+	// entra tunes how azidentity reaches Entra ID (tests point it at a local server).
+	entra azcore.ClientOptions
 }
 
 // Channel is an Azure channel. It is safe for concurrent use.
@@ -175,7 +178,8 @@ func entraCredential(cfg Config) (azcore.TokenCredential, error) {
 	}
 	switch set {
 	case 3:
-		cred, err := azidentity.NewClientSecretCredential(cfg.TenantID, cfg.ClientID, cfg.ClientSecret, nil)
+		cred, err := azidentity.NewClientSecretCredential(cfg.TenantID, cfg.ClientID, cfg.ClientSecret,
+			&azidentity.ClientSecretCredentialOptions{ClientOptions: cfg.entra, DisableInstanceDiscovery: cfg.entra.Transport != nil})
 		if err != nil {
 			// azidentity's text may quote the tenant: say which fields, not what they hold.
 			return nil, errors.New("tenant_id, client_id, client_secret: not a usable Entra ID app registration")

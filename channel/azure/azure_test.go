@@ -3,8 +3,11 @@ package azure
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +15,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/cloud"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -348,4 +352,74 @@ func TestResponsesAndFoundryAnswersPassUntouched(t *testing.T) {
 	resp = answer(200, "text/event-stream", "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
 	f.Response(messages, resp)
 	assert.Equal(t, "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n", readAll(t, resp))
+}
+
+// entraServer is a local Entra ID: its tenant's OpenID configuration and token endpoint,
+// which hands out one token per client-credentials grant and counts them.
+type entraServer struct {
+	*httptest.Server
+	mu     sync.Mutex
+	grants []url.Values
+	refuse bool // the token endpoint refuses the client's secret
+}
+
+func newEntraServer(t *testing.T) *entraServer {
+	e := &entraServer{}
+	e.Server = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		base := e.URL + "/" + tenant
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/" + tenant + "/v2.0/.well-known/openid-configuration":
+			_, _ = fmt.Fprintf(w, `{"token_endpoint":%q,"authorization_endpoint":%q,"issuer":%q}`,
+				base+"/oauth2/v2.0/token", base+"/oauth2/v2.0/authorize", base+"/v2.0")
+		case "/" + tenant + "/oauth2/v2.0/token":
+			_ = r.ParseForm()
+			e.mu.Lock()
+			e.grants = append(e.grants, r.PostForm)
+			n, refuse := len(e.grants), e.refuse
+			e.mu.Unlock()
+			if refuse {
+				w.WriteHeader(http.StatusUnauthorized)
+				_, _ = fmt.Fprintf(w, `{"error":"invalid_client","error_description":"AADSTS7000215: Invalid client secret provided for app-1234 in tenant %s."}`, tenant)
+				return
+			}
+			_, _ = fmt.Fprintf(w, `{"token_type":"Bearer","expires_in":3600,"ext_expires_in":3600,"access_token":"entra-access-%d"}`, n)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(e.Close)
+	return e
+}
+
+func TestAClientSecretGetsOneEntraTokenOfTheScopeAndReusesIt(t *testing.T) {
+	e := newEntraServer(t)
+	c := newChannel(t, Config{Resource: resource, Mode: ModeV1, TenantID: tenant, ClientID: "app-1234", ClientSecret: "s3cr3t-value",
+		entra: azcore.ClientOptions{Cloud: cloud.Configuration{ActiveDirectoryAuthorityHost: e.URL + "/"}, Transport: e.Client()}})
+	for range 2 {
+		req, err := c.NewRequest(context.Background(), chat, []byte(`{}`), false, http.Header{})
+		require.NoError(t, err)
+		assert.Equal(t, "Bearer entra-access-1", req.Header.Get("Authorization"))
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	require.Len(t, e.grants, 1, "the token is cached until it expires")
+	g := e.grants[0]
+	assert.Equal(t, "client_credentials", g.Get("grant_type"))
+	assert.Equal(t, "app-1234", g.Get("client_id"))
+	assert.Equal(t, "s3cr3t-value", g.Get("client_secret"))
+	assert.Contains(t, g.Get("scope"), ScopeOpenAI)
+}
+
+func TestARefusedClientSecretIsACredentialErrorThatNamesNothing(t *testing.T) {
+	e := newEntraServer(t)
+	e.refuse = true
+	c := newChannel(t, Config{Resource: resource, Mode: ModeV1, TenantID: tenant, ClientID: "app-1234", ClientSecret: "s3cr3t-value",
+		entra: azcore.ClientOptions{Cloud: cloud.Configuration{ActiveDirectoryAuthorityHost: e.URL + "/"}, Transport: e.Client()}})
+	_, err := c.NewRequest(context.Background(), chat, []byte(`{}`), false, http.Header{})
+	require.Error(t, err)
+	assert.ErrorIs(t, err, channel.ErrCredential)
+	for _, s := range []string{tenant, "app-1234", "s3cr3t-value", "AADSTS"} {
+		assert.NotContains(t, err.Error(), s)
+	}
 }
