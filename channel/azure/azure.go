@@ -346,7 +346,7 @@ func (c *Channel) rewriteError(op protocols.Operation, resp *http.Response) {
 			apiErr.Code = "rate_limit_exceeded"
 		}
 		out = apiErr.Body("")
-	case family == protocols.FamilyA && e.Get("type").Exists() && !e.Get("innererror").Exists() && !e.Get("status").Exists() && e.Get("code").Type != gjson.Number:
+	case family == protocols.FamilyA && e.Get("type").Type == gjson.String && !e.Get("innererror").Exists() && !e.Get("status").Exists() && e.Get("code").Type != gjson.Number:
 		out = raw // already OpenAI's envelope
 	default:
 		if message == "" {

@@ -256,6 +256,15 @@ func TestOtherAzureErrorsTakeOpenAIsEnvelope(t *testing.T) {
 	e = gjson.Get(readAll(t, resp), "error")
 	assert.Equal(t, "authentication_error", e.Get("type").Str)
 	assert.Equal(t, gjson.Null, e.Get("code").Type, "a code that repeats the status is dropped")
+	resp = answer(400, "application/json", `{"error":{"message":"Invalid value for 'temperature'.","type":null,"param":"temperature","code":"BadRequest"}}`)
+	c.Response(chat, resp)
+	e = gjson.Get(readAll(t, resp), "error")
+	assert.Equal(t, "invalid_request_error", e.Get("type").Str, "OpenAI's errors always have a type")
+	assert.Equal(t, "temperature", e.Get("param").Str)
+	native := `{"error":{"message":"Invalid value for 'temperature'.","type":"invalid_request_error","param":"temperature","code":"invalid_value"}}`
+	resp = answer(400, "application/json", native)
+	c.Response(chat, resp)
+	assert.Equal(t, native, readAll(t, resp), "an answer already in OpenAI's envelope goes as it came")
 }
 
 func TestFoundryErrorsAreAnthropicsEnvelope(t *testing.T) {
