@@ -142,7 +142,7 @@ func New(cfg Config) (*Channel, error) {
 		c.scope = ScopeFoundry
 	}
 	if c.apiKey != "" && (cfg.TenantID != "" || cfg.ClientID != "" || cfg.ClientSecret != "" || cfg.Token != nil) {
-		// Azure refuses a request with both; say so at load rather than at each request.
+		// Two credentials for one resource is a mistake (the OpenAI SDK's Azure client refuses it too).
 		return nil, errors.New("api_key: give either an API key or an Entra ID app (tenant_id, client_id, client_secret), not both")
 	}
 	if c.apiKey == "" {
