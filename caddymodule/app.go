@@ -530,6 +530,9 @@ func (cc CandidateConfig) build(repl *caddy.Replacer, ch channel.Channel) (*rout
 	}
 	raw := repl.ReplaceKnown(cc.URL, "")
 	if ch != nil {
+		if !servesFamily(ch, f) {
+			return nil, fmt.Errorf("channel %s: serves no %s operation as configured (is its mode right for this protocol?)", ch.Name(), f.Token())
+		}
 		raw = ch.Endpoint().String()
 	}
 	u, err := url.Parse(raw)
@@ -563,6 +566,22 @@ func (cc CandidateConfig) build(repl *caddy.Replacer, ch channel.Channel) (*rout
 			Idle:       time.Duration(cc.IdleTimeout),
 		},
 	}, nil
+}
+
+// servesFamily reports whether a channel serves any generation operation of family f: a
+// channel set up for the other family (an Azure OpenAI deployment under a family_b
+// candidate) would only ever be skipped.
+func servesFamily(ch channel.Channel, f protocols.Family) bool {
+	kinds := []protocols.Kind{protocols.KindMessages}
+	if f == protocols.FamilyA {
+		kinds = []protocols.Kind{protocols.KindChat, protocols.KindResponses}
+	}
+	for _, k := range kinds {
+		if ch.Offers(protocols.Operation{Family: f, Kind: k}) {
+			return true
+		}
+	}
+	return false
 }
 
 // placeholderPattern matches one Caddy placeholder such as {env.OPENAI_API_KEY}.

@@ -75,3 +75,19 @@ func TestAzureChannelBlockMistakesAreCaddyfileErrors(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "the url and credential go in the channel's block")
 }
+
+// A channel set up for the other family (Foundry's Claude under a family_a candidate, an
+// OpenAI deployment under family_b) is refused at load rather than skipped on every
+// request.
+func TestAChannelThatServesNothingOnItsCandidatesProtocolIsRefused(t *testing.T) {
+	t.Setenv("SWITCHYARD_TEST_AZURE_KEY", azureKeyValue)
+	err := validate(t, azureModel("resource my-res-42", "mode foundry", "api_key {env.SWITCHYARD_TEST_AZURE_KEY}"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `model "gpt-4o", candidate "eu": channel azure: serves no family_a operation`)
+	assert.NoError(t, validate(t, azureModel("resource my-res-42", "mode v1", "api_key {env.SWITCHYARD_TEST_AZURE_KEY}")))
+	onB := strings.Replace(azureModel("resource my-res-42", "deployment d", "api_key {env.SWITCHYARD_TEST_AZURE_KEY}"),
+		"protocol family_a", "protocol family_b", 1)
+	err = validate(t, onB)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "serves no family_b operation")
+}
