@@ -2,7 +2,8 @@
 // InvokeModelWithResponseStream: the Anthropic Messages body without `model` and
 // `stream`, the model id in the path, `anthropic_version` and the betas in the body,
 // and the request authorised with AWS Signature Version 4 (service "bedrock") or a
-// Bedrock API key. It knows nothing of Caddy.
+// Bedrock API key. count_tokens goes to CountTokens, which counts that same body sent
+// base64-wrapped. It knows nothing of Caddy.
 package bedrock
 
 import (
