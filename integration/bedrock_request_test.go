@@ -1,8 +1,10 @@
 package integration
 
 import (
+	"encoding/base64"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -48,7 +50,7 @@ func bedrockCandidate(name, endpoint, model, priority string) string {
 		"\n\t\t\t\t\tsecret_access_key " + bedrockSecret + "\n\t\t\t\t}\n\t\t\t}\n"
 }
 
-// TestBedrockRequestsThroughTheGateway sends Messages requests to models whose
+// TestBedrockRequestsThroughTheGateway sends Messages and count_tokens requests to models whose
 // candidates are reached through Bedrock: the simulated Bedrock checks each signature,
 // path and body, and a throttled Bedrock candidate fails over to the plain API.
 func TestBedrockRequestsThroughTheGateway(t *testing.T) {
@@ -78,10 +80,27 @@ func TestBedrockRequestsThroughTheGateway(t *testing.T) {
 	assert.Equal(t, "bedrock-2023-05-31", gjson.GetBytes(sent, "anthropic_version").String())
 	assert.Equal(t, `["interleaved-thinking-2025-05-14","context-1m-2025-08-07"]`, gjson.GetBytes(sent, "anthropic_beta").Raw)
 
+	// count_tokens: Bedrock's CountTokens counts the InvokeModel body; the client gets
+	// the Anthropic API's own answer.
+	r = g.call(t, "POST", "/v1/messages/count_tokens",
+		`{"model":"claude-br","system":"be brief","messages":[{"role":"user","content":"count me"}]}`,
+		"anthropic-version", "2023-06-01", "anthropic-beta", "context-1m-2025-08-07")
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	require.Equal(t, 2, seen.count())
+	assert.Equal(t, "/model/arn:aws:bedrock:us-east-1:123456789012:inference-profile%2Fus.anthropic.claude-sonnet-4-20250514-v1:0/count-tokens", seen.paths[1])
+	inner, err := base64.StdEncoding.DecodeString(gjson.GetBytes(seen.bodies[1], "input.invokeModel.body").String())
+	require.NoError(t, err)
+	assert.False(t, gjson.GetBytes(inner, "model").Exists())
+	assert.Equal(t, "bedrock-2023-05-31", gjson.GetBytes(inner, "anthropic_version").String())
+	assert.Equal(t, `["context-1m-2025-08-07"]`, gjson.GetBytes(inner, "anthropic_beta").Raw)
+	assert.Equal(t, "count me", gjson.GetBytes(inner, "messages.0.content").String())
+	// The simulator counts len/4+1 tokens of the body it was asked to count.
+	assert.JSONEq(t, `{"input_tokens":`+strconv.Itoa(len(inner)/4+1)+`}`, string(r.Body))
+
 	// Throttled on Bedrock, served by the plain API.
 	r = g.call(t, "POST", "/v1/messages", strings.Replace(body, "claude-br", "claude-fo", 1), "anthropic-version", "2023-06-01")
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 	assert.Equal(t, "claude-fo", gjson.GetBytes(r.Body, "model").String())
-	assert.Equal(t, 2, seen.count(), "the Bedrock candidate was tried first")
+	assert.Equal(t, 3, seen.count(), "the Bedrock candidate was tried first")
 	assert.Len(t, up.seenFor(upstreamPrefix+"-good"), 1)
 }

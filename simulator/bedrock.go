@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -26,8 +27,12 @@ import (
 //     Config.BedrockAccessKeyID and Config.BedrockSecretKey, or carry
 //     `Authorization: Bearer <Config.APIKey>`; otherwise 403 InvalidSignatureException.
 //     With neither configured, anything is accepted;
-//   - the body must have no `model` and no `stream`, and anthropic_version
+//   - the body must have no `model` and no `stream`, max_tokens, and anthropic_version
 //     "bedrock-2023-05-31", else 400 ValidationException;
+//   - /model/{modelId}/count-tokens is CountTokens: the body must be
+//     {"input":{"invokeModel":{"body":"<base64>"}}} whose decoded body passes the
+//     checks of invoke, and the answer is {"inputTokens":N}, N counted from the
+//     decoded body as count_tokens counts a Messages body;
 //   - the model id from the path (unescaped) turns behaviours on as a model name does,
 //     and is the reply's model;
 //   - a non-stream answer is the Anthropic Message JSON; a stream is
@@ -83,8 +88,9 @@ func (s *server) serveBedrock(w http.ResponseWriter, r *http.Request, prefix, mo
 		s.cfg.Observe(r, body)
 	}
 	stream := action == "invoke-with-response-stream"
+	counting := action == "count-tokens"
 	switch {
-	case action != "invoke" && !stream:
+	case action != "invoke" && !stream && !counting:
 		c.writeError(apiError{status: http.StatusNotFound, code: "UnknownOperationException"})
 		return
 	case r.Method != http.MethodPost:
@@ -102,6 +108,15 @@ func (s *server) serveBedrock(w http.ResponseWriter, r *http.Request, prefix, mo
 	if msg := s.bedrockAuthorized(r, body); msg != "" {
 		c.writeError(apiError{status: http.StatusForbidden, code: "InvalidSignatureException", message: msg})
 		return
+	}
+	if counting {
+		inner, msg := countTokensInput(body)
+		if msg != "" {
+			c.writeError(apiError{status: http.StatusBadRequest, code: "ValidationException", message: msg})
+			return
+		}
+		body = inner
+		c.body = inner // what is counted
 	}
 	if msg := bedrockBodyProblem(model, body); msg != "" {
 		c.writeError(apiError{status: http.StatusBadRequest, code: "ValidationException", message: msg})
@@ -122,7 +137,73 @@ func (s *server) serveBedrock(w http.ResponseWriter, r *http.Request, prefix, mo
 	if c.beh.retryAfter == 0 {
 		c.beh.noRetryAfter = true // Bedrock's throttling says nothing of when
 	}
+	if counting {
+		// The first-party count_tokens answer, behaviours and all, in CountTokens' shape.
+		cw := &countWriter{ResponseWriter: w}
+		c.w = cw
+		s.answer(c, epCountTokens)
+		cw.finish()
+		return
+	}
 	s.answer(c, epMessages)
+}
+
+// countTokensInput is the InvokeModel body a CountTokens body carries, or the
+// ValidationException text of a body that does not carry one.
+func countTokensInput(body []byte) ([]byte, string) {
+	const pre = "Malformed input request: "
+	if !gjson.ValidBytes(body) || !gjson.ParseBytes(body).IsObject() {
+		return nil, pre + "the body is not a JSON object, please reformat your input and try again."
+	}
+	b64 := gjson.GetBytes(body, "input.invokeModel.body")
+	if b64.Type != gjson.String {
+		return nil, "1 validation error detected: Value at 'input.invokeModel.body' failed to satisfy constraint: Member must not be null"
+	}
+	inner, err := base64.StdEncoding.DecodeString(b64.Str)
+	if err != nil {
+		return nil, "Invalid base64 in input.invokeModel.body"
+	}
+	return inner, ""
+}
+
+// countWriter holds back a 200 count_tokens answer ({"input_tokens":N}) to send it as
+// CountTokens does ({"inputTokens":N}); any other answer goes through as written.
+type countWriter struct {
+	http.ResponseWriter
+	status int
+	held   []byte
+}
+
+func (w *countWriter) WriteHeader(code int) {
+	if w.status != 0 {
+		return
+	}
+	w.status = code
+	if code != http.StatusOK {
+		w.ResponseWriter.WriteHeader(code)
+	}
+}
+
+func (w *countWriter) Write(p []byte) (int, error) {
+	w.WriteHeader(http.StatusOK)
+	if w.status == http.StatusOK {
+		w.held = append(w.held, p...)
+		return len(p), nil
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach the connection (flush, hijack).
+func (w *countWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *countWriter) finish() {
+	if w.status != http.StatusOK {
+		return
+	}
+	b := mustJSON(obj{{"inputTokens", gjson.GetBytes(w.held, "input_tokens").Int()}})
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.ResponseWriter.WriteHeader(http.StatusOK)
+	_, _ = w.ResponseWriter.Write(b)
 }
 
 // bedrockBodyProblem is the ValidationException text of a body InvokeModel refuses, or "".
@@ -138,6 +219,9 @@ func bedrockBodyProblem(model string, body []byte) string {
 		if gjson.GetBytes(body, k).Exists() {
 			return pre + "#: extraneous key [" + k + "] is not permitted, please reformat your input and try again."
 		}
+	}
+	if mt := gjson.GetBytes(body, "max_tokens"); mt.Type != gjson.Number || mt.Int() < 1 {
+		return pre + "#: required key [max_tokens] not found, please reformat your input and try again."
 	}
 	v := gjson.GetBytes(body, "anthropic_version")
 	if !v.Exists() {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -133,6 +134,7 @@ func TestBedrockValidatesTheBody(t *testing.T) {
 		"model left in":   {`{"model":"m","anthropic_version":"bedrock-2023-05-31","max_tokens":1}`, "extraneous key [model]"},
 		"stream left in":  {`{"stream":true,"anthropic_version":"bedrock-2023-05-31","max_tokens":1}`, "extraneous key [stream]"},
 		"no version":      {`{"max_tokens":1}`, "required key [anthropic_version]"},
+		"no max_tokens":   {`{"anthropic_version":"bedrock-2023-05-31"}`, "required key [max_tokens]"},
 		"first-party ver": {`{"anthropic_version":"2023-06-01","max_tokens":1}`, "anthropic_version"},
 	} {
 		req, err := http.NewRequest(http.MethodPost, base+"/model/m/invoke", strings.NewReader(tc.body))
@@ -223,4 +225,86 @@ func TestBedrockInbandErrorIsAnExceptionFrame(t *testing.T) {
 	assert.Equal(t, "exception", header(fs[0], ":message-type"))
 	assert.Equal(t, "modelStreamErrorException", header(fs[0], ":exception-type"))
 	assert.Equal(t, int64(529), gjson.GetBytes(fs[0].Payload, "originalStatusCode").Int())
+}
+
+var bedrockCountOp = protocols.Operation{Family: protocols.FamilyB, Kind: protocols.KindMessagesCountTokens}
+
+// bedrockCount sends a count_tokens body through a bedrock channel built from cfg and
+// returns Bedrock's answer and the InvokeModel body the request carried.
+func bedrockCount(t *testing.T, cfg bedrock.Config, body string) (*http.Response, []byte) {
+	t.Helper()
+	ch, err := bedrock.New(cfg)
+	require.NoError(t, err)
+	req, err := ch.NewRequest(context.Background(), bedrockCountOp, []byte(body), false, http.Header{})
+	require.NoError(t, err)
+	sent, err := io.ReadAll(req.Body)
+	require.NoError(t, err)
+	req.Body = io.NopCloser(strings.NewReader(string(sent)))
+	inner, err := base64.StdEncoding.DecodeString(gjson.GetBytes(sent, "input.invokeModel.body").String())
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp, inner
+}
+
+func TestBedrockCountTokens(t *testing.T) {
+	base := bedrockSim(t)
+	const body = `{"model":"us.anthropic.claude-sonnet-4-20250514-v1:0","system":"be brief","messages":[{"role":"user","content":"count me"}]}`
+	for name, cfg := range map[string]bedrock.Config{
+		"signed":  signed(base + "/some+prefix"),
+		"api key": {Region: "us-east-1", Endpoint: base, APIKey: simAPIKey},
+	} {
+		resp, inner := bedrockCount(t, cfg, body)
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%s: %s", name, b)
+		assert.JSONEq(t, `{"inputTokens":`+strconv.Itoa(tokens(len(inner)))+`}`, string(b), name)
+		assert.Equal(t, strconv.Itoa(len(b)), resp.Header.Get("Content-Length"), name)
+	}
+
+	// Through the channel's Response, the client gets count_tokens' own answer.
+	resp, inner := bedrockCount(t, signed(base), body)
+	bedrock.Respond(bedrockCountOp, resp)
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	assert.Equal(t, `{"input_tokens":`+strconv.Itoa(tokens(len(inner)))+`}`, string(b))
+
+	// Throttling and failures answer as on invoke.
+	resp, _ = bedrockCount(t, signed(base), `{"model":"c+rate-limit","messages":[]}`)
+	assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	exc, _ := bedrockError(t, resp)
+	assert.Equal(t, "ThrottlingException", exc)
+	resp, _ = bedrockCount(t, signed(base+"/down+fail-503"), body)
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+
+	// A wrong key is refused before anything is counted.
+	resp, _ = bedrockCount(t, bedrock.Config{Region: "us-east-1", Endpoint: base, AccessKeyID: simAKID, SecretAccessKey: "nope"}, body)
+	assert.Equal(t, http.StatusForbidden, resp.StatusCode)
+}
+
+func TestBedrockCountTokensValidatesTheWrappedBody(t *testing.T) {
+	base := bedrockSim(t)
+	wrap := func(inner string) string {
+		return `{"input":{"invokeModel":{"body":"` + base64.StdEncoding.EncodeToString([]byte(inner)) + `"}}}`
+	}
+	for name, tc := range map[string]struct{ body, want string }{
+		"not wrapped":    {`{"anthropic_version":"bedrock-2023-05-31","max_tokens":1,"messages":[]}`, "input.invokeModel.body"},
+		"not base64":     {`{"input":{"invokeModel":{"body":"{not base64}"}}}`, "base64"},
+		"model left in":  {wrap(`{"model":"m","anthropic_version":"bedrock-2023-05-31","max_tokens":1}`), "extraneous key [model]"},
+		"no max_tokens":  {wrap(`{"anthropic_version":"bedrock-2023-05-31","messages":[]}`), "required key [max_tokens]"},
+		"no version":     {wrap(`{"max_tokens":1,"messages":[]}`), "required key [anthropic_version]"},
+		"inner not JSON": {wrap(`hello`), "not a JSON object"},
+	} {
+		req, err := http.NewRequest(http.MethodPost, base+"/model/m/count-tokens", strings.NewReader(tc.body))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+simAPIKey)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusBadRequest, resp.StatusCode, name)
+		exc, msg := bedrockError(t, resp)
+		resp.Body.Close()
+		assert.Equal(t, "ValidationException", exc, name)
+		assert.Contains(t, msg, tc.want, name)
+	}
 }

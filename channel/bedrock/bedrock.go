@@ -2,13 +2,15 @@
 // InvokeModelWithResponseStream: the Anthropic Messages body without `model` and
 // `stream`, the model id in the path, `anthropic_version` and the betas in the body,
 // and the request authorised with AWS Signature Version 4 (service "bedrock") or a
-// Bedrock API key. It knows nothing of Caddy.
+// Bedrock API key. count_tokens goes to CountTokens, which counts that same body sent
+// base64-wrapped. It knows nothing of Caddy.
 package bedrock
 
 import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -149,16 +151,15 @@ func (c *Channel) Name() string { return "bedrock" }
 // Endpoint is the runtime endpoint requests go to.
 func (c *Channel) Endpoint() *url.URL { u := *c.endpoint; return &u }
 
-// Offers reports Messages generation only. count_tokens exists on Bedrock but takes a
-// different body ({"input":{"invokeModel":{"body":base64}}}) and answers
-// {"inputTokens":N}; it is not built, so such a request moves on to the next candidate.
+// Offers reports Messages and its count_tokens (Bedrock's CountTokens, which counts an
+// InvokeModel body).
 func (c *Channel) Offers(op protocols.Operation) bool {
-	return op.Family == protocols.FamilyB && op.Kind == protocols.KindMessages
+	return op.Family == protocols.FamilyB && (op.Kind == protocols.KindMessages || op.Kind == protocols.KindMessagesCountTokens)
 }
 
 // NewRequest builds the InvokeModel (or, for a stream, InvokeModelWithResponseStream)
 // request of a Messages body whose `model` is the Bedrock model id, inference profile or
-// ARN, and authorises it last.
+// ARN, or the CountTokens request of a count_tokens body, and authorises it last.
 func (c *Channel) NewRequest(ctx context.Context, op protocols.Operation, body []byte, stream bool, header http.Header) (*http.Request, error) {
 	if !c.Offers(op) {
 		return nil, fmt.Errorf("bedrock: %s is not offered", op.Kind)
@@ -172,8 +173,15 @@ func (c *Channel) NewRequest(ctx context.Context, op protocols.Operation, body [
 		return nil, err
 	}
 
+	counting := op.Kind == protocols.KindMessagesCountTokens
 	action := "/invoke"
-	if stream {
+	switch {
+	case counting:
+		if body, err = countTokensBody(body); err != nil {
+			return nil, err
+		}
+		action, stream = "/count-tokens", false
+	case stream:
 		action = "/invoke-with-response-stream"
 	}
 	base := strings.TrimSuffix(c.endpoint.Path, "/")
@@ -259,6 +267,24 @@ func editBody(body []byte, betaHeaders []string) ([]byte, error) {
 		}
 	}
 	return body, nil
+}
+
+// countTokensBody wraps an InvokeModel body as CountTokens takes it:
+// {"input":{"invokeModel":{"body":"<base64 of that body>"}}}. InvokeModel requires
+// max_tokens, which a count_tokens body need not have; its value does not change the
+// count, so 1 stands in.
+func countTokensBody(invoke []byte) ([]byte, error) {
+	if !gjson.GetBytes(invoke, "max_tokens").Exists() {
+		var err error
+		if invoke, err = sjson.SetBytes(invoke, "max_tokens", 1); err != nil {
+			return nil, errors.New("bedrock: the request body could not be edited")
+		}
+	}
+	const head, tail = `{"input":{"invokeModel":{"body":"`, `"}}}`
+	out := make([]byte, 0, len(head)+base64.StdEncoding.EncodedLen(len(invoke))+len(tail))
+	out = append(out, head...)
+	out = base64.StdEncoding.AppendEncode(out, invoke)
+	return append(out, tail...), nil
 }
 
 // Response turns Bedrock's answer into the Anthropic API's own (see Respond).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"io"
@@ -244,16 +245,76 @@ func TestSecrets(t *testing.T) {
 	assert.Empty(t, ModelSecrets(profileID))
 }
 
-func TestOffersMessagesOnly(t *testing.T) {
+func TestOffersMessagesAndCountTokens(t *testing.T) {
 	c := newStatic(t, "")
 	assert.True(t, c.Offers(messagesOp))
+	assert.True(t, c.Offers(countOp))
 	for _, op := range []protocols.Operation{
-		{Family: protocols.FamilyB, Kind: protocols.KindMessagesCountTokens},
 		{Family: protocols.FamilyA, Kind: protocols.KindChat},
 		{Family: protocols.FamilyA, Kind: protocols.KindResponses},
+		{Family: protocols.FamilyA, Kind: protocols.KindResponsesInputTokens},
 	} {
 		assert.False(t, c.Offers(op), op.Kind.String())
 		_, err := c.NewRequest(context.Background(), op, []byte(`{"model":"m"}`), false, http.Header{})
 		assert.Error(t, err)
 	}
+}
+
+var countOp = protocols.Operation{Family: protocols.FamilyB, Kind: protocols.KindMessagesCountTokens}
+
+// countedBody is the InvokeModel body a CountTokens request carries, decoded.
+func countedBody(t *testing.T, sent []byte) []byte {
+	t.Helper()
+	require.True(t, gjson.ValidBytes(sent), "%s", sent)
+	outer := gjson.ParseBytes(sent)
+	require.Equal(t, []string{"input"}, keys(outer), "%s", sent)
+	require.Equal(t, []string{"invokeModel"}, keys(outer.Get("input")), "%s", sent)
+	require.Equal(t, []string{"body"}, keys(outer.Get("input.invokeModel")), "%s", sent)
+	inner, err := base64.StdEncoding.DecodeString(outer.Get("input.invokeModel.body").String())
+	require.NoError(t, err)
+	return inner
+}
+
+func keys(r gjson.Result) []string {
+	var out []string
+	r.ForEach(func(k, _ gjson.Result) bool { out = append(out, k.String()); return true })
+	return out
+}
+
+func TestNewRequestCountTokensWrapsTheInvokeBody(t *testing.T) {
+	c := newStatic(t, "http://127.0.0.1:1/prefix")
+	body := `{"model":"` + arnID + `","system":"be brief","messages":[{"role":"user","content":"hi"}],"tools":[]}`
+	req, err := c.NewRequest(context.Background(), countOp, []byte(body), false, clientHeader())
+	require.NoError(t, err)
+	uri, r, sent := wire(t, req)
+	assert.Equal(t, "/prefix/model/arn:aws:bedrock:us-east-1:123456789012:inference-profile%2Fus.anthropic.claude-sonnet-4-20250514-v1:0/count-tokens", uri)
+	assert.Equal(t, "application/json", r.Header.Get("Content-Type"))
+	assert.Equal(t, "application/json", r.Header.Get("Accept"))
+	assert.True(t, strings.HasPrefix(r.Header.Get("Authorization"), "AWS4-HMAC-SHA256 Credential="+testAKID+"/"))
+	for _, gone := range []string{"Anthropic-Version", "Anthropic-Beta", "X-Api-Key", "Traceparent"} {
+		assert.Empty(t, r.Header.Values(gone), gone)
+	}
+
+	// The wrapped body is exactly what invoke would send, max_tokens 1 standing in.
+	inner := countedBody(t, sent)
+	withMax := strings.Replace(body, `"system"`, `"max_tokens":1,"system"`, 1)
+	ireq, err := c.NewRequest(context.Background(), messagesOp, []byte(withMax), false, clientHeader())
+	require.NoError(t, err)
+	_, _, invoked := wire(t, ireq)
+	assert.JSONEq(t, string(invoked), string(inner))
+	assert.False(t, gjson.GetBytes(inner, "model").Exists())
+	assert.Equal(t, "bedrock-2023-05-31", gjson.GetBytes(inner, "anthropic_version").String())
+	assert.Equal(t, int64(1), gjson.GetBytes(inner, "max_tokens").Int())
+	assert.Equal(t, `["interleaved-thinking-2025-05-14","context-1m-2025-08-07","fine-grained-tool-streaming-2025-05-14"]`,
+		gjson.GetBytes(inner, "anthropic_beta").Raw)
+
+	// A max_tokens the client gave is kept; a stream flag never makes it a stream.
+	req, err = c.NewRequest(context.Background(), countOp, []byte(`{"model":"`+profileID+`","max_tokens":700,"stream":true,"messages":[]}`), true, http.Header{})
+	require.NoError(t, err)
+	uri, r, sent = wire(t, req)
+	assert.Equal(t, "/prefix/model/"+profileID+"/count-tokens", uri)
+	assert.Empty(t, r.Header.Get("X-Amzn-Bedrock-Accept"))
+	inner = countedBody(t, sent)
+	assert.Equal(t, int64(700), gjson.GetBytes(inner, "max_tokens").Int())
+	assert.False(t, gjson.GetBytes(inner, "stream").Exists())
 }

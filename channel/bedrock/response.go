@@ -38,9 +38,12 @@ const (
 	eventStream = "application/vnd.amazon.eventstream"
 )
 
-// Respond turns a Bedrock InvokeModel / InvokeModelWithResponseStream answer into Anthropic's own form, in place.
+// Respond turns a Bedrock InvokeModel / InvokeModelWithResponseStream / CountTokens
+// answer into Anthropic's own form, in place.
 func Respond(op protocols.Operation, resp *http.Response) {
 	switch {
+	case resp.StatusCode >= 200 && resp.StatusCode < 300 && op.Kind == protocols.KindMessagesCountTokens:
+		respondCount(resp)
 	case resp.StatusCode >= 200 && resp.StatusCode < 300:
 		if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); strings.EqualFold(mt, eventStream) {
 			respondStream(resp)
@@ -236,6 +239,33 @@ func payloadMessage(payload []byte) string {
 		}
 	}
 	return ""
+}
+
+// --- count_tokens ---
+
+// maxCountBody bounds what is read of a CountTokens answer, which is a few bytes.
+const maxCountBody = 64 << 10
+
+// respondCount turns CountTokens' {"inputTokens":N} into count_tokens' {"input_tokens":N}.
+// An answer without a count is the upstream's failure, a 502, so the request moves on.
+func respondCount(resp *http.Response) {
+	orig := resp.Body
+	raw, err := io.ReadAll(io.LimitReader(orig, maxCountBody))
+	n := gjson.GetBytes(raw, "inputTokens")
+	var body []byte
+	if err == nil && n.Type == gjson.Number && n.Raw == strconv.FormatInt(n.Int(), 10) && n.Int() >= 0 {
+		body = strconv.AppendInt([]byte(`{"input_tokens":`), n.Int(), 10)
+		body = append(body, '}')
+	} else {
+		e := protocols.ErrGeneric(protocols.FamilyB, http.StatusBadGateway)
+		body = e.Body("")
+		resp.StatusCode = e.Status
+		resp.Status = strconv.Itoa(e.Status) + " " + http.StatusText(e.Status)
+	}
+	resp.Body = replacedBody{bytes.NewReader(body), orig}
+	resp.ContentLength = int64(len(body))
+	resp.Header.Set("Content-Type", "application/json")
+	resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
 }
 
 // --- error answers ---

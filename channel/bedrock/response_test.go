@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
+	"github.com/tidwall/gjson"
 
 	"github.com/switchyard-gw/switchyard/protocols"
 )
@@ -394,3 +395,46 @@ func TestStreamEventWithLineBreaksStaysOneDataLine(t *testing.T) {
 		t.Errorf("got %q, want %q", out, want)
 	}
 }
+
+func countAnswer(status int, errorType, body string) *http.Response {
+	h := http.Header{}
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	if errorType != "" {
+		h.Set("X-Amzn-Errortype", errorType)
+	}
+	return &http.Response{StatusCode: status, Header: h, Body: io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body))}
+}
+
+func TestCountTokensAnswerBecomesAnthropics(t *testing.T) {
+	resp := countAnswer(200, "", `{"inputTokens": 1234}`)
+	Respond(countTokens, resp)
+	got, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || string(got) != `{"input_tokens":1234}` {
+		t.Errorf("got %d %s, want 200 {\"input_tokens\":1234}", resp.StatusCode, got)
+	}
+	if resp.ContentLength != int64(len(got)) || resp.Header.Get("Content-Length") != strconv.Itoa(len(got)) {
+		t.Errorf("length %d / %q, body is %d bytes", resp.ContentLength, resp.Header.Get("Content-Length"), len(got))
+	}
+
+	// An answer without a count is not passed on as one.
+	for _, body := range []string{`{}`, `{"inputTokens":"12"}`, `{"inputTokens":1.5}`, `{"inputTokens":-3}`, `<html>`} {
+		resp := countAnswer(200, "", body)
+		Respond(countTokens, resp)
+		got, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 502 || gjson.GetBytes(got, "error.type").String() != "api_error" || strings.Contains(string(got), "input_tokens") {
+			t.Errorf("%s: got %d %s, want a 502 api_error", body, resp.StatusCode, got)
+		}
+	}
+
+	// Errors are those of invoke.
+	resp = countAnswer(429, "ThrottlingException:http://internal.amazon.com/coral/com.amazon.bedrock/", `{"message":"Too many requests for arn:aws:bedrock:us-east-1:123456789012:foundation-model/x, please wait."}`)
+	Respond(countTokens, resp)
+	got, _ = io.ReadAll(resp.Body)
+	want := `{"type":"error","error":{"type":"rate_limit_error","message":"Too many requests for [redacted], please wait."}}`
+	if resp.StatusCode != 429 || string(got) != want {
+		t.Errorf("got %d %s\nwant 429 %s", resp.StatusCode, got, want)
+	}
+}
+
+var countTokens = protocols.Operation{Family: protocols.FamilyB, Kind: protocols.KindMessagesCountTokens}
