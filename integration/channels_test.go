@@ -7,11 +7,14 @@ import (
 	"database/sql"
 	"encoding/json"
 	"encoding/pem"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
+	"time"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go"
 	"github.com/stretchr/testify/assert"
@@ -25,43 +28,8 @@ import (
 // throttled Bedrock fails over to Vertex before the client sees a byte; and the ledger
 // bills each answer at the price of the candidate, and names the channel, that served it.
 func TestOneModelBehindBedrockVertexAndThePlainAPI(t *testing.T) {
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	require.NoError(t, err)
-	// One simulated provider plays all three: the plain API (its credential), Bedrock
-	// (SigV4 with these keys) and Vertex (tokens for this service account).
-	up := &upstream{}
-	up.Server = httptest.NewServer(simulator.New(simulator.Config{
-		APIKey: upstreamCred, BedrockAccessKeyID: bedrockAKID, BedrockSecretKey: bedrockSecret,
-		VertexPublicKey: &key.PublicKey,
-	}))
-	t.Cleanup(up.Close)
-	der, err := x509.MarshalPKCS8PrivateKey(key)
-	require.NoError(t, err)
-	sa, err := json.Marshal(map[string]string{
-		"type": "service_account", "project_id": vertexProject, "client_email": vertexSA, "private_key_id": "k1",
-		"private_key": string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})),
-		"token_uri":   up.URL + "/token",
-	})
-	require.NoError(t, err)
-	saFile := filepath.Join(t.TempDir(), "vertex-sa.json")
-	require.NoError(t, os.WriteFile(saFile, sa, 0o600))
-
-	bedrock := func(model, prio string, extra ...string) string {
-		s := "\t\t\tcandidate bedrock {\n\t\t\t\tprotocol family_b\n\t\t\t\tupstream_model " + model + "\n\t\t\t\tpriority " + prio + "\n"
-		for _, e := range extra {
-			s += "\t\t\t\t" + e + "\n"
-		}
-		return s + "\t\t\t\tchannel bedrock {\n\t\t\t\t\tregion us-east-1\n\t\t\t\t\tendpoint " + up.URL +
-			"\n\t\t\t\t\taccess_key_id " + bedrockAKID + "\n\t\t\t\t\tsecret_access_key " + bedrockSecret + "\n\t\t\t\t}\n\t\t\t}\n"
-	}
-	vertex := func(prio string, extra ...string) string {
-		s := "\t\t\tcandidate vertex {\n\t\t\t\tprotocol family_b\n\t\t\t\tupstream_model claude-v@20250929\n\t\t\t\tpriority " + prio + "\n"
-		for _, e := range extra {
-			s += "\t\t\t\t" + e + "\n"
-		}
-		return s + "\t\t\t\tchannel vertex {\n\t\t\t\t\tproject " + vertexProject + "\n\t\t\t\t\tregion us-east5\n" +
-			"\t\t\t\t\tendpoint " + up.URL + "\n\t\t\t\t\tcredentials_file " + saFile + "\n\t\t\t\t}\n\t\t\t}\n"
-	}
+	sim := newChannelSim(t)
+	up, bedrock, vertex := sim.up, sim.bedrock, sim.vertex
 	plain := candidate("plain", "family_b", "http://"+up.hostport(), upstreamPrefix+"-multi", "priority 2")
 	models := "\t\tmodel claude-multi {\n\t\t\tprotocols family_b\n\t\t\tprice input 1 output 5\n" +
 		bedrock(bedrockARN+"+rate-limit+first-1", "0", "price input 3 output 15") +
@@ -118,6 +86,66 @@ func TestOneModelBehindBedrockVertexAndThePlainAPI(t *testing.T) {
 	var channel string
 	require.NoError(t, db.QueryRow(`SELECT channel FROM usage_records WHERE request_id = ?`, id).Scan(&channel))
 	assert.Equal(t, "bedrock", channel)
+}
+
+// channelSim is one simulated provider that plays the plain API (its credential), Bedrock
+// (SigV4 with bedrockAKID and bedrockSecret) and Vertex (tokens for a service account
+// whose file it writes, with the simulator's own /token as token_uri). It records what
+// reached it, as newUpstream does.
+type channelSim struct {
+	up     *upstream
+	saFile string
+}
+
+func newChannelSim(t *testing.T) *channelSim {
+	t.Helper()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	require.NoError(t, err)
+	up := &upstream{}
+	up.Server = httptest.NewServer(simulator.New(simulator.Config{
+		APIKey: upstreamCred, BedrockAccessKeyID: bedrockAKID, BedrockSecretKey: bedrockSecret,
+		VertexPublicKey: &key.PublicKey,
+		Observe: func(r *http.Request, body []byte) {
+			if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/models") {
+				return // the gateway's background health probe
+			}
+			up.mu.Lock()
+			defer up.mu.Unlock()
+			up.requests = append(up.requests, seenRequest{r.Method, r.URL.Path, r.URL.RawQuery, r.Header.Clone(), append([]byte(nil), body...), time.Now()})
+		},
+	}))
+	t.Cleanup(up.Close)
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	require.NoError(t, err)
+	sa, err := json.Marshal(map[string]string{
+		"type": "service_account", "project_id": vertexProject, "client_email": vertexSA, "private_key_id": "k1",
+		"private_key": string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})),
+		"token_uri":   up.URL + "/token",
+	})
+	require.NoError(t, err)
+	saFile := filepath.Join(t.TempDir(), "vertex-sa.json")
+	require.NoError(t, os.WriteFile(saFile, sa, 0o600))
+	return &channelSim{up: up, saFile: saFile}
+}
+
+// bedrock is a candidate named bedrock on the Bedrock channel, for the Bedrock model id.
+func (s *channelSim) bedrock(model, prio string, extra ...string) string {
+	c := "\t\t\tcandidate bedrock {\n\t\t\t\tprotocol family_b\n\t\t\t\tupstream_model " + model + "\n\t\t\t\tpriority " + prio + "\n"
+	for _, e := range extra {
+		c += "\t\t\t\t" + e + "\n"
+	}
+	return c + "\t\t\t\tchannel bedrock {\n\t\t\t\t\tregion us-east-1\n\t\t\t\t\tendpoint " + s.up.URL +
+		"\n\t\t\t\t\taccess_key_id " + bedrockAKID + "\n\t\t\t\t\tsecret_access_key " + bedrockSecret + "\n\t\t\t\t}\n\t\t\t}\n"
+}
+
+// vertex is a candidate named vertex on the Vertex channel, for claude-v@20250929.
+func (s *channelSim) vertex(prio string, extra ...string) string {
+	c := "\t\t\tcandidate vertex {\n\t\t\t\tprotocol family_b\n\t\t\t\tupstream_model claude-v@20250929\n\t\t\t\tpriority " + prio + "\n"
+	for _, e := range extra {
+		c += "\t\t\t\t" + e + "\n"
+	}
+	return c + "\t\t\t\tchannel vertex {\n\t\t\t\t\tproject " + vertexProject + "\n\t\t\t\t\tregion us-east5\n" +
+		"\t\t\t\t\tendpoint " + s.up.URL + "\n\t\t\t\t\tcredentials_file " + s.saFile + "\n\t\t\t\t}\n\t\t\t}\n"
 }
 
 var (
