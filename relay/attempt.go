@@ -237,6 +237,10 @@ func (a *attempt) answer(resp *http.Response, injectedUsage, early bool) bool {
 	defer resp.Body.Close()
 	if up.channel != nil {
 		up.channel.Response(req.Op, resp)
+		// A provider's own request id (req_vrtx_…, or none at all on Bedrock) would
+		// tell the client which channel served it; the gateway's own id stands.
+		resp.Header.Del("Request-Id")
+		resp.Header.Del("X-Request-Id")
 	}
 	a.resp = resp
 	a.att.Status = resp.StatusCode
