@@ -16,7 +16,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/tidwall/gjson"
-	"github.com/tidwall/sjson"
 )
 
 // Amazon Bedrock's InvokeModel API, for the gateway's bedrock channel. A path with
@@ -407,15 +406,5 @@ func bedrockFrame(ev event, in, out int64) eventstream.Message {
 		return eventstream.Message{Headers: hs, Payload: mustJSON(obj{
 			{"message", "Model stream error: " + msg}, {"originalStatusCode", 529}, {"originalMessage", msg}})}
 	}
-	data := ev.data
-	if gjson.GetBytes(data, "type").String() == "message_stop" {
-		data, _ = sjson.SetBytes(data, "amazon-bedrock-invocationMetrics", obj{
-			{"inputTokenCount", in}, {"outputTokenCount", out}, {"invocationLatency", 42}, {"firstByteLatency", 7}})
-	}
-	hs.Set(":event-type", eventstream.StringValue("chunk"))
-	hs.Set(":content-type", eventstream.StringValue("application/json"))
-	hs.Set(":message-type", eventstream.StringValue("event"))
-	pad := "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123"[:4+len(data)%48]
-	return eventstream.Message{Headers: hs, Payload: mustJSON(obj{
-		{"bytes", base64.StdEncoding.EncodeToString(data)}, {"p", pad}})}
+	return bedrockChunk(ev.data, 4+len(ev.data)%48, in, out)
 }

@@ -34,16 +34,9 @@ func WriteBedrockStream(w http.ResponseWriter, events [][]byte) {
 			input = gjson.GetBytes(ev, "message.usage.input_tokens").Int()
 		case "message_delta":
 			output = gjson.GetBytes(ev, "usage.output_tokens").Int()
-		case "message_stop":
-			ev = withInvocationMetrics(ev, input, output)
 		}
-		payload := []byte(`{"bytes":`)
-		payload = strconv.AppendQuote(payload, base64.StdEncoding.EncodeToString(ev))
-		payload = append(payload, `,"p":"`...)
-		payload = append(payload, bedrockPadding[:1+i%len(bedrockPadding)]...)
-		payload = append(payload, `"}`...)
 		frame.Reset()
-		if err := enc.Encode(&frame, eventstream.Message{Headers: chunkHeaders(), Payload: payload}); err != nil {
+		if err := enc.Encode(&frame, bedrockChunk(ev, 1+i%len(bedrockPadding), input, output)); err != nil {
 			return
 		}
 		if _, err := w.Write(frame.Bytes()); err != nil {
@@ -51,6 +44,21 @@ func WriteBedrockStream(w http.ResponseWriter, events [][]byte) {
 		}
 		_ = rc.Flush()
 	}
+}
+
+// bedrockChunk is one Anthropic event as Bedrock frames it: its JSON in base64 under
+// "bytes", padLen bytes of padding under "p", and on message_stop the invocation metrics
+// Bedrock adds, with the stream's input and output counts.
+func bedrockChunk(ev []byte, padLen int, input, output int64) eventstream.Message {
+	if gjson.GetBytes(ev, "type").Str == "message_stop" {
+		ev = withInvocationMetrics(ev, input, output)
+	}
+	payload := []byte(`{"bytes":`)
+	payload = strconv.AppendQuote(payload, base64.StdEncoding.EncodeToString(ev))
+	payload = append(payload, `,"p":"`...)
+	payload = append(payload, bedrockPadding[:min(padLen, len(bedrockPadding))]...)
+	payload = append(payload, `"}`...)
+	return eventstream.Message{Headers: chunkHeaders(), Payload: payload}
 }
 
 func chunkHeaders() eventstream.Headers {

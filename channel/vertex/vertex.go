@@ -376,38 +376,10 @@ func ErrorBody(status int, body []byte) []byte {
 	return envelope(status, fmt.Sprintf("upstream answered HTTP %d (%s)", status, text))
 }
 
+// envelope is Anthropic's error envelope for status, its type the one the gateway gives
+// that status everywhere.
 func envelope(status int, message string) []byte {
-	b, _ := json.Marshal(map[string]any{
-		"type":  "error",
-		"error": map[string]string{"type": ErrorType(status), "message": message},
-	})
-	return b
-}
-
-// ErrorType is Anthropic's error type for an HTTP status.
-func ErrorType(status int) string {
-	switch status {
-	case http.StatusBadRequest:
-		return "invalid_request_error"
-	case http.StatusUnauthorized:
-		return "authentication_error"
-	case http.StatusForbidden:
-		return "permission_error"
-	case http.StatusNotFound:
-		return "not_found_error"
-	case http.StatusRequestEntityTooLarge:
-		return "request_too_large"
-	case http.StatusTooManyRequests:
-		return "rate_limit_error"
-	case http.StatusGatewayTimeout:
-		return "timeout_error"
-	case http.StatusServiceUnavailable, 529:
-		return "overloaded_error"
-	}
-	if status >= 500 {
-		return "api_error"
-	}
-	return "invalid_request_error"
+	return (&protocols.APIError{Family: protocols.FamilyB, Status: status, Message: message}).Body("")
 }
 
 var _ channel.Channel = (*Channel)(nil)
