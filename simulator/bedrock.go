@@ -365,19 +365,7 @@ func (c *call) writeEventStream(events []event) {
 	enc := eventstream.NewEncoder()
 	var in, out int64
 	for i, ev := range events {
-		if i > 0 {
-			switch {
-			case c.beh.stall:
-				<-ctx.Done()
-				return
-			case c.beh.cut && i == 3:
-				panic(http.ErrAbortHandler)
-			}
-			if !sleep(ctx, c.beh.drip) {
-				return
-			}
-		}
-		if ev.final && !sleep(ctx, c.beh.usageDelay) {
+		if !c.pace(ctx, i, ev) {
 			return
 		}
 		data := gjson.ParseBytes(ev.data)

@@ -2,6 +2,7 @@ package simulator
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -257,19 +258,7 @@ func (c *call) writeStream(events []event) {
 	}
 	var buf []byte
 	for i, ev := range events {
-		if i > 0 {
-			switch {
-			case c.beh.stall:
-				<-ctx.Done()
-				return
-			case c.beh.cut && i == 3:
-				panic(http.ErrAbortHandler)
-			}
-			if !sleep(ctx, c.beh.drip) {
-				return
-			}
-		}
-		if ev.final && !sleep(ctx, c.beh.usageDelay) {
+		if !c.pace(ctx, i, ev) {
 			return
 		}
 		buf = appendFrame(buf[:0], ev, c.beh.noTerminator && i == len(events)-1)
@@ -363,4 +352,22 @@ func words(s string, n int) []string {
 		}
 	}
 	return append(out, s[start:])
+}
+
+// pace holds event i of a stream back as the stream behaviours ask (stall, cut, drip,
+// usage delay); false: the client left, or the stream is to say nothing more.
+func (c *call) pace(ctx context.Context, i int, ev event) bool {
+	if i > 0 {
+		switch {
+		case c.beh.stall:
+			<-ctx.Done()
+			return false
+		case c.beh.cut && i == 3:
+			panic(http.ErrAbortHandler)
+		}
+		if !sleep(ctx, c.beh.drip) {
+			return false
+		}
+	}
+	return !ev.final || sleep(ctx, c.beh.usageDelay)
 }
