@@ -3,8 +3,10 @@ package relay
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 
+	"github.com/switchyard-gw/switchyard/channel"
 	"github.com/switchyard-gw/switchyard/protocols"
 	"github.com/switchyard-gw/switchyard/routing"
 )
@@ -50,7 +52,10 @@ func (a *attempt) sendThroughChannel() bool {
 	header := protocols.UpstreamRequestHeader(req.Header, cand.Protocol, "")
 	upReq, err := up.channel.NewRequest(attemptCtx, req.Op, body, parsed.Streamed(), header)
 	if err != nil {
-		a.att.Reason = routing.ReasonConnect // no credential, no request: the candidate's failure
+		a.att.Reason = routing.ReasonConnect
+		// Only a credential that cannot be had is the candidate's doing; a body the
+		// channel cannot carry, or a client gone meanwhile, says nothing of it.
+		a.att.Blameless = !errors.Is(err, channel.ErrCredential)
 		return false
 	}
 	// The client's query (Claude Code's ?beta=true) is not the channel's: its URL is

@@ -3,6 +3,8 @@ package relay
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -16,6 +18,7 @@ import (
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 
+	"github.com/switchyard-gw/switchyard/channel"
 	"github.com/switchyard-gw/switchyard/protocols"
 	"github.com/switchyard-gw/switchyard/routing"
 )
@@ -27,6 +30,7 @@ type fakeChannel struct {
 	endpoint *url.URL
 	offers   bool
 	broken   bool // no credential to be had
+	balks    bool // cannot carry this body
 	account  string
 }
 
@@ -39,7 +43,10 @@ func (f *fakeChannel) Secrets() []string { return []string{f.account} }
 
 func (f *fakeChannel) NewRequest(ctx context.Context, op protocols.Operation, body []byte, stream bool, header http.Header) (*http.Request, error) {
 	if f.broken {
-		return nil, assert.AnError
+		return nil, fmt.Errorf("fake: %w", channel.ErrCredential)
+	}
+	if f.balks {
+		return nil, errors.New("fake: the body cannot be carried")
 	}
 	model := gjson.GetBytes(body, "model").Str
 	body, _ = sjson.DeleteBytes(body, "model")
@@ -139,6 +146,15 @@ func TestAnOperationAChannelLacksMovesOnWithoutBlame(t *testing.T) {
 	assert.Equal(t, "plain", r.out.Served.Candidate.Name)
 	assert.Equal(t, routing.ReasonNotOffered, r.out.Attempts[0].Reason)
 	assert.Zero(t, up.Health.Snapshot(time.Now()).RecentFailures)
+}
+
+func TestABodyAChannelCannotCarryDoesNotMoveItsHealth(t *testing.T) {
+	ch := &fakeChannel{account: "acct-123456789", balks: true}
+	up, _ := channelUpstream(t, ch, func(w http.ResponseWriter, r *http.Request) {})
+	r := serveRecorded(t, chatRequest(t, protocols.KindChat, plainChat), up)
+	require.NotNil(t, r.err)
+	assert.True(t, r.out.Attempts[0].Blameless)
+	assert.Zero(t, up.Health.Snapshot(time.Now()).RecentFailures, "what a client sent cannot move a candidate's health")
 }
 
 func TestAChannelWithoutItsCredentialIsTheCandidatesFailure(t *testing.T) {
