@@ -19,7 +19,7 @@ func init() {
 }
 
 // BedrockChannel is the `switchyard.channels.bedrock` module: a candidate reached
-// through Amazon Bedrock's InvokeModel API, its upstream_model a Bedrock model id,
+// through Amazon Bedrock's InvokeModel API or its Anthropic Messages endpoint, its upstream_model a Bedrock model id,
 // inference profile id or ARN. Credentials, in this order: api_key; else
 // access_key_id and secret_access_key (with session_token for temporary ones); else
 // the default AWS chain (AWS_* environment variables, shared config and credentials
@@ -44,6 +44,11 @@ type BedrockChannel struct {
 	SecretAccessKey string `json:"secret_access_key,omitempty"`
 	// SessionToken is the session token of temporary access keys. Default: none.
 	SessionToken string `json:"session_token,omitempty"`
+	// API is "invoke" (InvokeModel: the model id in the path, the stream as AWS event
+	// stream) or "messages" (Claude in Amazon Bedrock: Anthropic's Messages API at
+	// {endpoint}/anthropic/v1/messages, SSE; with an endpoint on a bedrock-mantle. host,
+	// requests are signed for bedrock-mantle). Default: invoke.
+	API string `json:"api,omitempty"`
 
 	ch *bedrock.Channel
 }
@@ -74,6 +79,7 @@ func (b *BedrockChannel) Provision(ctx caddy.Context) error {
 		{"access_key_id", b.AccessKeyID, &cfg.AccessKeyID},
 		{"secret_access_key", b.SecretAccessKey, &cfg.SecretAccessKey},
 		{"session_token", b.SessionToken, &cfg.SessionToken},
+		{"api", b.API, &cfg.API},
 	} {
 		v := strings.TrimSpace(repl.ReplaceKnown(f.raw, ""))
 		if f.raw != "" && v == "" {
@@ -113,6 +119,7 @@ func (b *BedrockChannel) Channel() channel.Channel { return b.ch }
 //		access_key_id <id>
 //		secret_access_key <secret>
 //		session_token <token>
+//		api invoke|messages
 //	}
 func (b *BedrockChannel) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // the channel's name
@@ -126,12 +133,13 @@ func (b *BedrockChannel) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		"access_key_id":     &b.AccessKeyID,
 		"secret_access_key": &b.SecretAccessKey,
 		"session_token":     &b.SessionToken,
+		"api":               &b.API,
 	}
 	for d.NextBlock(0) {
 		opt := d.Val()
 		dst, ok := fields[opt]
 		if !ok {
-			return d.Errf("unknown option %q (region, endpoint, api_key, access_key_id, secret_access_key, session_token)", opt)
+			return d.Errf("unknown option %q (region, endpoint, api_key, access_key_id, secret_access_key, session_token, api)", opt)
 		}
 		if !d.Args(dst) || d.NextArg() {
 			return d.Errf("%s: expected one value", opt)

@@ -46,6 +46,7 @@ func TestBedrockChannelLoadsEachCredentialSource(t *testing.T) {
 	}
 
 	require.NoError(t, validate(t, bedrockCaddyfile("region eu-west-1", "api_key {env.SY_TEST_BEDROCK_KEY}")))
+	require.NoError(t, validate(t, bedrockCaddyfile("region eu-west-1", "api messages", "api_key {env.SY_TEST_BEDROCK_KEY}")))
 
 	// The default chain, from the environment.
 	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDFROMENVIRONMENT")
@@ -70,6 +71,7 @@ func TestBedrockChannelLoadErrorsNameTheField(t *testing.T) {
 		"key without secret": {[]string{"region us-east-1", "access_key_id {env.SY_TEST_SET}"}, "access_key_id and secret_access_key go together"},
 		"two sources":        {[]string{"region us-east-1", "api_key k", "access_key_id {env.SY_TEST_SET}", "secret_access_key s"}, "exclusive"},
 		"bad endpoint":       {[]string{"region us-east-1", "api_key k", "endpoint vpce-0abc.internal"}, "endpoint: must be an absolute http or https URL"},
+		"unknown api":        {[]string{"region us-east-1", "api_key k", "api converse"}, "api: must be invoke or messages"},
 		"no credentials":     {[]string{"region us-east-1"}, "no AWS credentials: set api_key"},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -98,7 +100,7 @@ func TestBedrockChannelCaddyfileErrors(t *testing.T) {
 	}
 	var b BedrockChannel
 	require.NoError(t, b.UnmarshalCaddyfile(caddyfile.NewTestDispenser(
-		"bedrock {\n\tregion us-east-1\n\tendpoint http://127.0.0.1:9\n\tapi_key k\n\taccess_key_id a\n\tsecret_access_key s\n\tsession_token t\n}")))
+		"bedrock {\n\tregion us-east-1\n\tendpoint http://127.0.0.1:9\n\tapi_key k\n\taccess_key_id a\n\tsecret_access_key s\n\tsession_token t\n\tapi messages\n}")))
 	assert.Equal(t, BedrockChannel{Region: "us-east-1", Endpoint: "http://127.0.0.1:9", APIKey: "k",
-		AccessKeyID: "a", SecretAccessKey: "s", SessionToken: "t"}, b)
+		AccessKeyID: "a", SecretAccessKey: "s", SessionToken: "t", API: "messages"}, b)
 }

@@ -3,7 +3,9 @@
 // `stream`, the model id in the path, `anthropic_version` and the betas in the body,
 // and the request authorised with AWS Signature Version 4 (service "bedrock") or a
 // Bedrock API key. count_tokens goes to CountTokens, which counts that same body sent
-// base64-wrapped. It knows nothing of Caddy.
+// base64-wrapped. With API "messages" it reaches Claude in Amazon Bedrock instead: the
+// Anthropic Messages API itself at {endpoint}/anthropic/v1/messages, body and SSE as the
+// first-party API has them. It knows nothing of Caddy.
 package bedrock
 
 import (
@@ -17,6 +19,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -39,6 +42,19 @@ const AnthropicVersion = "bedrock-2023-05-31"
 // SigningName is the SigV4 service name of bedrock-runtime (not the host's prefix).
 const SigningName = "bedrock"
 
+// MantleSigningName is the SigV4 service name of the bedrock-mantle hosts.
+const MantleSigningName = "bedrock-mantle"
+
+// MessagesVersion is the anthropic-version header sent to the Messages endpoint when the
+// client sent none: the one version AWS documents for it.
+const MessagesVersion = "2023-06-01"
+
+// The APIs a channel can speak, Config.API.
+const (
+	APIInvoke   = "invoke"
+	APIMessages = "messages"
+)
+
 // Config says where a Bedrock channel sends requests and how it authorises them. At most
 // one credential source is used: APIKey, else the static keys, else Credentials, else the
 // default AWS chain (environment, shared files, container and instance roles).
@@ -58,6 +74,9 @@ type Config struct {
 	// Credentials, when set and no key above is, provides SigV4 credentials instead of
 	// the default chain.
 	Credentials aws.CredentialsProvider
+	// API is APIInvoke (InvokeModel; the default when empty) or APIMessages (the
+	// Anthropic Messages API under /anthropic, on bedrock-runtime or bedrock-mantle).
+	API string
 }
 
 // Channel is a Bedrock InvokeModel channel. It is safe for concurrent use.
@@ -69,6 +88,8 @@ type Channel struct {
 	creds    aws.CredentialsProvider
 	signer   *v4.Signer
 	now      func() time.Time
+	messages bool   // the /anthropic Messages API rather than InvokeModel
+	service  string // the SigV4 service name
 }
 
 var _ channel.Channel = (*Channel)(nil)
@@ -95,6 +116,18 @@ func New(cfg Config) (*Channel, error) {
 		c.endpoint = u
 	} else {
 		c.endpoint = &url.URL{Scheme: "https", Host: "bedrock-runtime." + cfg.Region + ".amazonaws.com"}
+	}
+	switch cfg.API {
+	case "", APIInvoke:
+	case APIMessages:
+		c.messages = true
+	default:
+		return nil, errors.New("api: must be invoke or messages")
+	}
+	c.service = SigningName
+	if strings.HasPrefix(strings.ToLower(c.endpoint.Hostname()), "bedrock-mantle.") {
+		// mantle checks signatures against its own service name, whichever API is used.
+		c.service = MantleSigningName
 	}
 
 	static := cfg.AccessKeyID != "" || cfg.SecretAccessKey != "" || cfg.SessionToken != ""
@@ -168,6 +201,9 @@ func (c *Channel) NewRequest(ctx context.Context, op protocols.Operation, body [
 	if model.Type != gjson.String || model.Str == "" || model.Str == "." || model.Str == ".." {
 		return nil, errors.New("bedrock: the body has no usable model id")
 	}
+	if c.messages {
+		return c.messagesRequest(ctx, op, body, stream, header)
+	}
 	body, err := editBody(body, header.Values("Anthropic-Beta"))
 	if err != nil {
 		return nil, err
@@ -209,6 +245,55 @@ func (c *Channel) NewRequest(ctx context.Context, op protocols.Operation, body [
 		req.Header.Set("User-Agent", ua) // never signed (the signer skips it)
 	}
 
+	return c.authorize(ctx, req, body)
+}
+
+// messagesRequest builds the request of the /anthropic Messages API: the client's body
+// as it is (its model is already the Bedrock id, its stream says what it wants), the
+// version and betas in headers as the first-party API takes them.
+func (c *Channel) messagesRequest(ctx context.Context, op protocols.Operation, body []byte, stream bool, header http.Header) (*http.Request, error) {
+	path := "/anthropic/v1/messages"
+	if op.Kind == protocols.KindMessagesCountTokens {
+		path, stream = path+"/count_tokens", false
+	}
+	u := *c.endpoint
+	u.Path = strings.TrimSuffix(c.endpoint.Path, "/") + path
+	u.RawPath = ""
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
+	if err != nil {
+		return nil, errors.New("bedrock: building the request failed")
+	}
+	// As on InvokeModel, only what the endpoint reads is sent (and so signed).
+	req.Header.Set("Content-Type", "application/json")
+	if stream {
+		req.Header.Set("Accept", "text/event-stream")
+	} else {
+		req.Header.Set("Accept", "application/json")
+	}
+	version := strings.TrimSpace(header.Get("Anthropic-Version"))
+	if version == "" {
+		version = MessagesVersion
+	}
+	req.Header.Set("Anthropic-Version", version)
+	var betas []string
+	for _, v := range header.Values("Anthropic-Beta") {
+		for s := range strings.SplitSeq(v, ",") {
+			if s = strings.TrimSpace(s); s != "" && !slices.Contains(betas, s) {
+				betas = append(betas, s)
+			}
+		}
+	}
+	if len(betas) > 0 {
+		req.Header.Set("Anthropic-Beta", strings.Join(betas, ","))
+	}
+	if ua := header.Get("User-Agent"); ua != "" {
+		req.Header.Set("User-Agent", ua)
+	}
+	return c.authorize(ctx, req, body)
+}
+
+// authorize adds the API key, or signs req (whose body is body) last of all.
+func (c *Channel) authorize(ctx context.Context, req *http.Request, body []byte) (*http.Request, error) {
 	if c.apiKey != "" {
 		req.Header.Set("Authorization", "Bearer "+c.apiKey)
 		return req, nil
@@ -217,7 +302,7 @@ func (c *Channel) NewRequest(ctx context.Context, op protocols.Operation, body [
 	if err != nil {
 		return nil, err
 	}
-	if err := signV4(ctx, c.signer, cr, req, body, SigningName, c.region, c.now()); err != nil {
+	if err := signV4(ctx, c.signer, cr, req, body, c.service, c.region, c.now()); err != nil {
 		return nil, errors.New("bedrock: signing the request failed")
 	}
 	return req, nil
@@ -287,8 +372,14 @@ func countTokensBody(invoke []byte) ([]byte, error) {
 	return append(out, tail...), nil
 }
 
-// Response turns Bedrock's answer into the Anthropic API's own (see Respond).
-func (c *Channel) Response(op protocols.Operation, resp *http.Response) { Respond(op, resp) }
+// Response turns Bedrock's answer into the Anthropic API's own (see Respond). The
+// Messages API's successes are that already; its errors still are mapped and scrubbed.
+func (c *Channel) Response(op protocols.Operation, resp *http.Response) {
+	if c.messages && resp.StatusCode < 400 {
+		return
+	}
+	Respond(op, resp)
+}
 
 // Secrets are the region, the access key id and the API key. The account id of an ARN
 // model id is the candidate's, not the channel's: see ModelSecrets.
