@@ -41,6 +41,14 @@ import (
 //   - errors are {"message":…} with the exception's name in x-amzn-ErrorType;
 //     rate-limit is 429 ThrottlingException, without retry-after unless
 //     retry-after-<dur> asks for it. Betas are read from the body's anthropic_beta.
+//
+// A path ending in /anthropic/v1/messages (or …/count_tokens) is Claude in Amazon
+// Bedrock's Messages endpoint: the same signature or API key check (SigV4 service
+// "bedrock", or "bedrock-mantle" when the Host starts with "bedrock-mantle."), a
+// refusal being Bedrock's 403 as above; then the first-party Messages API as the
+// simulator answers it (anthropic-version header required, model in the body, SSE
+// streams, Anthropic error envelopes), except that InvokeModel's body fields
+// (anthropic_version, anthropic_beta) are refused as unknown.
 
 // bedrockAnthropicVersion is the only anthropic_version InvokeModel takes here.
 const bedrockAnthropicVersion = "bedrock-2023-05-31"
@@ -55,12 +63,25 @@ const bedrockSkew = 15 * time.Minute
 const signatureMismatch = "The request signature we calculated does not match the signature you provided. " +
 	"Check your AWS Secret Access Key and signing method. Consult the service documentation for details."
 
+// The actions of the Messages endpoint's paths; they hold a "/", which an action after
+// /model/{id}/ never does.
+const (
+	actionMessages    = "anthropic/v1/messages"
+	actionCountTokens = "anthropic/v1/messages/count_tokens"
+)
+
 // bedrockPath splits a Bedrock path: the prefix before /model/, the model id (unescaped)
-// and the action after it. ok is false when the path has no /model/.
+// and the action after it; or, for the Messages endpoint, the prefix before /anthropic
+// and actionMessages or actionCountTokens. ok is false for any other path.
 func bedrockPath(u *url.URL) (prefix, model, action string, ok bool) {
 	escaped := u.EscapedPath()
 	i := strings.Index(escaped, "/model/")
 	if i < 0 {
+		for _, a := range []string{actionCountTokens, actionMessages} {
+			if p, found := strings.CutSuffix(u.Path, "/"+a); found {
+				return p, "", a, true
+			}
+		}
 		return "", "", "", false
 	}
 	prefix, _ = url.PathUnescape(escaped[:i])
@@ -77,6 +98,10 @@ func bedrockPath(u *url.URL) (prefix, model, action string, ok bool) {
 }
 
 func (s *server) serveBedrock(w http.ResponseWriter, r *http.Request, prefix, model, action string) {
+	if action == actionMessages || action == actionCountTokens {
+		s.serveBedrockMessages(w, r, prefix, action == actionCountTokens)
+		return
+	}
 	c := &call{w: w, r: r, fam: familyBedrock, reqID: bedrockRequestID()}
 	w.Header().Set("x-amzn-RequestId", c.reqID)
 	w.Header().Set("x-amzn-bedrock-invocation-latency", "42")
@@ -104,7 +129,7 @@ func (s *server) serveBedrock(w http.ResponseWriter, r *http.Request, prefix, mo
 		}
 		return
 	}
-	if msg := s.bedrockAuthorized(r, body); msg != "" {
+	if msg := s.bedrockAuthorized(r, body, "bedrock"); msg != "" {
 		c.writeError(apiError{status: http.StatusForbidden, code: "InvalidSignatureException", message: msg})
 		return
 	}
@@ -145,6 +170,65 @@ func (s *server) serveBedrock(w http.ResponseWriter, r *http.Request, prefix, mo
 		return
 	}
 	s.answer(c, epMessages)
+}
+
+// serveBedrockMessages answers the Messages endpoint: Bedrock's authorisation in front
+// of the first-party Messages API.
+func (s *server) serveBedrockMessages(w http.ResponseWriter, r *http.Request, prefix string, counting bool) {
+	c := &call{w: w, r: r, fam: familyBedrock, reqID: bedrockRequestID()}
+	w.Header().Set("x-amzn-RequestId", c.reqID)
+	body, readErr := io.ReadAll(http.MaxBytesReader(w, r.Body, bedrockMaxBody))
+	c.body = body
+	if s.cfg.Observe != nil {
+		s.cfg.Observe(r, body)
+	}
+	switch {
+	case r.Method != http.MethodPost:
+		w.Header().Set("Allow", http.MethodPost)
+		c.writeError(apiError{status: http.StatusMethodNotAllowed, code: "UnknownOperationException"})
+		return
+	case readErr != nil:
+		c.writeError(apiError{status: http.StatusBadRequest, message: "Could not read the request body"})
+		return
+	}
+	service := "bedrock"
+	if strings.HasPrefix(strings.ToLower(r.Host), "bedrock-mantle.") {
+		service = "bedrock-mantle"
+	}
+	if msg := s.bedrockAuthorized(r, body, service); msg != "" {
+		c.writeError(apiError{status: http.StatusForbidden, code: "InvalidSignatureException", message: msg})
+		return
+	}
+
+	// Past AWS's front door, the endpoint is Anthropic's API.
+	c.fam = familyAnthropic
+	ep := epMessages
+	if counting {
+		ep = epCountTokens
+	}
+	model := gjson.GetBytes(body, "model")
+	switch {
+	case r.Header.Get("anthropic-version") == "":
+		c.writeError(apiError{status: http.StatusBadRequest, message: "anthropic-version: header is required"})
+		return
+	case !gjson.ValidBytes(body) || !gjson.ParseBytes(body).IsObject():
+		c.writeError(apiError{status: http.StatusBadRequest, message: "The request body is not a valid JSON object."})
+		return
+	case model.Type != gjson.String || model.Str == "":
+		c.writeError(apiError{status: http.StatusBadRequest, message: "model: a non-empty string is required"})
+		return
+	}
+	for _, k := range []string{"anthropic_version", "anthropic_beta"} {
+		if gjson.GetBytes(body, k).Exists() {
+			c.writeError(apiError{status: http.StatusBadRequest, message: k + ": Extra inputs are not permitted"})
+			return
+		}
+	}
+	c.model = model.Str
+	parts := s.schedules.active(pathKey(prefix), pathParts(prefix))
+	parts = append(parts, s.schedules.active(modelKey(c.model), strings.Split(c.model, "+"))...)
+	c.beh = parseParts(parts)
+	s.answer(c, ep)
 }
 
 // countTokensInput is the InvokeModel body a CountTokens body carries, or the
@@ -234,7 +318,7 @@ func bedrockBodyProblem(model string, body []byte) string {
 
 // bedrockAuthorized checks the request's signature or Bedrock API key; it returns why it
 // is refused, or "".
-func (s *server) bedrockAuthorized(r *http.Request, body []byte) string {
+func (s *server) bedrockAuthorized(r *http.Request, body []byte, service string) string {
 	if s.cfg.BedrockAccessKeyID == "" && s.cfg.APIKey == "" {
 		return ""
 	}
@@ -261,8 +345,8 @@ func (s *server) bedrockAuthorized(r *http.Request, body []byte) string {
 	if !sameKey(scope[0], s.cfg.BedrockAccessKeyID) {
 		return "The security token included in the request is invalid."
 	}
-	if scope[3] != "bedrock" {
-		return "Credential should be scoped to correct service: 'bedrock'."
+	if scope[3] != service {
+		return "Credential should be scoped to correct service: '" + service + "'."
 	}
 	at, err := time.Parse("20060102T150405Z", r.Header.Get("X-Amz-Date"))
 	if err != nil {
