@@ -24,9 +24,10 @@ const (
 
 // bedrockSeen is what a simulated Bedrock received.
 type bedrockSeen struct {
-	mu     sync.Mutex
-	paths  []string
-	bodies [][]byte
+	mu      sync.Mutex
+	paths   []string
+	bodies  [][]byte
+	headers []http.Header
 }
 
 func (s *bedrockSeen) record(r *http.Request, body []byte) {
@@ -34,6 +35,7 @@ func (s *bedrockSeen) record(r *http.Request, body []byte) {
 	defer s.mu.Unlock()
 	s.paths = append(s.paths, r.URL.EscapedPath())
 	s.bodies = append(s.bodies, append([]byte(nil), body...))
+	s.headers = append(s.headers, r.Header.Clone())
 }
 
 func (s *bedrockSeen) count() int {
@@ -103,4 +105,52 @@ func TestBedrockRequestsThroughTheGateway(t *testing.T) {
 	assert.Equal(t, "claude-fo", gjson.GetBytes(r.Body, "model").String())
 	assert.Equal(t, 3, seen.count(), "the Bedrock candidate was tried first")
 	assert.Len(t, up.seenFor(upstreamPrefix+"-good"), 1)
+}
+
+// TestBedrockMessagesEndpointThroughTheGateway sends a plain and a streamed Messages request
+// to a model whose candidate is reached through Bedrock's Messages endpoint (`api
+// messages`): the simulated Bedrock checks the signature, and the client gets the
+// Anthropic API's own answer and SSE under its own model name.
+func TestBedrockMessagesEndpointThroughTheGateway(t *testing.T) {
+	seen := &bedrockSeen{}
+	br := httptest.NewServer(simulator.New(simulator.Config{
+		BedrockAccessKeyID: bedrockAKID, BedrockSecretKey: bedrockSecret, Observe: seen.record,
+	}))
+	t.Cleanup(br.Close)
+	up := newUpstream(t)
+	const upstreamID = "us.anthropic.claude-opus-4-7"
+	cand := strings.Replace(bedrockCandidate("bedrock-msg", br.URL, upstreamID, "0"),
+		"region us-east-1\n", "region us-east-1\n\t\t\t\t\tapi messages\n", 1)
+	g := startGatewayWith(t, up, "\t\tmodel claude-bm {\n\t\t\tprotocols family_b\n"+cand+"\t\t}\n", "")
+
+	body := `{"model":"claude-bm","max_tokens":64,"messages":[{"role":"user","content":"hi"}]}`
+	r := g.call(t, "POST", "/v1/messages", body, "anthropic-version", "2023-06-01", "anthropic-beta", "context-1m-2025-08-07")
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	assert.Equal(t, simulator.ReplyText, gjson.GetBytes(r.Body, "content.0.text").String())
+	assert.Equal(t, "claude-bm", gjson.GetBytes(r.Body, "model").String(), "the client sees its own model name")
+	require.Equal(t, 1, seen.count())
+	assert.Equal(t, "/anthropic/v1/messages", seen.paths[0])
+	assert.Equal(t, upstreamID, gjson.GetBytes(seen.bodies[0], "model").String(), "the Bedrock id travels in the body")
+	assert.False(t, gjson.GetBytes(seen.bodies[0], "anthropic_version").Exists())
+	assert.Equal(t, "2023-06-01", seen.headers[0].Get("Anthropic-Version"))
+	assert.Equal(t, "context-1m-2025-08-07", seen.headers[0].Get("Anthropic-Beta"))
+	assert.Contains(t, seen.headers[0].Get("Authorization"), "/us-east-1/bedrock/aws4_request")
+
+	r = g.call(t, "POST", "/v1/messages", strings.Replace(body, `{`, `{"stream":true,`, 1), "anthropic-version", "2023-06-01")
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	assert.Contains(t, r.Header.Get("Content-Type"), "text/event-stream")
+	events := parseSSE(t, r.Body)
+	require.NotEmpty(t, events)
+	assert.Equal(t, "message_start", events[0].Name)
+	assert.Equal(t, "message_stop", events[len(events)-1].Name)
+	assert.Equal(t, "claude-bm", gjson.Get(events[0].Data, "message.model").Str)
+	var text strings.Builder
+	for _, e := range events {
+		text.WriteString(gjson.Get(e.Data, "delta.text").Str)
+	}
+	assert.Equal(t, simulator.ReplyText, text.String())
+	assert.NotContains(t, string(r.Body), upstreamID)
+	require.Equal(t, 2, seen.count())
+	assert.Equal(t, "text/event-stream", seen.headers[1].Get("Accept"))
+	assert.True(t, gjson.GetBytes(seen.bodies[1], "stream").Bool())
 }
