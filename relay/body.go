@@ -33,6 +33,8 @@ type Body interface {
 	failed() *protocols.APIError
 	// whenPassed calls f with the whole body once it has passed every check.
 	whenPassed(f func(*protocols.ParsedRequest))
+	// memory is the ceiling the body's bytes are taken from (nil: none).
+	memory() *BodyMemory
 }
 
 // Upload is one attempt's upstream body, as the transport reads it.
@@ -136,6 +138,8 @@ func (b *wholeBody) failed() *protocols.APIError { return nil }
 
 func (b *wholeBody) whenPassed(f func(*protocols.ParsedRequest)) { f(b.parsed) }
 
+func (b *wholeBody) memory() *BodyMemory { return b.mem }
+
 // wholeUpload is the upstream form of a whole body.
 type wholeUpload struct {
 	io.ReadCloser
@@ -165,6 +169,8 @@ func (a *ArrivingBody) Open(upstreamModel string, declaredCap int64) Upload {
 func (a *ArrivingBody) failed() *protocols.APIError { return a.Failed() }
 
 func (a *ArrivingBody) whenPassed(f func(*protocols.ParsedRequest)) { a.WhenGood(f) }
+
+func (a *ArrivingBody) memory() *BodyMemory { return a.mem }
 
 func (f *Forwarder) early() bool          { return !f.Delivered() }
 func (f *Forwarder) sendWholeAgain() bool { return f.SendWholeAgain() }

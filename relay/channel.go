@@ -43,6 +43,22 @@ func (a *attempt) sendThroughChannel() bool {
 	defer stopWatching()
 
 	upload := req.Body.Open(cand.UpstreamModel, req.DeclaredOutputCap)
+	// The channel's copy of the body, and the edited copy it sends, are held beside the
+	// body itself until the transport has sent them: they come out of the same ceiling.
+	mem, charge := req.Body.memory(), 2*max(upload.Length(), 0)
+	if !mem.Take(charge) {
+		_ = upload.Close()
+		a.att.Reason, a.bodyErr = routing.ReasonClientBody, protocols.ErrBodyMemory(req.Op.Family)
+		return false
+	}
+	given := false
+	giveBack := func() {
+		if !given {
+			given = true
+			mem.Give(charge)
+		}
+	}
+	defer giveBack()
 	body, err := readUpload(upload)
 	if err != nil {
 		a.att.Reason = routing.ReasonClientBody
@@ -61,6 +77,7 @@ func (a *attempt) sendThroughChannel() bool {
 	// The client's query (Claude Code's ?beta=true) is not the channel's: its URL is
 	// the channel's own, and a signature covers it as built.
 	resp, err := up.transport.RoundTrip(upReq)
+	giveBack() // the body has gone: an answer, even a long stream, holds none of it
 	if err != nil {
 		a.att.Reason = classifyTransportError(err, a.clock)
 		return false

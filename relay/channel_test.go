@@ -165,3 +165,51 @@ func TestAChannelWithoutItsCredentialIsTheCandidatesFailure(t *testing.T) {
 	assert.Equal(t, routing.ReasonConnect, r.out.Attempts[0].Reason)
 	assert.Equal(t, 1, up.Health.Snapshot(time.Now()).RecentFailures)
 }
+
+// The channel's copies of a body come out of the gateway's body ceiling while they are
+// held, and go back once they are sent: a body with no room for them gets the ceiling's
+// 503, and the upstream is not called.
+func TestAChannelsCopiesOfTheBodyComeOutOfTheCeiling(t *testing.T) {
+	body := `{"model":"svc","messages":[{"role":"user","content":"` + strings.Repeat("x", 4000) + `"}]}`
+	op := protocols.Operation{Family: protocols.FamilyA, Kind: protocols.KindChat}
+	read := func(mem *BodyMemory) Body {
+		b, apiErr := ReadBody(op, strings.NewReader(body), int64(len(body)), BodyLimits{Max: 1 << 20, Memory: mem}, nil)
+		require.Nil(t, apiErr)
+		return b
+	}
+	probe := NewBodyMemory(1<<30, 0)
+	read(probe)
+	own := probe.Held() // what the body itself holds
+
+	for _, tc := range []struct {
+		name   string
+		room   int64
+		served bool
+	}{
+		{"room for one copy, not for both", own + int64(len(body)) + 1000, false},
+		{"room for them", own + 2*int64(len(body)) + 4096, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ch := &fakeChannel{account: "acct-123456789"}
+			calls := 0
+			up, _ := channelUpstream(t, ch, func(w http.ResponseWriter, r *http.Request) {
+				calls++
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = w.Write([]byte(chatAnswer))
+			})
+			mem := NewBodyMemory(tc.room, 0)
+			req := &Request{Op: op, ServiceModel: "svc", Body: read(mem), Header: http.Header{}}
+			r := serveRecorded(t, req, up)
+			if tc.served {
+				require.Nil(t, r.err)
+				assert.Equal(t, 1, calls)
+			} else {
+				require.NotNil(t, r.err)
+				assert.Equal(t, protocols.CodeBodyMemoryFull, r.err.Code)
+				assert.Zero(t, calls, "the upstream is not called")
+				assert.Zero(t, up.Health.Snapshot(time.Now()).RecentFailures)
+			}
+			assert.Equal(t, own, mem.Held(), "the copies' bytes went back; the body's own stay until it is released")
+		})
+	}
+}
