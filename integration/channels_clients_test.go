@@ -77,12 +77,7 @@ func TestJavaScriptSDKThroughBedrockAndVertex(t *testing.T) {
 	assert.Empty(t, proxy.seen(), "the SDK tried to reach something other than the gateway")
 	assertNoChannelLeak(t, sim.up, "what the SDK printed", run.stdout+run.stderr)
 
-	outcomes := map[string]channelOutcome{}
-	for line := range strings.Lines(run.stdout) {
-		var o channelOutcome
-		require.NoError(t, json.Unmarshal([]byte(line), &o), "channels.mjs printed %q", line)
-		outcomes[o.Case] = o
-	}
+	outcomes := outcomesOf(t, "channels.mjs", run.stdout, func(o channelOutcome) string { return o.Case })
 	check := func(t *testing.T, name string) channelOutcome {
 		t.Helper()
 		o, ok := outcomes[name]

@@ -3,18 +3,11 @@ package integration
 import (
 	"crypto/rand"
 	"crypto/rsa"
-	"crypto/x509"
 	"database/sql"
-	"encoding/json"
-	"encoding/pem"
-	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"testing"
-	"time"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go"
 	"github.com/stretchr/testify/assert"
@@ -104,28 +97,10 @@ func newChannelSim(t *testing.T) *channelSim {
 	up := &upstream{}
 	up.Server = httptest.NewServer(simulator.New(simulator.Config{
 		APIKey: upstreamCred, BedrockAccessKeyID: bedrockAKID, BedrockSecretKey: bedrockSecret,
-		VertexPublicKey: &key.PublicKey,
-		Observe: func(r *http.Request, body []byte) {
-			if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/models") {
-				return // the gateway's background health probe
-			}
-			up.mu.Lock()
-			defer up.mu.Unlock()
-			up.requests = append(up.requests, seenRequest{r.Method, r.URL.Path, r.URL.RawQuery, r.Header.Clone(), append([]byte(nil), body...), time.Now()})
-		},
+		VertexPublicKey: &key.PublicKey, Observe: up.record(notAProbe),
 	}))
 	t.Cleanup(up.Close)
-	der, err := x509.MarshalPKCS8PrivateKey(key)
-	require.NoError(t, err)
-	sa, err := json.Marshal(map[string]string{
-		"type": "service_account", "project_id": vertexProject, "client_email": vertexSA, "private_key_id": "k1",
-		"private_key": string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})),
-		"token_uri":   up.URL + "/token",
-	})
-	require.NoError(t, err)
-	saFile := filepath.Join(t.TempDir(), "vertex-sa.json")
-	require.NoError(t, os.WriteFile(saFile, sa, 0o600))
-	return &channelSim{up: up, saFile: saFile}
+	return &channelSim{up: up, saFile: writeServiceAccount(t, key, up.URL+"/token")}
 }
 
 // bedrock is a candidate named bedrock on the Bedrock channel, for the Bedrock model id.

@@ -54,19 +54,26 @@ type seenRequest struct {
 
 func newUpstream(t testing.TB) *upstream {
 	u := &upstream{}
-	u.Server = httptest.NewServer(simulator.New(simulator.Config{
-		APIKey: upstreamCred,
-		Observe: func(r *http.Request, body []byte) {
-			if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/models") {
-				return // the gateway's background health probe, not a client's request
-			}
-			u.mu.Lock()
-			defer u.mu.Unlock()
-			u.requests = append(u.requests, seenRequest{r.Method, r.URL.Path, r.URL.RawQuery, r.Header.Clone(), append([]byte(nil), body...), time.Now()})
-		},
-	}))
+	u.Server = httptest.NewServer(simulator.New(simulator.Config{APIKey: upstreamCred, Observe: u.record(notAProbe)}))
 	t.Cleanup(u.Close)
 	return u
+}
+
+// record is a simulator's Observe hook that keeps the requests keep accepts (nil: all).
+func (u *upstream) record(keep func(r *http.Request) bool) func(r *http.Request, body []byte) {
+	return func(r *http.Request, body []byte) {
+		if keep != nil && !keep(r) {
+			return
+		}
+		u.mu.Lock()
+		defer u.mu.Unlock()
+		u.requests = append(u.requests, seenRequest{r.Method, r.URL.Path, r.URL.RawQuery, r.Header.Clone(), append([]byte(nil), body...), time.Now()})
+	}
+}
+
+// notAProbe leaves out the gateway's background health probes, which are no client's.
+func notAProbe(r *http.Request) bool {
+	return r.Method != http.MethodGet || !strings.HasSuffix(r.URL.Path, "/models")
 }
 
 // last returns the most recent request the upstream received.

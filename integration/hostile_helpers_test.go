@@ -245,13 +245,8 @@ type recorder struct {
 func newRecorder(t testing.TB) *recorder {
 	rec := &recorder{upstream: &upstream{}, answers: map[string][]byte{}}
 	sim := simulator.New(simulator.Config{
-		APIKey: upstreamCred,
-		Observe: func(r *http.Request, body []byte) {
-			rec.upstream.mu.Lock()
-			defer rec.upstream.mu.Unlock()
-			rec.upstream.requests = append(rec.upstream.requests,
-				seenRequest{r.Method, r.URL.Path, r.URL.RawQuery, r.Header.Clone(), append([]byte(nil), body...), time.Now()})
-		},
+		APIKey:  upstreamCred,
+		Observe: rec.upstream.record(nil),
 	})
 	rec.upstream.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tw := &teeWriter{ResponseWriter: w}

@@ -18,6 +18,18 @@ import (
 )
 
 // sdkOutcome is one line of what sdks.mjs printed.
+// outcomesOf reads what a client script printed, one JSON outcome a line, by its case.
+func outcomesOf[T any](t *testing.T, script, stdout string, caseOf func(T) string) map[string]T {
+	t.Helper()
+	out := map[string]T{}
+	for line := range strings.Lines(stdout) {
+		var o T
+		require.NoError(t, json.Unmarshal([]byte(line), &o), "%s printed %q", script, line)
+		out[caseOf(o)] = o
+	}
+	return out
+}
+
 type sdkOutcome struct {
 	Case      string          `json:"case"`
 	Model     string          `json:"model"`
@@ -45,12 +57,7 @@ func TestJavaScriptSDKs(t *testing.T) {
 	g.assertHidden(t, run.stdout)
 	assert.Empty(t, proxy.seen(), "the SDKs tried to reach something other than the gateway")
 
-	outcomes := map[string]sdkOutcome{}
-	for line := range strings.Lines(run.stdout) {
-		var o sdkOutcome
-		require.NoError(t, json.Unmarshal([]byte(line), &o), "sdks.mjs printed %q", line)
-		outcomes[o.Case] = o
-	}
+	outcomes := outcomesOf(t, "sdks.mjs", run.stdout, func(o sdkOutcome) string { return o.Case })
 
 	// check looks up a case and fails the subtest if the SDK call raised.
 	check := func(t *testing.T, name string) sdkOutcome {

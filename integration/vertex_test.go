@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -36,27 +35,10 @@ func vertexGateway(t *testing.T) *gateway {
 	up := &upstream{}
 	up.Server = httptest.NewServer(simulator.New(simulator.Config{
 		VertexPublicKey: &key.PublicKey,
-		Observe: func(r *http.Request, body []byte) {
-			if !strings.Contains(r.URL.Path, "/publishers/") {
-				return // probes
-			}
-			up.mu.Lock()
-			defer up.mu.Unlock()
-			up.requests = append(up.requests, seenRequest{r.Method, r.URL.Path, r.URL.RawQuery, r.Header.Clone(), append([]byte(nil), body...), time.Now()})
-		},
+		Observe:         up.record(func(r *http.Request) bool { return strings.Contains(r.URL.Path, "/publishers/") }),
 	}))
 	t.Cleanup(up.Close)
-
-	der, err := x509.MarshalPKCS8PrivateKey(key)
-	require.NoError(t, err)
-	sa, err := json.Marshal(map[string]string{
-		"type": "service_account", "project_id": vertexProject, "client_email": vertexSA, "private_key_id": "k1",
-		"private_key": string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})),
-		"token_uri":   up.URL + "/token",
-	})
-	require.NoError(t, err)
-	saFile := filepath.Join(t.TempDir(), "vertex-sa.json")
-	require.NoError(t, os.WriteFile(saFile, sa, 0o600))
+	saFile := writeServiceAccount(t, key, up.URL+"/token")
 
 	cand := func(name, model, prio string) string {
 		return "\t\t\tcandidate " + name + " {\n\t\t\t\tprotocol family_b\n\t\t\t\tupstream_model " + model + "\n\t\t\t\tpriority " + prio + "\n" +
@@ -67,6 +49,23 @@ func vertexGateway(t *testing.T) *gateway {
 		cand("limited", upstreamPrefix+"-v+rate-limit", "1") +
 		cand("good", upstreamPrefix+"-v@20250929", "2") + "\t\t}\n"
 	return startGatewayWith(t, up, models, "")
+}
+
+// writeServiceAccount writes a service-account file for key, whose tokens come from
+// tokenURL (the simulator's /token), and returns its path.
+func writeServiceAccount(t *testing.T, key *rsa.PrivateKey, tokenURL string) string {
+	t.Helper()
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	require.NoError(t, err)
+	sa, err := json.Marshal(map[string]string{
+		"type": "service_account", "project_id": vertexProject, "client_email": vertexSA, "private_key_id": "k1",
+		"private_key": string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})),
+		"token_uri":   tokenURL,
+	})
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "vertex-sa.json")
+	require.NoError(t, os.WriteFile(path, sa, 0o600))
+	return path
 }
 
 func TestVertexCandidateThroughTheGateway(t *testing.T) {
