@@ -179,7 +179,10 @@ func TestBodiesPastTheCeilingGet503InTheirFamilyWhileMemoryStaysUnderIt(t *testi
 	assert.Equal(t, http.StatusOK, w.Code)
 
 	assert.LessOrEqual(t, mostHeld, int64(ceiling))
-	assert.Zero(t, mem.Held(), "bytes of finished requests are still counted")
+	// A body refused mid-way gives its bytes back once its reader has stopped, which may
+	// come a moment after its 503 was written.
+	assert.Eventually(t, func() bool { return mem.Held() == 0 }, 5*time.Second, time.Millisecond,
+		"bytes of finished requests are still counted: %d", mem.Held())
 	assert.Zero(t, gauge())
 }
 
