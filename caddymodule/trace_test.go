@@ -1,0 +1,193 @@
+package caddymodule
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/switchyard-gw/switchyard/channel"
+	"github.com/switchyard-gw/switchyard/protocols"
+	"github.com/switchyard-gw/switchyard/relay"
+	"github.com/switchyard-gw/switchyard/routing"
+)
+
+const traceTestKey = "sk-trace-0123456789abcdef"
+
+// tracedChain is switchyard_auth and switchyard_model in front of next, as Caddy runs
+// them, over a configuration with one model.
+func tracedChain(t testing.TB, next caddyhttp.Handler) func(r *http.Request) error {
+	app := &App{
+		Store: &StoreConfig{Driver: "off"},
+		Keys:  []KeyConfig{{Name: "tracer", Secret: traceTestKey}},
+		Models: []ModelConfig{{
+			ID: "trace-model",
+			Candidates: []CandidateConfig{{
+				Name: "c", Protocol: "family_a", URL: "http://127.0.0.1:9/v1", UpstreamModel: "upstream-secret-model",
+			}},
+		}},
+	}
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	t.Cleanup(cancel)
+	require.NoError(t, app.Provision(ctx))
+	authH, modelH := &Auth{app: app}, &Model{app: app}
+	chain := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		return modelH.ServeHTTP(w, r, next)
+	})
+	return func(r *http.Request) error {
+		c := context.WithValue(r.Context(), caddyhttp.VarsCtxKey, map[string]any{})
+		c = context.WithValue(c, caddyhttp.ExtraLogFieldsCtxKey, new(caddyhttp.ExtraLogFields))
+		return authH.ServeHTTP(httptest.NewRecorder(), r.WithContext(c), chain)
+	}
+}
+
+// inServerSpan puts a recording span in r's context, as Caddy's tracing handler does.
+func inServerSpan(r *http.Request, rec *tracetest.SpanRecorder) (*http.Request, trace.Span) {
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	ctx, span := tp.Tracer("caddy").Start(r.Context(), "server", trace.WithSpanKind(trace.SpanKindServer))
+	return r.WithContext(ctx), span
+}
+
+func attributesOf(s sdktrace.ReadOnlySpan) map[attribute.Key]string {
+	m := map[attribute.Key]string{}
+	for _, kv := range s.Attributes() {
+		m[kv.Key] = kv.Value.Emit()
+	}
+	return m
+}
+
+// gatewaySpan is the one span the gateway ended under Caddy's.
+func gatewaySpan(t *testing.T, rec *tracetest.SpanRecorder) sdktrace.ReadOnlySpan {
+	t.Helper()
+	ended := rec.Ended()
+	require.Len(t, ended, 1, "the gateway's span")
+	return ended[0]
+}
+
+func TestRefusedRequestsHaveTheirSpanWithTheVerdict(t *testing.T) {
+	serve := tracedChain(t, caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error {
+		t.Fatal("a refused request went on")
+		return nil
+	}))
+	for _, c := range []struct {
+		name, key, body, spanName, refusedBy, status string
+	}{
+		{"wrong key", "sk-wrong-0123456789abcdef", `{"model":"trace-model","messages":[]}`, "switchyard", "key", "401"},
+		{"unknown model", traceTestKey, `{"model":"no-such-model","messages":[{"role":"user","content":"hi"}]}`, "chat", "request", "404"},
+		{"invalid body", traceTestKey, `{"model":"trace-model","messages":"not a list"}`, "chat trace-model", "request", "400"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rec := tracetest.NewSpanRecorder()
+			r := httptest.NewRequest("POST", "/v1/chat/completions", bytes.NewReader([]byte(c.body)))
+			r.Header.Set("Authorization", "Bearer "+c.key)
+			r, server := inServerSpan(r, rec)
+			require.Error(t, serve(r))
+			s := gatewaySpan(t, rec)
+			assert.Equal(t, server.SpanContext().SpanID(), s.Parent().SpanID(), "a child of Caddy's span")
+			assert.Equal(t, c.spanName, s.Name())
+			a := attributesOf(s)
+			assert.Equal(t, "refused", a["switchyard.verdict"])
+			assert.Equal(t, c.refusedBy, a["switchyard.refused_by"])
+			assert.Equal(t, c.status, a["switchyard.status"])
+			assert.Equal(t, c.status, a["error.type"])
+			assert.Equal(t, codes.Error, s.Status().Code)
+			for k, v := range a {
+				assert.NotContains(t, v, c.key, "%s holds the key", k)
+				assert.NotContains(t, v, "upstream-secret-model", "%s holds the upstream model", k)
+			}
+		})
+	}
+}
+
+// A request without a recording span in its context makes no span and no trace state.
+func TestNoSpanWithoutTracing(t *testing.T) {
+	var seen *requestTrace
+	seenOne := false
+	serve := tracedChain(t, caddyhttp.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) error {
+		seen, seenOne = logOf(r).trace, true
+		return nil
+	}))
+	r := httptest.NewRequest("POST", "/v1/chat/completions", bytes.NewReader([]byte(`{"model":"trace-model","messages":[{"role":"user","content":"hi"}]}`)))
+	r.Header.Set("Authorization", "Bearer "+traceTestKey)
+	require.NoError(t, serve(r))
+	require.True(t, seenOne)
+	assert.Nil(t, seen)
+}
+
+// fakeChannel is a cloud channel as far as its name goes.
+type fakeChannel struct {
+	channel.Channel
+	name string
+}
+
+func (c fakeChannel) Name() string      { return c.name }
+func (c fakeChannel) Secrets() []string { return nil }
+
+func TestProviderNames(t *testing.T) {
+	base, _ := url.Parse("http://127.0.0.1:9/v1")
+	for _, c := range []struct {
+		family  protocols.Family
+		channel string
+		want    string
+	}{
+		{protocols.FamilyA, "", "openai"},
+		{protocols.FamilyB, "", "anthropic"},
+		{protocols.FamilyB, "bedrock", "aws.bedrock"},
+		{protocols.FamilyB, "vertex", "gcp.vertex_ai"},
+		{protocols.FamilyA, "azure", "azure.ai.openai"},
+	} {
+		opts := relay.Options{}
+		if c.channel != "" {
+			opts.Channel = fakeChannel{name: c.channel}
+		}
+		up := relay.NewUpstream("m", &routing.Candidate{Name: "c", Protocol: c.family, BaseURL: base}, opts)
+		assert.Equal(t, c.want, providerName(up), "%v over %q", c.family, c.channel)
+	}
+}
+
+// BenchmarkTracing is the gateway's resolution path (key, operation, model, body) for a
+// 2 KB chat request, without a span in its context and under a recording one: what the
+// gateway's span costs when `tracing` is on, and that it costs nothing when it is off.
+func BenchmarkTracing(b *testing.B) {
+	body := chatRequest(2 << 10)
+	body = bytes.Replace(body, []byte(`"bench-model"`), []byte(`"trace-model"`), 1)
+	serve := tracedChain(b, caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return nil }))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(tracetest.NewSpanRecorder()))
+	for _, traced := range []bool{false, true} {
+		name := "off"
+		if traced {
+			name = "on"
+		}
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				r := httptest.NewRequest("POST", "/v1/chat/completions", bytes.NewReader(body))
+				r.Header.Set("Authorization", "Bearer "+traceTestKey)
+				var span trace.Span
+				if traced {
+					var ctx context.Context
+					ctx, span = tp.Tracer("caddy").Start(r.Context(), "server")
+					r = r.WithContext(ctx)
+				}
+				if err := serve(r); err != nil {
+					b.Fatal(err)
+				}
+				if span != nil {
+					span.End()
+				}
+			}
+		})
+	}
+}
