@@ -181,7 +181,9 @@ func TestTracesFollowRequestsThroughTheGateway(t *testing.T) {
 		return "{\n\tadmin 127.0.0.1:" + strconv.Itoa(ports[1]) + "\n\tdefault_bind 127.0.0.1\n\tswitchyard {\n" +
 			"\t\tkey test " + testKey + "\n" +
 			"\t\tkey one-a-minute " + rpmKey + " {\n\t\t\trpm 1\n\t\t}\n" +
-			store + standardModels(up) + "\t}\n}\n" +
+			store + standardModels(up) +
+			"\t\tmodel retried {\n" + candidate("once", "family_a", "http://"+up.hostport()+"/v1", upstreamPrefix+"-r+fail-500+first-1") + "\t\t}\n" +
+			"\t}\n}\n" +
 			"http://127.0.0.1:" + strconv.Itoa(ports[0]) + " {\n\ttracing {\n\t\tspan gateway\n\t}\n" +
 			"\tswitchyard_auth\n\tswitchyard_model\n\tswitchyard_proxy\n" +
 			"\thandle_errors {\n\t\tswitchyard_errors\n\t}\n}\n"
@@ -196,6 +198,7 @@ func TestTracesFollowRequestsThroughTheGateway(t *testing.T) {
 		"admitted": {"33333333333333333333333333333333", "3333333333333333"},
 		"limited":  {"44444444444444444444444444444444", "4444444444444444"},
 		"bad-key":  {"55555555555555555555555555555555", "5555555555555555"},
+		"retry":    {"66666666666666666666666666666666", "6666666666666666"},
 	}
 
 	r := g.call(t, "POST", "/v1/chat/completions",
@@ -214,6 +217,10 @@ func TestTracesFollowRequestsThroughTheGateway(t *testing.T) {
 	r = g.call(t, "POST", "/v1/chat/completions", `{"model":"chat-a","messages":[]}`,
 		"traceparent", calls["bad-key"].header(), "Authorization", "Bearer sk-not-a-key-00000000000000")
 	require.Equal(t, 401, r.Status, "%s", r.Body)
+
+	r = g.call(t, "POST", "/v1/chat/completions", `{"model":"retried","messages":[{"role":"user","content":"hi"}]}`,
+		"traceparent", calls["retry"].header())
+	require.Equal(t, 200, r.Status, "%s", r.Body)
 
 	// The failover: every candidate before "good" fails in its own way, each an attempt.
 	tree := rc.waitForTrace(t, calls["failover"], 5)
@@ -252,6 +259,21 @@ func TestTracesFollowRequestsThroughTheGateway(t *testing.T) {
 	assert.Equal(t, "503", status["broken"])
 	assert.Equal(t, "429", status["limited"])
 	assert.Equal(t, "200", status["good"])
+
+	// A retry on the model's only candidate: the second attempt after its back-off.
+	tree = rc.waitForTrace(t, calls["retry"], 2)
+	slices.SortFunc(tree.attempts, func(x, y *tracepb.Span) int { return cmp.Compare(x.StartTimeUnixNano, y.StartTimeUnixNano) })
+	first, second := attrs(tree.attempts[0]), attrs(tree.attempts[1])
+	assert.Equal(t, "0", first["switchyard.retry"])
+	assert.Equal(t, "500", first["http.response.status_code"])
+	assert.Equal(t, "status", first["switchyard.failover_reason"])
+	assert.Equal(t, "1", second["switchyard.retry"])
+	assert.Equal(t, "200", second["http.response.status_code"])
+	wait, err := strconv.ParseFloat(second["switchyard.retry_wait_s"], 64)
+	require.NoError(t, err, "the retry's wait")
+	assert.Greater(t, wait, 0.0)
+	assert.GreaterOrEqual(t, tree.attempts[1].StartTimeUnixNano-tree.attempts[0].EndTimeUnixNano, uint64(wait*1e9*0.9),
+		"the retry began once its wait was over")
 
 	// The stream: Messages on the Anthropic family, its time to first token recorded.
 	tree = rc.waitForTrace(t, calls["stream"], 1)
