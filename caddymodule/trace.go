@@ -36,6 +36,9 @@ type requestTrace struct {
 	status           int
 	refusedBy        string
 	admitted         bool
+	// streamCut is a committed answer that failed before its end: its status says 200,
+	// the client got an error event.
+	streamCut bool
 }
 
 // startTrace starts the request's span when the request is traced; nil when it is not.
@@ -160,6 +163,7 @@ func (t *requestTrace) served(rt *route, out *relay.Outcome, upstreams []*relay.
 	}
 	if out.StreamError != nil {
 		s.SetAttributes(attribute.Bool("switchyard.stream_interrupted", true))
+		t.streamCut = !out.ClientGone
 	}
 	if out.ClientGone {
 		s.SetAttributes(attribute.Bool("switchyard.client_gone", true))
@@ -232,10 +236,14 @@ func (t *requestTrace) end(err error) {
 	if status != 0 {
 		s.SetAttributes(attribute.Int("switchyard.status", status))
 	}
-	if err != nil || status >= 400 {
+	switch {
+	case err != nil || status >= 400:
 		// error.type is the status the client was given: low in cardinality, and free of
 		// the error's text, which may quote what the client sent.
 		s.SetAttributes(attribute.String("error.type", strconv.Itoa(status)))
+		s.SetStatus(codes.Error, "")
+	case t.streamCut:
+		s.SetAttributes(attribute.String("error.type", "stream_interrupted"))
 		s.SetStatus(codes.Error, "")
 	}
 	s.End()

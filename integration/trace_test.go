@@ -199,6 +199,7 @@ func TestTracesFollowRequestsThroughTheGateway(t *testing.T) {
 		"limited":  {"44444444444444444444444444444444", "4444444444444444"},
 		"bad-key":  {"55555555555555555555555555555555", "5555555555555555"},
 		"retry":    {"66666666666666666666666666666666", "6666666666666666"},
+		"cut":      {"77777777777777777777777777777777", "7777777777777777"},
 	}
 
 	r := g.call(t, "POST", "/v1/chat/completions",
@@ -220,6 +221,10 @@ func TestTracesFollowRequestsThroughTheGateway(t *testing.T) {
 
 	r = g.call(t, "POST", "/v1/chat/completions", `{"model":"retried","messages":[{"role":"user","content":"hi"}]}`,
 		"traceparent", calls["retry"].header())
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+
+	r = g.call(t, "POST", "/v1/chat/completions", `{"model":"cut-stream","stream":true,"messages":[]}`,
+		"traceparent", calls["cut"].header())
 	require.Equal(t, 200, r.Status, "%s", r.Body)
 
 	// The failover: every candidate before "good" fails in its own way, each an attempt.
@@ -284,6 +289,13 @@ func TestTracesFollowRequestsThroughTheGateway(t *testing.T) {
 	assert.Equal(t, "64", a["gen_ai.request.max_tokens"])
 	assert.NotEmpty(t, a["switchyard.time_to_first_token_s"])
 	assert.NotEmpty(t, a["gen_ai.usage.output_tokens"])
+
+	// A stream cut after its first byte: 200 on the wire, an error in the trace.
+	tree = rc.waitForTrace(t, calls["cut"], 1)
+	a = attrs(tree.gateway)
+	assert.Equal(t, "true", a["switchyard.stream_interrupted"])
+	assert.Equal(t, "stream_interrupted", a["error.type"])
+	assert.Equal(t, tracepb.Status_STATUS_CODE_ERROR, tree.gateway.Status.GetCode())
 
 	// Responses, admitted then refused by the key's requests-per-minute limit before any
 	// upstream call.
