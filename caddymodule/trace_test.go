@@ -192,3 +192,62 @@ func BenchmarkTracing(b *testing.B) {
 		})
 	}
 }
+
+// The served request's span carries the usage the upstream reported, cache and reasoning
+// included, and the candidate that served; its attempts carry their channel and reason.
+func TestServedSpanCarriesUsageAndAttempts(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	ctx, server := tp.Tracer("caddy").Start(context.Background(), "server")
+	tr := startTrace(ctx, "sy_test")
+	require.NotNil(t, tr)
+	tr.operationKnown(protocols.Operation{Family: protocols.FamilyB, Kind: protocols.KindMessages})
+	tr.modelKnown("claude-ish")
+	tr.passedLimits()
+
+	base, _ := url.Parse("http://127.0.0.1:9")
+	up := relay.NewUpstream("claude-ish", &routing.Candidate{Name: "on-bedrock", Protocol: protocols.FamilyB, BaseURL: base,
+		UpstreamModel: "upstream-secret-model"}, relay.Options{Channel: fakeChannel{name: "bedrock"}})
+	out := &relay.Outcome{
+		Served: up, Status: 200,
+		Attempts: []relay.Attempt{{Candidate: "on-bedrock", Status: 200}},
+		Obs: protocols.Observation{UsageReported: true, Usage: protocols.Usage{
+			Input: 1200, CachedInput: 1000, CacheWrite: 100, Output: 300, Reasoning: 120,
+		}},
+	}
+	tr.served(&route{op: protocols.Operation{Family: protocols.FamilyB, Kind: protocols.KindMessages},
+		model: &routing.Model{ID: "claude-ish"}}, out, []*relay.Upstream{up})
+	tr.end(nil)
+	server.End()
+
+	var gw, attempt sdktrace.ReadOnlySpan
+	for _, s := range rec.Ended() {
+		switch s.Name() {
+		case "chat claude-ish":
+			gw = s
+		case "upstream on-bedrock":
+			attempt = s
+		}
+	}
+	require.NotNil(t, gw)
+	require.NotNil(t, attempt)
+	a := attributesOf(gw)
+	for k, v := range map[attribute.Key]string{
+		"gen_ai.usage.input_tokens": "1200", "gen_ai.usage.output_tokens": "300",
+		"gen_ai.usage.cache_read.input_tokens": "1000", "gen_ai.usage.cache_creation.input_tokens": "100",
+		"gen_ai.usage.reasoning.output_tokens": "120", "gen_ai.provider.name": "aws.bedrock",
+		"gen_ai.response.model": "claude-ish", "switchyard.channel": "bedrock", "switchyard.candidate": "on-bedrock",
+		"switchyard.verdict": "admitted", "switchyard.status": "200",
+	} {
+		assert.Equal(t, v, a[k], "%s", k)
+	}
+	assert.Equal(t, codes.Unset, gw.Status().Code)
+	assert.Equal(t, gw.SpanContext().SpanID(), attempt.Parent().SpanID())
+	assert.Equal(t, "bedrock", attributesOf(attempt)["switchyard.channel"])
+	for _, s := range rec.Ended() {
+		for k, v := range attributesOf(s) {
+			assert.NotContains(t, v, "upstream-secret-model", "%s holds the upstream model", k)
+			assert.NotContains(t, v, "127.0.0.1:9", "%s holds the upstream host", k)
+		}
+	}
+}
