@@ -228,8 +228,9 @@ func (h *Model) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp
 		w.Header().Set("Allow", op.AllowedMethods())
 		return fail(protocols.ErrMethodNotAllowed(op, r.Method, r.URL.Path))
 	}
-	logOf(r).operation = op.Kind.String()
-	logOf(r).trace.operationKnown(op)
+	log := logOf(r)
+	log.operation = op.Kind.String()
+	log.trace.operationKnown(op)
 
 	switch op.Kind {
 	case protocols.KindModels:
@@ -294,8 +295,9 @@ func (h *Model) serveBody(w http.ResponseWriter, r *http.Request, next caddyhttp
 		checked, modelID, apiErr := h.check(r.Header, identity, op, parsed)
 		if apiErr != nil {
 			if modelID != "" {
-				logOf(r).model = modelID // a request that fails never lends its body's buffer on
-				logOf(r).trace.modelKnown(modelID)
+				log := logOf(r)
+				log.model = modelID // a request that fails never lends its body's buffer on
+				log.trace.modelKnown(modelID)
 			}
 			return fail(apiErr)
 		}
@@ -304,8 +306,9 @@ func (h *Model) serveBody(w http.ResponseWriter, r *http.Request, next caddyhttp
 	} else {
 		rt = &route{op: op, model: forwarded, body: body}
 	}
-	logOf(r).model = rt.model.ID // not modelID: the body's buffer may serve another request
-	logOf(r).trace.modelKnown(rt.model.ID)
+	log := logOf(r)
+	log.model = rt.model.ID // not modelID: the body's buffer may serve another request
+	log.trace.modelKnown(rt.model.ID)
 	caddyhttp.SetVar(r.Context(), varRoute, rt)
 	return next.ServeHTTP(w, r)
 }
@@ -400,7 +403,6 @@ func (h *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Ha
 	if adm.Err != nil {
 		return fail(adm.Err)
 	}
-	logOf(r).trace.passedLimits()
 	var outcome *relay.Outcome
 	var apiErr *protocols.APIError
 	// Serve settles the reservation on every way out of the relay, a panic included.
@@ -429,6 +431,7 @@ func (h *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Ha
 	}
 	log.streamInterrupted = outcome.StreamError != nil
 	if log.trace != nil {
+		// Admission let the request through to get here.
 		log.trace.served(rt, outcome, h.app.upstreamsFor(rt.model, rt.op.Family))
 	}
 	if apiErr != nil {

@@ -108,21 +108,15 @@ func (t *requestTrace) refused(limit string) {
 	t.refusedBy = limit
 }
 
-// passedLimits records that admission let the request through to the candidates.
-func (t *requestTrace) passedLimits() {
-	if t != nil {
-		t.admitted = true
-	}
-}
-
-// served records how the relay went: the GenAI usage and response attributes, the
-// serving candidate, and one child span per upstream attempt, made after the fact with
-// the attempts' own times. upstreams are the model's candidates, to name each attempt's
-// channel and provider.
+// served records how the relay went, for a request admission let through: the GenAI
+// usage and response attributes, the serving candidate, and one child span per upstream
+// attempt, made after the fact with the attempts' own times. upstreams are the model's
+// candidates, to name each attempt's channel and provider.
 func (t *requestTrace) served(rt *route, out *relay.Outcome, upstreams []*relay.Upstream) {
 	if t == nil || out == nil {
 		return
 	}
+	t.admitted = true
 	s := t.span
 	if rt.parsed != nil {
 		if max, ok := rt.parsed.OutputCap(rt.op); ok {

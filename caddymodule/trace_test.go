@@ -203,7 +203,6 @@ func TestServedSpanCarriesUsageAndAttempts(t *testing.T) {
 	require.NotNil(t, tr)
 	tr.operationKnown(protocols.Operation{Family: protocols.FamilyB, Kind: protocols.KindMessages})
 	tr.modelKnown("claude-ish")
-	tr.passedLimits()
 
 	base, _ := url.Parse("http://127.0.0.1:9")
 	up := relay.NewUpstream("claude-ish", &routing.Candidate{Name: "on-bedrock", Protocol: protocols.FamilyB, BaseURL: base,
