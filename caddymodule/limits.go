@@ -152,6 +152,7 @@ func (h *Model) enter(w http.ResponseWriter, r *http.Request, id *auth.Identity,
 	entered, res := h.app.admission.Enter(r.Context(), requestID(r), whoOf(id), op.Family, w.Header())
 	if res.Refused != "" {
 		loadLimitMetrics().rejections.WithLabelValues("", res.Refused).Inc()
+		logOf(r).trace.refused(res.Refused)
 	}
 	if res.Cause != nil {
 		h.app.logger.Warn("limits could not be checked: request refused", zap.String("request_id", requestID(r)), zap.Error(res.Cause))
@@ -173,6 +174,7 @@ func (h *Proxy) admit(w http.ResponseWriter, r *http.Request, rt *route, id *aut
 	res := h.app.admission.Admit(r.Context(), req, w.Header())
 	if res.Refused != "" {
 		loadLimitMetrics().rejections.WithLabelValues(rt.model.ID, res.Refused).Inc()
+		logOf(r).trace.refused(res.Refused)
 	}
 	if res.Cause != nil {
 		h.logger.Warn("spend limit could not be checked: request refused", zap.String("request_id", requestID), zap.Error(res.Cause))
