@@ -134,6 +134,7 @@ type fakeChannel struct {
 
 func (c fakeChannel) Name() string      { return c.name }
 func (c fakeChannel) Secrets() []string { return nil }
+func (c fakeChannel) Names() []string   { return nil }
 
 func TestProviderNames(t *testing.T) {
 	base, _ := url.Parse("http://127.0.0.1:9/v1")
