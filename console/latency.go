@@ -22,7 +22,7 @@ const (
 // event: the time to first token.
 type LatencyView struct {
 	Model         string  `json:"model"`
-	Candidate     string  `json:"candidate"`
+	Candidate     string  `json:"candidate,omitempty"` // empty in a model's total
 	Requests      int64   `json:"requests"`
 	Errors        int64   `json:"errors"`
 	ErrorRate     float64 `json:"error_rate"`
@@ -80,6 +80,29 @@ func (a *API) queryLatency(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"from": from.Format(time.RFC3339), "to": to.Format(time.RFC3339), "window": window.String(),
-		"bounds_ms": metering.LatencyBoundsMs, "rows": latencyViews(rows),
+		"bounds_ms": metering.LatencyBoundsMs, "rows": latencyViews(rows), "models": latencyViews(perModel(rows)),
 	})
+}
+
+// perModel sums each model's candidates into one row (Candidate empty): the buckets
+// add up, so its percentiles are those of all the model's requests, not an average of
+// its candidates'.
+func perModel(rows []metering.LatencyRow) []metering.LatencyRow {
+	var out []metering.LatencyRow
+	for _, r := range rows { // ordered by model, so a model's rows are together
+		if len(out) == 0 || out[len(out)-1].Model != r.Model {
+			out = append(out, metering.LatencyRow{Model: r.Model,
+				FirstByte: make([]int64, len(r.FirstByte)), Duration: make([]int64, len(r.Duration))})
+		}
+		m := &out[len(out)-1]
+		m.Requests += r.Requests
+		m.Errors += r.Errors
+		for i, c := range r.FirstByte {
+			m.FirstByte[i] += c
+		}
+		for i, c := range r.Duration {
+			m.Duration[i] += c
+		}
+	}
+	return out
 }
