@@ -34,8 +34,8 @@ type LatencyView struct {
 
 // latencyViews summarises the store's bucket counts.
 func latencyViews(rows []metering.LatencyRow) []LatencyView {
-	pct := func(counts []int64, p float64) *int64 {
-		if v, ok := metering.Percentile(counts, p); ok {
+	pct := func(counts []int64, percent int) *int64 {
+		if v, ok := metering.Percentile(counts, percent); ok {
 			return &v
 		}
 		return nil
@@ -43,8 +43,8 @@ func latencyViews(rows []metering.LatencyRow) []LatencyView {
 	out := make([]LatencyView, 0, len(rows))
 	for _, r := range rows {
 		v := LatencyView{Model: r.Model, Candidate: r.Candidate, Requests: r.Requests, Errors: r.Errors,
-			TTFTP50Ms: pct(r.FirstByte, 0.50), TTFTP95Ms: pct(r.FirstByte, 0.95),
-			DurationP50Ms: pct(r.Duration, 0.50), DurationP95Ms: pct(r.Duration, 0.95)}
+			TTFTP50Ms: pct(r.FirstByte, 50), TTFTP95Ms: pct(r.FirstByte, 95),
+			DurationP50Ms: pct(r.Duration, 50), DurationP95Ms: pct(r.Duration, 95)}
 		if r.Requests > 0 {
 			// Four decimals: a rate, not a float's noise.
 			v.ErrorRate = math.Round(float64(r.Errors)/float64(r.Requests)*1e4) / 1e4

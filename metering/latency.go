@@ -2,7 +2,6 @@ package metering
 
 import (
 	"context"
-	"math"
 	"time"
 )
 
@@ -14,16 +13,6 @@ var LatencyBoundsMs = []int64{
 	5, 10, 25, 50, 75, 100, 150, 200, 300, 400, 500, 750,
 	1_000, 1_500, 2_000, 3_000, 4_000, 5_000, 7_500, 10_000, 15_000, 20_000, 30_000,
 	45_000, 60_000, 90_000, 120_000, 180_000, 300_000, 600_000, 3_600_000,
-}
-
-// LatencyBucket is the index in LatencyBoundsMs of the bucket ms is counted in.
-func LatencyBucket(ms int64) int {
-	for i, b := range LatencyBoundsMs {
-		if ms <= b {
-			return i
-		}
-	}
-	return len(LatencyBoundsMs) - 1
 }
 
 // LatencyRow is one model's candidate's requests over a period, with their latencies
@@ -47,10 +36,11 @@ type LatencyReader interface {
 	QueryLatency(ctx context.Context, from, to time.Time) ([]LatencyRow, error)
 }
 
-// Percentile is the upper bound (ms) of the bucket that holds the p-th quantile
-// (0 < p <= 1) of the values counted in counts (per LatencyBoundsMs), and false when
-// nothing was counted: the value of rank ceil(p×n) in ascending order is at most that.
-func Percentile(counts []int64, p float64) (int64, bool) {
+// Percentile is the upper bound (ms) of the bucket that holds the percent-th
+// percentile (1 to 100) of the values counted in counts (per LatencyBoundsMs), and
+// false when nothing was counted: the value of rank ceil(percent×n/100) in ascending
+// order is at most that. Integer arithmetic, so the rank is exact at any n.
+func Percentile(counts []int64, percent int) (int64, bool) {
 	var n int64
 	for _, c := range counts {
 		n += c
@@ -58,9 +48,7 @@ func Percentile(counts []int64, p float64) (int64, bool) {
 	if n == 0 {
 		return 0, false
 	}
-	// ceil(p×n), less a hair so that float noise (0.95×100 = 95.00000000000001) does not
-	// move the rank up one.
-	rank := max(int64(math.Ceil(p*float64(n)-1e-9)), 1)
+	rank := max((n*int64(percent)+99)/100, 1)
 	var seen int64
 	for i, c := range counts {
 		seen += c

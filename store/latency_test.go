@@ -103,10 +103,10 @@ func summarise(rows []metering.LatencyRow) []latencySummary {
 	var out []latencySummary
 	for _, r := range rows {
 		s := latencySummary{Model: r.Model, Candidate: r.Candidate, Requests: r.Requests, Errors: r.Errors}
-		s.FirstByte50, _ = metering.Percentile(r.FirstByte, 0.50)
-		s.FirstByte95, _ = metering.Percentile(r.FirstByte, 0.95)
-		s.Duration50, _ = metering.Percentile(r.Duration, 0.50)
-		s.Duration95, _ = metering.Percentile(r.Duration, 0.95)
+		s.FirstByte50, _ = metering.Percentile(r.FirstByte, 50)
+		s.FirstByte95, _ = metering.Percentile(r.FirstByte, 95)
+		s.Duration50, _ = metering.Percentile(r.Duration, 50)
+		s.Duration95, _ = metering.Percentile(r.Duration, 95)
 		out = append(out, s)
 	}
 	return out
