@@ -21,7 +21,7 @@ func init() {
 // console page alike. Changes made through it are recorded as the "admin API"'s unless
 // the caller sets the API's Actor (the console handler does: its basic-auth user).
 func (a *App) consoleAPI(requireHeader string) *console.API {
-	return &console.API{Keys: a.manager, Models: a.modelInfo, Usage: a.usageReader, RequireHeader: requireHeader,
+	return &console.API{Keys: a.manager, Models: a.modelInfo, Usage: a.usageReader, Latency: a.latencyReader, RequireHeader: requireHeader,
 		Standing: a.limitStanding}
 }
 
