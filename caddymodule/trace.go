@@ -155,6 +155,9 @@ func (t *requestTrace) served(rt *route, out *relay.Outcome, upstreams []*relay.
 			}
 		}
 	}
+	if out.Obs.FinishReason != "" {
+		s.SetAttributes(attribute.StringSlice("gen_ai.response.finish_reasons", []string{out.Obs.FinishReason}))
+	}
 	if out.StreamError != nil {
 		s.SetAttributes(attribute.Bool("switchyard.stream_interrupted", true))
 		t.streamCut = !out.ClientGone

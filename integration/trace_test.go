@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -106,6 +107,12 @@ func anyValue(v *commonpb.AnyValue) string {
 		return strconv.FormatBool(x.BoolValue)
 	case *commonpb.AnyValue_DoubleValue:
 		return strconv.FormatFloat(x.DoubleValue, 'g', -1, 64)
+	case *commonpb.AnyValue_ArrayValue:
+		var vs []string
+		for _, e := range x.ArrayValue.Values {
+			vs = append(vs, anyValue(e))
+		}
+		return strings.Join(vs, ",")
 	}
 	return v.String()
 }
@@ -242,6 +249,7 @@ func TestTracesFollowRequestsThroughTheGateway(t *testing.T) {
 	assert.NotEmpty(t, a["switchyard.key_id"])
 	assert.NotEmpty(t, a["gen_ai.usage.input_tokens"])
 	assert.NotEmpty(t, a["gen_ai.usage.output_tokens"])
+	assert.Equal(t, "stop", a["gen_ai.response.finish_reasons"], "the chat answer's finish_reason")
 	var tried []string
 	status := map[string]string{}
 	for _, s := range tree.attempts {
@@ -289,6 +297,7 @@ func TestTracesFollowRequestsThroughTheGateway(t *testing.T) {
 	assert.Equal(t, "64", a["gen_ai.request.max_tokens"])
 	assert.NotEmpty(t, a["switchyard.time_to_first_token_s"])
 	assert.NotEmpty(t, a["gen_ai.usage.output_tokens"])
+	assert.Equal(t, "end_turn", a["gen_ai.response.finish_reasons"], "message_delta's stop_reason")
 
 	// A stream cut after its first byte: 200 on the wire, an error in the trace.
 	tree = rc.waitForTrace(t, calls["cut"], 1)
@@ -301,6 +310,7 @@ func TestTracesFollowRequestsThroughTheGateway(t *testing.T) {
 	// upstream call.
 	tree = rc.waitForTrace(t, calls["admitted"], 1)
 	assert.Equal(t, "admitted", attrs(tree.gateway)["switchyard.verdict"])
+	assert.Equal(t, "completed", attrs(tree.gateway)["gen_ai.response.finish_reasons"], "a whole response's status")
 	assert.Equal(t, "chat chat-a", tree.gateway.Name)
 	tree = rc.waitForTrace(t, calls["limited"], 0)
 	a = attrs(tree.gateway)
