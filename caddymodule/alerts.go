@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -16,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/switchyard-gw/switchyard/alerts"
+	"github.com/switchyard-gw/switchyard/console"
 	"github.com/switchyard-gw/switchyard/limits"
 	"github.com/switchyard-gw/switchyard/metering"
 	"github.com/switchyard-gw/switchyard/routing"
@@ -279,4 +281,50 @@ func (w *ledgerWatch) check(s metering.Stats, t time.Time) *alerts.Event {
 		}}
 	}
 	return nil
+}
+
+// alertsView is GET /alerts' answer for the console and the admin API. Webhooks are
+// shown by scheme and host; the secret never leaves the configuration.
+func (a *App) alertsView(ctx context.Context, limit int) (*console.AlertsView, error) {
+	rt := a.alerts
+	v := &console.AlertsView{Configured: true, Webhooks: []console.AlertWebhook{}, Deliveries: []console.AlertDelivery{},
+		BudgetThresholds: rt.watch.Thresholds, LedgerAfter: rt.ledgerWait.String()}
+	endpoints := map[string]string{}
+	for i := range rt.webhooks {
+		wh := &rt.webhooks[i]
+		events := []string{}
+		for _, k := range wh.Kinds {
+			events = append(events, string(k))
+		}
+		if len(events) == 0 {
+			for _, k := range alerts.Kinds {
+				events = append(events, string(k))
+			}
+		}
+		endpoints[wh.ID()] = wh.Endpoint()
+		v.Webhooks = append(v.Webhooks, console.AlertWebhook{ID: wh.ID(), Endpoint: wh.Endpoint(), Format: string(wh.Format), Events: events})
+	}
+	recent, err := a.outbox.Recent(ctx, limit)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range recent {
+		row := console.AlertDelivery{ID: d.ID, Webhook: endpoints[d.Webhook], Kind: string(d.Kind), State: d.State,
+			Attempts: d.Attempts, CreatedAt: d.CreatedAt, LastError: d.LastError}
+		if row.Webhook == "" {
+			row.Webhook = d.Webhook
+		}
+		var e alerts.Event
+		if json.Unmarshal(d.Event, &e) == nil {
+			row.Text = e.Text()
+		}
+		if d.State == alerts.StatePending {
+			row.NextAt = &d.NextAt
+		}
+		if !d.SentAt.IsZero() {
+			row.SentAt = &d.SentAt
+		}
+		v.Deliveries = append(v.Deliveries, row)
+	}
+	return v, nil
 }

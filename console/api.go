@@ -56,6 +56,9 @@ type API struct {
 	// Actor names who makes the request's changes in the audit trail (the console's
 	// basic-auth user); nil or "" is auth.DefaultActor, "admin API".
 	Actor func(r *http.Request) string
+	// Alerts reads the configured webhooks and the latest deliveries (at most limit);
+	// nil: alerts are not configured.
+	Alerts func(ctx context.Context, limit int) (*AlertsView, error)
 }
 
 // ConsoleHeader is the header the web console sends with every change.
@@ -65,7 +68,7 @@ const ConsoleHeader = "X-Switchyard-Console"
 // POST /keys/{id}/revoke (and DELETE /keys/{id}), PUT /keys/{id}/limits,
 // PUT /keys/{id}/project, GET/POST /projects, GET /projects/{id},
 // PUT /projects/{id}/limits, GET /audit, GET /models, GET /usage and
-// GET /connect/{client}. Every change is recorded in the audit trail with the actor
+// GET /connect/{client} and GET /alerts. Every change is recorded in the audit trail with the actor
 // Actor names.
 func (a *API) Handler() http.Handler {
 	mux := http.NewServeMux()
@@ -85,6 +88,7 @@ func (a *API) Handler() http.Handler {
 	mux.HandleFunc("GET /models", a.listModels)
 	mux.HandleFunc("GET /usage", a.queryUsage)
 	mux.HandleFunc("GET /connect/{client}", a.connectSetup)
+	mux.HandleFunc("GET /alerts", a.listAlerts)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such API route: "+r.Method+" "+r.URL.Path)
 	})
