@@ -38,6 +38,11 @@ type AlertsConfig struct {
 	// Poll is how often the outbox is looked at for deliveries coming due (retries, and
 	// another gateway's rows whose lease ran out). Default: 2s.
 	Poll caddy.Duration `json:"poll,omitempty"`
+	// Backoff is the wait after a delivery's first failed try; it doubles with each
+	// further one up to MaxBackoff. A delivery is given up after 12 tries or 24 hours,
+	// whichever comes first. Default: 10s and 10m.
+	Backoff    caddy.Duration `json:"backoff,omitempty"`
+	MaxBackoff caddy.Duration `json:"max_backoff,omitempty"`
 }
 
 // WebhookConfig is one receiver of alerts.
@@ -130,6 +135,7 @@ func (a *App) provisionAlerts(repl *caddy.Replacer, outbox alerts.Outbox) error 
 	logger := a.logger
 	rt.worker = &alerts.Worker{
 		Outbox: outbox, Webhooks: rt.webhooks, Owner: alertOwner(),
+		BaseBackoff: time.Duration(ac.Backoff), MaxBackoff: time.Duration(ac.MaxBackoff),
 		OnError: func(what string, err error) { logger.Warn(what, zap.Error(err)) },
 	}
 	worker := rt.worker

@@ -95,6 +95,7 @@ func takesNoOptions(d *caddyfile.Dispenser) error {
 //			budget_thresholds <percent...>
 //			ledger_after <duration>
 //			poll <duration>
+//			backoff <duration> [<max duration>]
 //		}
 //		health {
 //			failure_threshold <n>
@@ -638,6 +639,22 @@ func parseAlerts(d *caddyfile.Dispenser) (*AlertsConfig, error) {
 					return nil, d.Errf("alerts: budget_thresholds: %q is not a percent", a)
 				}
 				ac.BudgetThresholds = append(ac.BudgetThresholds, n)
+			}
+		case "backoff":
+			args := d.RemainingArgs()
+			if len(args) < 1 || len(args) > 2 {
+				return nil, d.ArgErr()
+			}
+			for i, a := range args {
+				dur, err := caddy.ParseDuration(a)
+				if err != nil || dur <= 0 {
+					return nil, d.Errf("alerts: backoff: %q is not a duration", a)
+				}
+				if i == 0 {
+					ac.Backoff = caddy.Duration(dur)
+				} else {
+					ac.MaxBackoff = caddy.Duration(dur)
+				}
 			}
 		case "ledger_after", "poll":
 			opt := d.Val()

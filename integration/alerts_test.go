@@ -1,22 +1,27 @@
 package integration
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/tidwall/gjson"
 
 	"github.com/switchyard-gw/switchyard/alerts"
+	"github.com/switchyard-gw/switchyard/internal/pgtest"
+	"github.com/switchyard-gw/switchyard/internal/redistest"
 	"github.com/switchyard-gw/switchyard/simulator"
 )
 
@@ -30,6 +35,9 @@ type webhookReceiver struct {
 	deliveries []gjson.Result
 	ids        map[string]int // Switchyard-Delivery -> times received
 	bad        int
+	refused    int         // tries answered 503 while down
+	down       atomic.Bool // while set, every try gets 503
+	slow       time.Duration
 	arrived    chan struct{}
 }
 
@@ -37,8 +45,16 @@ func newWebhookReceiver(t *testing.T) *webhookReceiver {
 	r := &webhookReceiver{ids: map[string]int{}, arrived: make(chan struct{}, 100)}
 	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		body, _ := io.ReadAll(io.LimitReader(req.Body, 1<<20))
+		// A slow receiver: a delivery in flight for a while, during which another
+		// gateway polling the outbox must not send it too.
+		time.Sleep(r.slow)
 		r.mu.Lock()
 		defer r.mu.Unlock()
+		if r.down.Load() {
+			r.refused++
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
 		if alerts.Verify(webhookSecret, req.Header.Get(alerts.SignatureHeader), body, time.Now(), 5*time.Minute) != nil {
 			r.bad++
 			w.WriteHeader(http.StatusUnauthorized)
@@ -183,4 +199,93 @@ func TestAlertsForBudgetAndCircuit(t *testing.T) {
 		assert.Equal(t, "sent", d.State, "%s", d.Text)
 	}
 	assert.True(t, strings.HasPrefix(view.Deliveries[0].Text, "Switchyard: candidate only of model flaky takes traffic again"))
+}
+
+// TestAlertsOnceFromTwoGatewaysSharingPostgres: two gateway processes share PostgreSQL
+// (the outbox) and Redis (the budget's counters). A crossing is noticed while the
+// receiver is down, the gateway that noticed it is killed, and another is started in
+// its place: the delivery still arrives, once, and so does the next crossing's, noticed
+// by the other gateway; every threshold once, whichever gateway sent it.
+func TestAlertsOnceFromTwoGatewaysSharingPostgres(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the gateway and runs two of them with Redis and PostgreSQL")
+	}
+	rd := redistest.Start(t)
+	dsn := pgtest.SchemaDSN(t)
+	caddy := buildCaddyCLI(t)
+	up := newUpstream(t)
+	rcv := newWebhookReceiver(t)
+	rcv.slow = 500 * time.Millisecond // five polls of the other gateway
+	option := func(dir string) func(int) string {
+		return func(int) string {
+			return fmt.Sprintf(`		store postgres %q
+		journal %s
+		limits {
+			redis %s
+		}
+		key budgeted %s {
+			budget 0.04/month
+		}
+		alerts {
+			webhook %s/hooks/T0KEN-path {
+				secret %s
+			}
+			budget_thresholds 50 100
+			poll 100ms
+			backoff 300ms 300ms
+		}
+`, dsn, filepath.Join(dir, "journal"), rd.URL(), budgetKey, rcv.URL, webhookSecret) + pricedChat("http://"+up.hostport(), upstreamPrefix+"-c")
+		}
+	}
+	dirA, dirB := t.TempDir(), t.TempDir()
+	a := startGatewayProcess(t, caddy, "a", dirA, option(dirA))
+	b := startGatewayProcess(t, caddy, "b", dirB, option(dirB))
+	body := `{"model":"priced-chat","max_tokens":10,"messages":[{"role":"user","content":"Hello"}]}`
+	spend := func(g *processGateway) {
+		r, err := g.send("POST", "/v1/chat/completions", body, "Authorization", "Bearer "+budgetKey)
+		require.NoError(t, err)
+		require.Equal(t, 200, r.Status, "%s", r.Body)
+	}
+
+	rcv.down.Store(true)
+	spend(a)
+	spend(a) // 50%, noticed by a
+	require.Eventually(t, func() bool {
+		rcv.mu.Lock()
+		defer rcv.mu.Unlock()
+		return rcv.refused >= 2
+	}, waitLong, pollEvery, "the 50%% delivery tried while the receiver is down")
+	a.kill(t)
+	a = startGatewayProcess(t, caddy, "a2", dirA, option(dirA))
+	rcv.down.Store(false)
+	spend(b)
+	spend(a) // 100%
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Len(c, rcv.of("budget"), 2)
+	}, waitLong, pollEvery, "both thresholds delivered")
+
+	// Once every row is sent, no worker claims it again: what the receiver has is all.
+	conn, err := pgx.Connect(t.Context(), dsn)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	require.Eventually(t, func() bool {
+		var pending int
+		return conn.QueryRow(t.Context(), `SELECT count(*) FROM alert_outbox WHERE state <> 'sent'`).Scan(&pending) == nil && pending == 0
+	}, waitLong, pollEvery)
+	var rows int
+	require.NoError(t, conn.QueryRow(t.Context(), `SELECT count(*) FROM alert_outbox`).Scan(&rows))
+	assert.Equal(t, 2, rows, "one row per threshold, whichever gateway noticed it")
+	var thresholds []int64
+	for _, d := range rcv.of("budget") {
+		thresholds = append(thresholds, d.Get("budget.threshold_percent").Int())
+	}
+	// The 50% delivery waits out its back-off, so it may arrive after the 100% one.
+	assert.ElementsMatch(t, []int64{50, 100}, thresholds)
+	rcv.mu.Lock()
+	defer rcv.mu.Unlock()
+	assert.Zero(t, rcv.bad)
+	assert.Len(t, rcv.ids, 2)
+	for id, n := range rcv.ids {
+		assert.Equal(t, 1, n, "delivery %s sent once", id)
+	}
 }
