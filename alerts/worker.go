@@ -340,20 +340,29 @@ func (w *Worker) Run(ctx context.Context, poll time.Duration) {
 	w.init()
 	tick := time.NewTicker(poll)
 	defer tick.Stop()
+	// Told once per run of failures: a store that is away would otherwise fill the
+	// log with the same line every poll.
+	failing := false
 	report := func(what string, err error) {
-		if err != nil && w.OnError != nil && ctx.Err() == nil {
+		if err == nil {
+			failing = false
+			return
+		}
+		if !failing && w.OnError != nil && ctx.Err() == nil {
 			w.OnError(what, err)
 		}
+		failing = true
 	}
 	for {
-		report("storing alerts in the outbox", w.Flush(ctx))
-		for {
-			n, err := w.SendDue(ctx)
-			report("sending alerts from the outbox", err)
-			if err != nil || n < claimBatch {
+		err := w.Flush(ctx)
+		for err == nil {
+			var n int
+			n, err = w.SendDue(ctx)
+			if n < claimBatch {
 				break
 			}
 		}
+		report("alerts' outbox in the store", err)
 		select {
 		case <-ctx.Done():
 			rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
