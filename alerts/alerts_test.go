@@ -239,3 +239,26 @@ func TestEndpointHidesThePath(t *testing.T) {
 	assert.Equal(t, "https://hooks.slack.com", w.Endpoint())
 	assert.NotContains(t, w.ID(), "XXXX")
 }
+
+// A ledger alert says the store is away, when the outbox is too: it goes straight to
+// its webhooks, and only the other events wait for the store.
+func TestLedgerAlertBypassesAnOutboxThatIsAway(t *testing.T) {
+	rcv := &receiver{}
+	srv := httptest.NewServer(rcv)
+	defer srv.Close()
+	box := &memOutbox{fail: io.ErrUnexpectedEOF}
+	w := &Worker{Outbox: box, Owner: "gw", Webhooks: []Webhook{{URL: srv.URL, Secret: "s", Format: FormatJSON}}}
+	at := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	w.Notify(Event{Kind: KindLedger, At: at, Ledger: &LedgerEvent{Journal: "gw-1", FailingSince: at.Add(-time.Minute)}})
+	w.Notify(budgetEvent(50))
+	assert.Error(t, w.Flush(context.Background()))
+	require.Len(t, rcv.bodies, 1, "the ledger alert, at once")
+	assert.NoError(t, Verify("s", rcv.headers[0].Get(SignatureHeader), rcv.bodies[0], time.Now(), time.Minute))
+	assert.Equal(t, "0", rcv.headers[0].Get("Switchyard-Delivery"))
+	assert.Equal(t, "ledger", rcv.headers[0].Get("Switchyard-Event"))
+
+	box.fail = nil
+	require.NoError(t, w.Flush(context.Background()))
+	require.Len(t, box.rows, 1, "only the budget alert waited for the outbox")
+	assert.Equal(t, KindBudget, box.rows[0].Kind)
+}

@@ -201,6 +201,7 @@ func (w *Worker) Flush(ctx context.Context) error {
 		return nil
 	}
 	if err := w.Outbox.Enqueue(ctx, rows); err != nil {
+		events = w.sendLedgerDirect(ctx, events)
 		w.mu.Lock()
 		// Put them back in front of what arrived meanwhile, within the cap.
 		keep := append(events, w.pending...)
@@ -213,6 +214,38 @@ func (w *Worker) Flush(ctx context.Context) error {
 		return err
 	}
 	return nil
+}
+
+// sendLedgerDirect sends the ledger events among events straight to their webhooks,
+// bypassing the outbox, and returns the events still to store. A journal that cannot
+// drain almost always means the store is away, and then the outbox is too: waiting for
+// it would tell the operator only once the trouble is over. Such a delivery has id 0, is
+// tried once per Flush until every webhook took it, and is not deduplicated across
+// gateways (each gateway's journal is its own subject anyway).
+func (w *Worker) sendLedgerDirect(ctx context.Context, events []Event) []Event {
+	var keep []Event
+	for i := range events {
+		e := &events[i]
+		if e.Kind != KindLedger || !w.sendDirect(ctx, e) {
+			keep = append(keep, *e)
+		}
+	}
+	return keep
+}
+
+func (w *Worker) sendDirect(ctx context.Context, e *Event) bool {
+	body, err := json.Marshal(e)
+	if err != nil {
+		return true // nothing to send, ever
+	}
+	d := &Delivery{ID: 0, Kind: e.Kind, Event: body}
+	ok := true
+	for j := range w.Webhooks {
+		if wh := &w.Webhooks[j]; wh.Wants(e.Kind) && w.send(ctx, wh, d) != nil {
+			ok = false
+		}
+	}
+	return ok
 }
 
 // backoff is the wait after the attempts-th failed try.
