@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/switchyard-gw/switchyard/admission"
+	"github.com/switchyard-gw/switchyard/alerts"
 	"github.com/switchyard-gw/switchyard/auth"
 	"github.com/switchyard-gw/switchyard/channel"
 	"github.com/switchyard-gw/switchyard/limits"
@@ -72,6 +73,9 @@ type App struct {
 	// Journal is the directory of the usage journal (default: beside the SQLite file,
 	// or in Caddy's data directory).
 	Journal string `json:"journal,omitempty"`
+	// Alerts sends webhooks when budgets cross thresholds, circuits open or close, or
+	// the usage journal cannot reach the database. Default: none.
+	Alerts *AlertsConfig `json:"alerts,omitempty"`
 
 	manager     *auth.Manager // nil without a key store
 	storeKey    string
@@ -99,6 +103,8 @@ type App struct {
 	bodyMemory  *relay.BodyMemory // the ceiling every request body is taken from
 	models      *modelList
 	logger      *zap.Logger
+	outbox      alerts.Outbox  // the store's alert outbox; nil without a store
+	alerts      *alertsRuntime // nil without alerts
 }
 
 // ModelConfig declares one service model.
@@ -364,6 +370,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err := loadUsageMetrics().register(ctx.GetMetricsRegistry()); err != nil {
 		return err
 	}
+	if err := a.provisionAlerts(repl, a.outbox); err != nil {
+		return err
+	}
 	a.models = newModelList(catalog)
 	if a.MaxRequestBody <= 0 {
 		a.MaxRequestBody = DefaultMaxRequestBody
@@ -612,6 +621,7 @@ func (a *App) Start() error {
 	}
 	current.Store(a)
 	a.startProbes()
+	a.startAlerts()
 	return nil
 }
 
@@ -619,6 +629,7 @@ func (a *App) Start() error {
 // Caddy lets them finish, and only idle connections of this configuration are closed.
 func (a *App) Stop() error {
 	current.CompareAndSwap(a, nil)
+	a.stopAlerts()
 	a.stopProbes()
 	for _, u := range a.upstreams {
 		u.Close()

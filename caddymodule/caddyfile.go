@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
@@ -85,6 +86,17 @@ func takesNoOptions(d *caddyfile.Dispenser) error {
 //		}
 //		store sqlite [file] | store postgres <dsn> | store off
 //		journal <dir>
+//		alerts {
+//			webhook <url> {
+//				secret <secret or {env.VAR}>
+//				format json|slack
+//				events budget|circuit|ledger...
+//			}
+//			budget_thresholds <percent...>
+//			ledger_after <duration>
+//			poll <duration>
+//			backoff <duration> [<max duration>]
+//		}
 //		health {
 //			failure_threshold <n>
 //			window <duration>
@@ -231,6 +243,12 @@ func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
 				return nil, err
 			}
 			app.Limits = lc
+		case "alerts":
+			ac, err := parseAlerts(d)
+			if err != nil {
+				return nil, err
+			}
+			app.Alerts = ac
 		default:
 			return nil, d.Errf("switchyard: unknown option %q", d.Val())
 		}
@@ -573,4 +591,89 @@ func parseAffinity(d *caddyfile.Dispenser) (*AffinityConfig, error) {
 		}
 	}
 	return a, nil
+}
+
+// parseAlerts reads the alerts block (see parseGlobalOption).
+func parseAlerts(d *caddyfile.Dispenser) (*AlertsConfig, error) {
+	ac := new(AlertsConfig)
+	if d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		switch d.Val() {
+		case "webhook":
+			var wc WebhookConfig
+			if !d.Args(&wc.URL) || d.NextArg() {
+				return nil, d.Errf("alerts: webhook: expected one URL")
+			}
+			for inner := d.Nesting(); d.NextBlock(inner); {
+				switch opt := d.Val(); opt {
+				case "secret", "format":
+					var v string
+					if !d.Args(&v) || d.NextArg() {
+						return nil, d.Errf("alerts: webhook: %s: expected one value", opt)
+					}
+					if opt == "secret" {
+						wc.Secret = v
+					} else {
+						wc.Format = v
+					}
+				case "events":
+					wc.Events = d.RemainingArgs()
+					if len(wc.Events) == 0 {
+						return nil, d.Errf("alerts: webhook: events: expected budget, circuit or ledger")
+					}
+				default:
+					return nil, d.Errf("alerts: webhook: unknown option %q", opt)
+				}
+			}
+			ac.Webhooks = append(ac.Webhooks, wc)
+		case "budget_thresholds":
+			args := d.RemainingArgs()
+			if len(args) == 0 {
+				return nil, d.ArgErr()
+			}
+			for _, a := range args {
+				n, err := strconv.Atoi(strings.TrimSuffix(a, "%"))
+				if err != nil {
+					return nil, d.Errf("alerts: budget_thresholds: %q is not a percent", a)
+				}
+				ac.BudgetThresholds = append(ac.BudgetThresholds, n)
+			}
+		case "backoff":
+			args := d.RemainingArgs()
+			if len(args) < 1 || len(args) > 2 {
+				return nil, d.ArgErr()
+			}
+			for i, a := range args {
+				dur, err := caddy.ParseDuration(a)
+				if err != nil || dur <= 0 {
+					return nil, d.Errf("alerts: backoff: %q is not a duration", a)
+				}
+				if i == 0 {
+					ac.Backoff = caddy.Duration(dur)
+				} else {
+					ac.MaxBackoff = caddy.Duration(dur)
+				}
+			}
+		case "ledger_after", "poll":
+			opt := d.Val()
+			var v string
+			if !d.Args(&v) || d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			dur, err := caddy.ParseDuration(v)
+			if err != nil || dur <= 0 {
+				return nil, d.Errf("alerts: %s: %q is not a duration", opt, v)
+			}
+			if opt == "poll" {
+				ac.Poll = caddy.Duration(dur)
+			} else {
+				ac.LedgerAfter = caddy.Duration(dur)
+			}
+		default:
+			return nil, d.Errf("alerts: unknown option %q", d.Val())
+		}
+	}
+	return ac, nil
 }

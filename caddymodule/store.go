@@ -132,6 +132,7 @@ func (a *App) openStore(ctx caddy.Context, repl *caddy.Replacer, static *auth.St
 	a.storeKey = key
 	s := shared.(*sharedStore)
 	a.spend = s.store.Spend
+	a.outbox = s.store
 	a.manager = &auth.Manager{
 		Store:    s.store,
 		Projects: s.store,

@@ -59,6 +59,9 @@ type API struct {
 	// Actor names who makes the request's changes in the audit trail (the console's
 	// basic-auth user); nil or "" is auth.DefaultActor, "admin API".
 	Actor func(r *http.Request) string
+	// Alerts reads the configured webhooks and the latest deliveries (at most limit);
+	// nil: alerts are not configured.
+	Alerts func(ctx context.Context, limit int) (*AlertsView, error)
 }
 
 // ConsoleHeader is the header the web console sends with every change.
@@ -67,8 +70,8 @@ const ConsoleHeader = "X-Switchyard-Console"
 // Handler routes the API: GET/POST /keys, GET /keys/{id}, POST /keys/{id}/rotate,
 // POST /keys/{id}/revoke (and DELETE /keys/{id}), PUT /keys/{id}/limits,
 // PUT /keys/{id}/project, GET/POST /projects, GET /projects/{id},
-// PUT /projects/{id}/limits, GET /audit, GET /models, GET /usage, GET /latency and
-// GET /connect/{client}. Every change is recorded in the audit trail with the actor
+// PUT /projects/{id}/limits, GET /audit, GET /models, GET /usage, GET /latency,
+// GET /alerts and GET /connect/{client}. Every change is recorded in the audit trail with the actor
 // Actor names.
 func (a *API) Handler() http.Handler {
 	mux := http.NewServeMux()
@@ -89,6 +92,7 @@ func (a *API) Handler() http.Handler {
 	mux.HandleFunc("GET /usage", a.queryUsage)
 	mux.HandleFunc("GET /latency", a.queryLatency)
 	mux.HandleFunc("GET /connect/{client}", a.connectSetup)
+	mux.HandleFunc("GET /alerts", a.listAlerts)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such API route: "+r.Method+" "+r.URL.Path)
 	})

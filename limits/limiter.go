@@ -135,6 +135,8 @@ type Limiter struct {
 	base    time.Time
 
 	downMu sync.Mutex // serialises the up/down transitions and their notices
+
+	budgetWatch atomic.Pointer[BudgetWatch] // nil: nobody listens
 }
 
 // New returns a Limiter over c. With Redis counters it also keeps a memory fallback,
@@ -222,6 +224,7 @@ type item struct {
 	after    int64 // buckets: whole units left; slots: in flight; budget: spent
 	reset    int64 // buckets: µs until whole again
 	held     int64 // budget: reserved by requests in flight
+	spent    int64 // budget: the settle period's spend after Settle's cost, -1: not counted
 }
 
 // µs of a time, 0 for the zero time (a total budget's period bounds).
@@ -549,6 +552,7 @@ func (r *Reservation) Settle(ctx context.Context, tokens, costMicros int64) {
 		it.needSeed = false
 		if it.kind == itemBudget {
 			hasBudget = true
+			it.spent = -1
 			b := Budget{Period: it.period}
 			it.sstart, it.send = micros(b.Start(now)), micros(b.Reset(now))
 			if it.sstart != it.start {
@@ -571,7 +575,63 @@ func (r *Reservation) Settle(ctx context.Context, tokens, costMicros int64) {
 	default:
 		l.settleOn(ctx, r.backend, r, tokens, costMicros, nowUS)
 	}
+	if hasBudget && costMicros > 0 {
+		if w := l.budgetWatch.Load(); w != nil {
+			w.notice(r, costMicros, now)
+		}
+	}
 }
+
+// BudgetCrossing is a settled request taking a scope's spend in a budget period from
+// below Threshold percent of the budget to at least it.
+type BudgetCrossing struct {
+	Scope       Scope
+	Budget      Budget
+	PeriodStart time.Time // zero for PeriodTotal
+	Threshold   int       // percent
+	SpentMicros int64     // the period's spend after the request, as the counters hold it
+}
+
+// BudgetWatch is told of every threshold a settle crosses. Spend counted by no counter
+// (a period's counter not seeded yet, or the shared counters away) crosses nothing: the
+// ledger holds it, and the next counted request that passes a threshold tells.
+type BudgetWatch struct {
+	Thresholds []int // percents, each in 1..1000
+	// Notify is called on the settling request's goroutine: it must not block.
+	Notify func(BudgetCrossing)
+}
+
+// notice calls Notify for each threshold t with before < t% of the limit <= after, where
+// after is the counted spend and before is after less this request's cost.
+func (w *BudgetWatch) notice(r *Reservation, cost int64, now time.Time) {
+	for i := range r.items {
+		it := &r.items[i]
+		if it.kind != itemBudget || it.spent < 0 || it.limit <= 0 {
+			continue
+		}
+		after := it.spent
+		before := after - cost
+		for _, t := range w.Thresholds {
+			// t% of the limit, rounded down, without limit*t (limits reach 2^60).
+			mark := it.limit/100*int64(t) + it.limit%100*int64(t)/100
+			if before < mark && mark <= after {
+				start := time.Time{}
+				if it.sstart != 0 {
+					start = time.UnixMicro(it.sstart).UTC()
+				}
+				w.Notify(BudgetCrossing{Scope: it.scope, Budget: Budget{Micros: it.limit, Period: it.period},
+					PeriodStart: start, Threshold: t, SpentMicros: after})
+			}
+		}
+	}
+}
+
+// WatchBudgets makes w hear the budget crossings of every settle, replacing any other
+// watch (a reload's configuration takes over from the previous one's).
+func (l *Limiter) WatchBudgets(w *BudgetWatch) { l.budgetWatch.Store(w) }
+
+// UnwatchBudgets stops w hearing crossings, unless another watch has replaced it.
+func (l *Limiter) UnwatchBudgets(w *BudgetWatch) { l.budgetWatch.CompareAndSwap(w, nil) }
 
 // settleOn settles on the backend that holds the reservation, seeding the settle
 // period's spend when its counter does not exist yet (a rollover).

@@ -302,11 +302,13 @@ func (m *memory) settle(_ context.Context, r *Reservation, tokens, cost, now int
 			switch {
 			case b != nil && b.seeded:
 				b.spent += cost
+				it.spent = b.spent
 			case it.sseed >= 0:
 				if b == nil {
 					b = ms.budget(it, it.sstart, it.send, 0, now, true)
 				}
 				b.seeded, b.spent = true, it.sseed+cost
+				it.spent = b.spent
 			case seed:
 				it.needSeed = true
 			}

@@ -193,7 +193,8 @@ return out
 // period's hash. ARGV: now µs, request id, addOnly (1: only add), then per item: kind,
 // limit, delta (tokens: actual - reserved; budget: cost), seed (-1: none; -2: leave an
 // absent counter absent), time to live of the settle period's hash (ms, 0: forever).
-// Answer: per item 1 when its settle period's counter is absent and needs seeding.
+// Answer: per item two integers: 1 when its settle period's counter is absent and needs
+// seeding; and a budget's settle-period spend after the cost, -1 when not counted.
 var settleScript = redis.NewScript(luaCommon + `
 local nowS, id, addOnly = ARGV[1], ARGV[2], ARGV[3] == '1'
 local now = tonumber(nowS)
@@ -203,7 +204,8 @@ local k = 1
 for i = 1, n do
   local a = 3 + (i - 1) * 5
   local kind, limit, delta, seed = ARGV[a+1], tonumber(ARGV[a+2]), tonumber(ARGV[a+3]), tonumber(ARGV[a+4])
-  out[i] = 0
+  out[2*i-1] = 0
+  out[2*i] = -1
   if kind == 't' then
     local l = level_of(KEYS[k], limit, now) - delta
     if l > limit then l = limit end
@@ -220,12 +222,13 @@ for i = 1, n do
     end
     if delta > 0 then
       if redis.call('HEXISTS', sk, 'spent') == 1 then
-        redis.call('HINCRBY', sk, 'spent', ARGV[a+3])
+        out[2*i] = redis.call('HINCRBY', sk, 'spent', ARGV[a+3])
       elseif seed >= 0 then
         redis.call('HSET', sk, 'spent', int(seed + delta))
         set_expiry(sk, ARGV[a+5])
+        out[2*i] = seed + delta
       elseif seed == -1 then
-        out[i] = 1
+        out[2*i-1] = 1
       end
     end
   end
@@ -400,8 +403,14 @@ func (rc *redisCounters) settle(ctx context.Context, r *Reservation, tokens, cos
 		return err
 	}
 	for j, i := range sent {
-		if j < len(v) && v[j] == 1 {
+		if 2*j+1 >= len(v) {
+			break
+		}
+		if v[2*j] == 1 {
 			r.items[i].needSeed = true
+		}
+		if r.items[i].kind == itemBudget && v[2*j+1] >= 0 {
+			r.items[i].spent = v[2*j+1]
 		}
 	}
 	return nil

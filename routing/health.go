@@ -3,6 +3,7 @@ package routing
 import (
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -128,6 +129,8 @@ type Health struct {
 	outcomes    uint64
 	lastFailure Reason
 	lastChange  time.Time
+
+	observer atomic.Pointer[CircuitObserver] // nil: nobody listens
 }
 
 // NewHealth starts a candidate healthy.
@@ -229,7 +232,12 @@ func maxTime(a, b time.Time) time.Time {
 // RecordSuccess notes an attempt that served its request; ttfb is its time to first byte.
 func (h *Health) RecordSuccess(a Admission, ttfb time.Duration, now time.Time) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
+	was := h.state
+	h.recordSuccessLocked(a, ttfb, now)
+	h.unlockAndNotify(was, now)
+}
+
+func (h *Health) recordSuccessLocked(a Admission, ttfb time.Duration, now time.Time) {
 	h.releaseLocked(a)
 	h.outcomes++
 	h.successRate = h.decayedSuccessRate(now)
@@ -262,7 +270,12 @@ func (h *Health) RecordSuccess(a Admission, ttfb time.Duration, now time.Time) {
 // for that long at once.
 func (h *Health) RecordFailure(a Admission, reason Reason, retryAfter time.Duration, now time.Time) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
+	was := h.state
+	h.recordFailureLocked(a, reason, retryAfter, now)
+	h.unlockAndNotify(was, now)
+}
+
+func (h *Health) recordFailureLocked(a Admission, reason Reason, retryAfter time.Duration, now time.Time) {
 	h.releaseLocked(a)
 	h.outcomes++
 	h.successRate = h.decayedSuccessRate(now) * (1 - ewmaWeight)
@@ -295,6 +308,41 @@ func (h *Health) RecordFailure(a Admission, reason Reason, retryAfter time.Durat
 	h.failures = append(keep, now)
 	if h.state == Closed && len(h.failures) >= h.policy.FailureThreshold {
 		h.trip(now)
+	}
+}
+
+// CircuitChange is a circuit leaving Closed (Opened, with the last failure's reason) or
+// coming back to it. Half-open is still out of service: a move between open and
+// half-open is no change.
+type CircuitChange struct {
+	Opened bool
+	Reason Reason
+	At     time.Time
+}
+
+// CircuitObserver hears a candidate's circuit changes. It is called without the health's
+// lock held, on the goroutine that recorded the outcome: it must not block.
+type CircuitObserver func(CircuitChange)
+
+// SetObserver makes o hear this candidate's circuit changes, replacing any other (a
+// reload's configuration takes over from the previous one's).
+func (h *Health) SetObserver(o *CircuitObserver) { h.observer.Store(o) }
+
+// RemoveObserver stops o hearing changes, unless another has replaced it already.
+func (h *Health) RemoveObserver(o *CircuitObserver) { h.observer.CompareAndSwap(o, nil) }
+
+// unlockAndNotify releases mu and tells the observer if the circuit left or came back to
+// Closed since was. Nothing is allocated and no observer is loaded when nothing changed.
+func (h *Health) unlockAndNotify(was CircuitState, now time.Time) {
+	opened := was == Closed && h.state != Closed
+	closed := was != Closed && h.state == Closed
+	reason := h.lastFailure
+	h.mu.Unlock()
+	if !opened && !closed {
+		return
+	}
+	if o := h.observer.Load(); o != nil {
+		(*o)(CircuitChange{Opened: opened, Reason: reason, At: now})
 	}
 }
 

@@ -83,7 +83,12 @@ func (h *Health) ClaimProbe(now time.Time) (ProbeTicket, bool) {
 // traffic: the success rate and outcome counts do not move.
 func (h *Health) RecordProbe(t ProbeTicket, out ProbeOutcome, now time.Time) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
+	was := h.state
+	h.recordProbeLocked(t, out, now)
+	h.unlockAndNotify(was, now)
+}
+
+func (h *Health) recordProbeLocked(t ProbeTicket, out ProbeOutcome, now time.Time) {
 	if out.Result == ProbeNotOffered {
 		h.noProbe = true // whatever the circuit did meanwhile, this is true of the candidate
 	}

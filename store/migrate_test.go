@@ -295,7 +295,7 @@ func TestAGatewayMeetsANewerSchemaVersion(t *testing.T) {
 		ctx := context.Background()
 		ms, err := loadMigrations(f.driver)
 		require.NoError(t, err)
-		future := append(slices.Clone(ms), futureMigration(f.driver, len(ms)+1))
+		future := append(slices.Clone(ms), futureMigration(f.driver, ms[len(ms)-1].version+1))
 		newerBackend := f.backend(t)
 		require.NoError(t, newerBackend.migrate(ctx, future))
 		newer := storeOn(f.driver, newerBackend)
@@ -353,7 +353,7 @@ func TestAFailedMigrationRollsBack(t *testing.T) {
 		secrets, before := legacyKeys(t, f)
 		tablesBefore := f.tables(t)
 
-		broken := migration{version: len(ms) + 1, name: fmt.Sprintf("%04d_broken", len(ms)+1),
+		broken := migration{version: ms[len(ms)-1].version + 1, name: fmt.Sprintf("%04d_broken", ms[len(ms)-1].version+1),
 			sql: "CREATE TABLE half_done (x integer);\nINSERT INTO no_such_table VALUES (1);"}
 		err = b.migrate(ctx, append(slices.Clone(ms), broken))
 		require.Error(t, err)

@@ -551,6 +551,7 @@ type backend interface {
 	listProjects(ctx context.Context) ([]*auth.Project, error)
 	projectsChangedSince(ctx context.Context, seq int64) ([]*auth.Project, error)
 	listAudit(ctx context.Context, limit int, beforeID int64) ([]*auth.AuditEntry, error)
+	alertDB // the alerts' outbox (alerts.go)
 	close() error
 }
 
