@@ -32,7 +32,7 @@ func TestJournalLineIsWhatEncodingJSONWrites(t *testing.T) {
 		if i%3 == 2 {
 			r.Outcome = OutcomeFailed
 			r.Tries = []Try{{Candidate: text, Status: 503, Reason: texts[(i+5)%len(texts)], DurationMs: 4},
-				{Candidate: "b", Retry: i, WaitMs: int64(i), DurationMs: 0}}
+				{Candidate: "b", Retry: i%2 + 1, WaitMs: int64(i), DurationMs: 0}}
 		}
 		want, err := json.Marshal(&r)
 		require.NoError(t, err)
