@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 
@@ -150,6 +151,9 @@ func (a *App) openStore(ctx caddy.Context, repl *caddy.Replacer, static *auth.St
 	if reader, ok := any(s.store).(metering.Reader); ok {
 		a.usageReader = loggingReader{reader, logger}
 	}
+	if log, ok := any(s.store).(metering.RequestLog); ok {
+		a.requestLog = loggingRequestLog{log, logger}
+	}
 	if sink, ok := any(s.store).(metering.Sink); ok {
 		// The ledger opens when the app starts, not here: `caddy validate` provisions a
 		// configuration in a process of its own while the gateway may be running, and must
@@ -182,4 +186,19 @@ func (r loggingReader) QueryUsage(ctx context.Context, q metering.Query) ([]mete
 		r.logger.Error("admin API call failed in the key store", zap.String("call", "usage query"), zap.Error(err))
 	}
 	return rows, err
+}
+
+// loggingRequestLog logs why a request log query failed, which the API answers with a
+// bare 500.
+type loggingRequestLog struct {
+	metering.RequestLog
+	logger *zap.Logger
+}
+
+func (l loggingRequestLog) ListRequests(ctx context.Context, q metering.RequestQuery) (metering.RequestPage, error) {
+	page, err := l.RequestLog.ListRequests(ctx, q)
+	if err != nil && !errors.Is(err, metering.ErrBadCursor) {
+		l.logger.Error("admin API call failed in the key store", zap.String("call", "request log"), zap.Error(err))
+	}
+	return page, err
 }

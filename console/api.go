@@ -45,6 +45,8 @@ type API struct {
 	Models func() []ModelInfo
 	// Usage answers usage queries; nil when the store keeps no usage.
 	Usage metering.Reader
+	// Requests lists the request log; nil when the store keeps none.
+	Requests metering.RequestLog
 	// RequireHeader, when set, must be present on every request that changes something:
 	// a browser cannot send a custom header to another site without that site agreeing,
 	// so a page elsewhere cannot make a logged-in operator's browser create or revoke keys.
@@ -84,6 +86,7 @@ func (a *API) Handler() http.Handler {
 	mux.HandleFunc("GET /audit", a.listAudit)
 	mux.HandleFunc("GET /models", a.listModels)
 	mux.HandleFunc("GET /usage", a.queryUsage)
+	mux.HandleFunc("GET /requests", a.listRequests)
 	mux.HandleFunc("GET /connect/{client}", a.connectSetup)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such API route: "+r.Method+" "+r.URL.Path)

@@ -2,6 +2,7 @@ package metering
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -17,6 +18,9 @@ type RequestQuery struct {
 	// After continues a listing: the Cursor of the last row of the page before.
 	After string
 }
+
+// ErrBadCursor is a RequestQuery.After the request log did not make.
+var ErrBadCursor = errors.New("not a request log cursor")
 
 // MaxRequestPage caps a request log page.
 const MaxRequestPage = 500

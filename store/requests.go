@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -21,9 +20,6 @@ import (
 // and rows written meanwhile never shift a page.
 
 var _ metering.RequestLog = (*Store)(nil)
-
-// ErrBadCursor is a cursor this store did not make.
-var ErrBadCursor = errors.New("store: not a request log cursor")
 
 // maxCursor bounds a cursor's length before it is decoded.
 const maxCursor = 512
@@ -144,16 +140,16 @@ func encodeCursor(t time.Time, requestID string) string {
 
 func decodeCursor(c string) (time.Time, string, error) {
 	if len(c) > maxCursor {
-		return time.Time{}, "", ErrBadCursor
+		return time.Time{}, "", metering.ErrBadCursor
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(c)
 	if err != nil {
-		return time.Time{}, "", ErrBadCursor
+		return time.Time{}, "", metering.ErrBadCursor
 	}
 	micros, id, ok := strings.Cut(string(raw), ".")
 	n, err := strconv.ParseInt(micros, 10, 64)
 	if !ok || err != nil || id == "" {
-		return time.Time{}, "", ErrBadCursor
+		return time.Time{}, "", metering.ErrBadCursor
 	}
 	return time.UnixMicro(n).UTC(), id, nil
 }

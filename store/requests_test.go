@@ -125,7 +125,7 @@ func TestRequestLogPagesAreStableUnderInserts(t *testing.T) {
 		assert.Equal(t, want, seen, "every row once, newest first")
 
 		_, err := s.ListRequests(ctx, metering.RequestQuery{After: "not a cursor!"})
-		assert.ErrorIs(t, err, ErrBadCursor)
+		assert.ErrorIs(t, err, metering.ErrBadCursor)
 	})
 }
 
