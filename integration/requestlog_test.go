@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
@@ -168,4 +171,87 @@ func mustJSON(t *testing.T, v any) []byte {
 	b, err := json.Marshal(v)
 	require.NoError(t, err)
 	return b
+}
+
+type requestsReport struct {
+	browserReport
+	All            json.RawMessage `json:"all_rows"`
+	Model          json.RawMessage `json:"model_rows"`
+	Key            json.RawMessage `json:"key_rows"`
+	ToggleExpanded string          `json:"toggle_expanded"`
+	Attempts       []struct {
+		Candidate, Reason, Text string
+	} `json:"attempts"`
+	Overflow bool `json:"overflow"`
+}
+
+type shownRequest struct {
+	ID, Model, Key, Candidate, Status string
+	Flags                             []string
+}
+
+// The console's Requests view, in a browser: filtered by model it shows the request
+// that failed over, which opens to its attempts; filtered by key, that key's requests.
+func TestConsoleInBrowserRequests(t *testing.T) {
+	node := needBrowser(t)
+	up := newUpstream(t)
+	a := "http://" + up.hostport() + "/v1"
+	models := "\t\tmodel flaky {\n" +
+		candidate("broken", "family_a", a, upstreamPrefix+"-x+fail-503", "priority 1") +
+		candidate("good", "family_a", a, upstreamPrefix+"-good", "priority 2") + "\t\t}\n" +
+		"\t\tmodel plain {\n" + candidate("only", "family_a", a, upstreamPrefix+"-plain") + "\t\t}\n"
+	ports, caddyfile := startCaddy(t, 2, func(ports []int) string {
+		return "{\n\tadmin 127.0.0.1:" + strconv.Itoa(ports[1]) + "\n\tdefault_bind 127.0.0.1\n" +
+			"\tswitchyard {\n\t\tstore sqlite " + filepath.Join(t.TempDir(), "keys.db") + "\n\t\tkey other " + testKey + "\n" + models + "\t}\n}\n" +
+			"http://127.0.0.1:" + strconv.Itoa(ports[0]) + " {\n" +
+			"\thandle_path /console/* {\n\t\tbasic_auth {\n\t\t\t" + consoleUser + " " + consolePasswordHash + "\n\t\t}\n\t\tswitchyard_console\n\t}\n" +
+			"\thandle {\n\t\tswitchyard_auth\n\t\tswitchyard_model\n\t\tswitchyard_proxy\n\t}\n" +
+			"\thandle_errors {\n\t\tswitchyard_errors\n\t}\n}\n"
+	})
+	g := &gateway{base: "http://127.0.0.1:" + strconv.Itoa(ports[0]), admin: "http://127.0.0.1:" + strconv.Itoa(ports[1]), up: up, caddyfile: caddyfile}
+	g.waitReady(t)
+
+	resp, err := http.Post(g.admin+"/switchyard/keys", "application/json", strings.NewReader(`{"name":"browser-bot"}`))
+	require.NoError(t, err)
+	var created struct {
+		Key    struct{ ID string }
+		Secret string
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&created))
+	resp.Body.Close()
+	require.NotEmpty(t, created.Secret)
+	chat := func(model, secret string) *result {
+		r := g.call(t, "POST", "/v1/chat/completions", `{"model":"`+model+`","messages":[{"role":"user","content":"hi"}]}`, "Authorization", "Bearer "+secret)
+		require.Equal(t, 200, r.Status, "%s", r.Body)
+		return r
+	}
+	failedOver := chat("flaky", created.Secret)
+	chat("plain", created.Secret)
+	chat("plain", testKey)
+	require.Eventually(t, func() bool { return len(g.requestLog(t, nil).Requests) == 3 }, waitShort, pollEvery)
+
+	var r requestsReport
+	runBrowserScript(t, node, "requests.mjs", g, 2*time.Minute, &r, "SY_MODEL=flaky", "SY_KEY_ID="+created.Key.ID)
+	assert.Equal(t, 200, r.PageStatus)
+	assert.Empty(t, r.PageErrors)
+	assert.Empty(t, r.ConsoleErrors)
+	var all, byModel, byKey []shownRequest
+	require.NoError(t, json.Unmarshal(r.All, &all))
+	require.NoError(t, json.Unmarshal(r.Model, &byModel))
+	require.NoError(t, json.Unmarshal(r.Key, &byKey))
+	assert.Len(t, all, 3)
+	require.Len(t, byModel, 1, "only the flaky model's request")
+	assert.Equal(t, failedOver.Header.Get("X-Switchyard-Request-Id"), byModel[0].ID)
+	assert.Equal(t, "good", byModel[0].Candidate)
+	assert.Equal(t, "browser-bot", byModel[0].Key)
+	assert.Contains(t, byModel[0].Flags, "Failed over")
+	assert.Equal(t, "true", r.ToggleExpanded)
+	require.Len(t, r.Attempts, 2)
+	assert.Equal(t, "broken", r.Attempts[0].Candidate)
+	assert.NotEmpty(t, r.Attempts[0].Reason)
+	assert.Contains(t, r.Attempts[0].Text, "503")
+	assert.Equal(t, "good", r.Attempts[1].Candidate)
+	assert.Contains(t, r.Attempts[1].Text, "served")
+	assert.Len(t, byKey, 2, "the stored key's two requests")
+	assert.False(t, r.Overflow, "the table fits its panel at 1366 pixels")
 }
