@@ -36,18 +36,39 @@ const requestSelectTail = `u.request_id, u.key_id, k.name, u.project_id, u.model
 // metering.MaxRequestPage at most). The key's name comes from api_keys, or from the id
 // of a key of the configuration ("static:<name>"); never anything secret.
 func (s *Store) ListRequests(ctx context.Context, q metering.RequestQuery) (metering.RequestPage, error) {
+	query, args, limit, err := buildRequestQuery(s.driver, q)
+	if err != nil {
+		return metering.RequestPage{}, err
+	}
+	rows, err := call(ctx, s, kindRead, func(b backend) ([]metering.RequestRow, error) {
+		return b.listRequests(ctx, query, args)
+	})
+	if err != nil {
+		return metering.RequestPage{}, fmt.Errorf("store: list requests: %w", err)
+	}
+	page := metering.RequestPage{Requests: rows}
+	if len(rows) > limit {
+		page.Requests = rows[:limit]
+		last := page.Requests[limit-1]
+		page.Next = encodeCursor(last.Time, last.RequestID)
+	}
+	return page, nil
+}
+
+// buildRequestQuery writes ListRequests' query in driver's dialect. It asks for one row
+// more than the page, which tells whether another page follows.
+func buildRequestQuery(driver string, q metering.RequestQuery) (query string, args []any, limit int, err error) {
 	d := sqliteUsageDialect
 	tsExpr, estExpr := `u.ts`, `u.estimated`
-	if s.driver == DriverPostgres {
+	if driver == DriverPostgres {
 		d = pgUsageDialect
 		tsExpr, estExpr = `CAST(extract(epoch FROM u.ts) * 1000000 AS BIGINT)`, `CASE WHEN u.estimated THEN 1 ELSE 0 END`
 	}
-	limit := q.Limit
+	limit = q.Limit
 	if limit <= 0 {
 		limit = 50
 	}
 	limit = min(limit, metering.MaxRequestPage)
-	var args []any
 	arg := func(v any) string {
 		args = append(args, v)
 		return d.param(len(args))
@@ -72,7 +93,7 @@ func (s *Store) ListRequests(ctx context.Context, q metering.RequestQuery) (mete
 	if q.After != "" {
 		at, id, err := decodeCursor(q.After)
 		if err != nil {
-			return metering.RequestPage{}, err
+			return "", nil, 0, err
 		}
 		// A row value, which both databases compare on the index in one range.
 		where = append(where, "(u.ts, u.request_id) < ("+arg(d.time(at))+", "+arg(id)+")")
@@ -83,21 +104,8 @@ func (s *Store) ListRequests(ctx context.Context, q metering.RequestQuery) (mete
 	if len(where) > 0 {
 		sb.WriteString(" WHERE " + strings.Join(where, " AND "))
 	}
-	// One row more than the page tells whether another page follows.
 	sb.WriteString(" ORDER BY u.ts DESC, u.request_id DESC LIMIT " + strconv.Itoa(limit+1))
-	rows, err := call(ctx, s, kindRead, func(b backend) ([]metering.RequestRow, error) {
-		return b.listRequests(ctx, sb.String(), args)
-	})
-	if err != nil {
-		return metering.RequestPage{}, fmt.Errorf("store: list requests: %w", err)
-	}
-	page := metering.RequestPage{Requests: rows}
-	if len(rows) > limit {
-		page.Requests = rows[:limit]
-		last := page.Requests[limit-1]
-		page.Next = encodeCursor(last.Time, last.RequestID)
-	}
-	return page, nil
+	return sb.String(), args, limit, nil
 }
 
 // scanRequestRow reads one row of ListRequests' query.
