@@ -71,7 +71,10 @@ func TestRequestLogAtScale(t *testing.T) {
 			{"by key", metering.RequestQuery{KeyID: benchKeyID(417)}},
 			{"by model", metering.RequestQuery{Model: "model-3"}},
 			{"by status 429", metering.RequestQuery{Status: 429}},
-			{"by model and status 502", metering.RequestQuery{Model: "model-5", Status: 502}},
+			{"by model and status 502", metering.RequestQuery{Model: "model-1", Status: 502}},
+			// The worst case: two filters no index combines, that no row matches together
+			// (model-3 never failed), read through the whole of the model's index.
+			{"by model and status, matching nothing", metering.RequestQuery{Model: "model-3", Status: 502}},
 			{"by key, a day", metering.RequestQuery{KeyID: benchKeyID(9), Since: start.AddDate(0, 0, 10), Until: start.AddDate(0, 0, 11)}},
 		} {
 			var times []time.Duration
@@ -83,7 +86,9 @@ func TestRequestLogAtScale(t *testing.T) {
 				require.NoError(t, err)
 			}
 			slices.Sort(times)
-			require.NotEmpty(t, page.Requests, c.name)
+			if !strings.Contains(c.name, "nothing") {
+				require.NotEmpty(t, page.Requests, c.name)
+			}
 			plan := explainRequests(t, f, c.q)
 			t.Logf("%s %s: median %v, slowest %v (%d rows)\n%s", f.driver, c.name, times[len(times)/2].Round(10*time.Microsecond),
 				times[len(times)-1].Round(10*time.Microsecond), len(page.Requests), plan)
