@@ -98,6 +98,7 @@ func (k *KeysAPI) Routes() []caddy.AdminRoute {
 		{Pattern: "/switchyard/models", Handler: h},
 		{Pattern: "/switchyard/usage", Handler: h},
 		{Pattern: "/switchyard/requests", Handler: h},
+		{Pattern: "/switchyard/latency", Handler: h},
 	}
 }
 

@@ -81,6 +81,8 @@ type App struct {
 	ledgerKey   string
 	ledgerSink  metering.Sink
 	ledgerDir   string
+
+	latencyReader metering.LatencyReader // nil when the store keeps no usage
 	// ledgerReady is closed once Start has opened the ledger; requests that arrive first
 	// (Caddy starts apps in no fixed order) wait for it rather than go unrecorded.
 	ledgerReady chan struct{}

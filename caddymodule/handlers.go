@@ -91,6 +91,8 @@ type requestLog struct {
 	retryWait                                     time.Duration
 	failovers                                     []string
 	streamInterrupted                             bool
+	// trace is the request's span; nil when the request is not traced.
+	trace *requestTrace
 }
 
 // MarshalLogObject writes the fields known so far.
@@ -126,12 +128,13 @@ func (l *requestLog) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 }
 
 // startLog puts the request's log fields into Caddy's access log.
-func startLog(r *http.Request, requestID string) {
+func startLog(r *http.Request, requestID string) *requestLog {
 	l := &requestLog{requestID: requestID}
 	caddyhttp.SetVar(r.Context(), varLog, l)
 	if extra, ok := r.Context().Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields); ok {
 		extra.Add(zap.Inline(l))
 	}
+	return l
 }
 
 // logOf is the request's log fields; one that no longer reaches a log when
@@ -166,8 +169,15 @@ func (h *Auth) Provision(ctx caddy.Context) (err error) {
 func (h *Auth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	id := newRequestID()
 	w.Header().Set(RequestIDHeader, id)
-	startLog(r, id)
+	log := startLog(r, id)
+	log.trace = startTrace(r.Context(), id)
+	err := h.serve(w, r, next, log)
+	// Ends once the handlers have returned: after a streamed answer's last byte.
+	log.trace.end(err)
+	return err
+}
 
+func (h *Auth) serve(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, log *requestLog) error {
 	if auth.KeyInQuery(r.URL.RawQuery, func(v string) bool { _, known := h.app.verifier.Verify(v); return known }) {
 		// Never forwarded, and refused so that the client learns to stop putting it in
 		// URLs, which proxies and logs keep.
@@ -182,7 +192,8 @@ func (h *Auth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 		return fail(protocols.ErrInvalidKey())
 	}
 	caddyhttp.SetVar(r.Context(), varIdentity, identity)
-	logOf(r).keyID = identity.KeyID
+	log.keyID = identity.KeyID
+	log.trace.identity(identity)
 	return next.ServeHTTP(w, r)
 }
 
@@ -218,7 +229,9 @@ func (h *Model) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp
 		w.Header().Set("Allow", op.AllowedMethods())
 		return fail(protocols.ErrMethodNotAllowed(op, r.Method, r.URL.Path))
 	}
-	logOf(r).operation = op.Kind.String()
+	log := logOf(r)
+	log.operation = op.Kind.String()
+	log.trace.operationKnown(op)
 
 	switch op.Kind {
 	case protocols.KindModels:
@@ -283,7 +296,9 @@ func (h *Model) serveBody(w http.ResponseWriter, r *http.Request, next caddyhttp
 		checked, modelID, apiErr := h.check(r.Header, identity, op, parsed)
 		if apiErr != nil {
 			if modelID != "" {
-				logOf(r).model = modelID // a request that fails never lends its body's buffer on
+				log := logOf(r)
+				log.model = modelID // a request that fails never lends its body's buffer on
+				log.trace.modelKnown(modelID)
 			}
 			return fail(apiErr)
 		}
@@ -292,7 +307,9 @@ func (h *Model) serveBody(w http.ResponseWriter, r *http.Request, next caddyhttp
 	} else {
 		rt = &route{op: op, model: forwarded, body: body}
 	}
-	logOf(r).model = rt.model.ID // not modelID: the body's buffer may serve another request
+	log := logOf(r)
+	log.model = rt.model.ID // not modelID: the body's buffer may serve another request
+	log.trace.modelKnown(rt.model.ID)
 	caddyhttp.SetVar(r.Context(), varRoute, rt)
 	return next.ServeHTTP(w, r)
 }
@@ -415,6 +432,10 @@ func (h *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Ha
 		log.candidate = outcome.Served.Candidate.Name
 	}
 	log.streamInterrupted = outcome.StreamError != nil
+	if log.trace != nil {
+		// Admission let the request through to get here.
+		log.trace.served(rt, outcome, h.app.upstreamsFor(rt.model, rt.op.Family))
+	}
 	if outcome.Served == nil && apiErr != nil {
 		// No answer reached the client, so meter never ran: the request log still
 		// shows the request and what its attempts met.

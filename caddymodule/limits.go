@@ -153,6 +153,7 @@ func (h *Model) enter(w http.ResponseWriter, r *http.Request, id *auth.Identity,
 	entered, res := h.app.admission.Enter(r.Context(), requestID(r), whoOf(id), op.Family, w.Header())
 	if res.Refused != "" {
 		loadLimitMetrics().rejections.WithLabelValues("", res.Refused).Inc()
+		logOf(r).trace.refused(res.Refused)
 		// Before the body: the model is not known yet.
 		h.app.journalUnserved(unserved{requestID: requestID(r), identity: id, op: op,
 			status: refusalStatus(res), outcome: metering.OutcomeRefused, refusedBy: res.Refused})
@@ -177,6 +178,7 @@ func (h *Proxy) admit(w http.ResponseWriter, r *http.Request, rt *route, id *aut
 	res := h.app.admission.Admit(r.Context(), req, w.Header())
 	if res.Refused != "" {
 		loadLimitMetrics().rejections.WithLabelValues(rt.model.ID, res.Refused).Inc()
+		logOf(r).trace.refused(res.Refused)
 		h.app.journalUnserved(unserved{requestID: requestID, identity: id, model: rt.model.ID, op: rt.op,
 			status: refusalStatus(res), outcome: metering.OutcomeRefused, refusedBy: res.Refused})
 	}

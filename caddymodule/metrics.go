@@ -22,6 +22,8 @@ type gatewayMetrics struct {
 	retries   *prometheus.CounterVec
 	retryWait *prometheus.HistogramVec
 	ttfb      *prometheus.HistogramVec
+	ttft      *prometheus.HistogramVec
+	duration  *prometheus.HistogramVec
 	circuits  circuitCollector
 	probes    *prometheus.CounterVec
 }
@@ -57,6 +59,20 @@ var loadMetrics = sync.OnceValue(func() *gatewayMetrics {
 			Help:    "Time from the request reaching the relay to its first byte sent to the client, by serving candidate.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2.5, 12),
 		}, []string{"model", "candidate"}),
+		// A stream's first byte sent is its first event, so for streams time to first
+		// byte is time to first token; a separate metric holds only those, because a
+		// non-streamed answer's first byte comes with its last token and would drag the
+		// percentiles of the two kinds together.
+		ttft: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: ns, Name: "time_to_first_token_seconds",
+			Help:    "Streamed answers only: time from the request reaching the relay to its first event sent to the client, by serving candidate.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2.5, 12),
+		}, []string{"model", "candidate"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: ns, Name: "request_duration_seconds",
+			Help:    "Time from the request reaching the relay to the end of its answer, by serving candidate.",
+			Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120, 300},
+		}, []string{"model", "candidate"}),
 		probes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Name: "probes_total",
 			Help: "Background probes of candidates whose circuit is open, by result: pass (it closed), fail, not_offered (404/405: left to live requests).",
@@ -67,7 +83,7 @@ var loadMetrics = sync.OnceValue(func() *gatewayMetrics {
 // register adds the collectors to a configuration's registry; one that is already there
 // (a second handler of the same configuration) is fine.
 func (m *gatewayMetrics) register(reg prometheus.Registerer) error {
-	return registerCollectors(reg, m.requests, m.attempts, m.failovers, m.retries, m.retryWait, m.ttfb, m.circuits, m.probes)
+	return registerCollectors(reg, m.requests, m.attempts, m.failovers, m.retries, m.retryWait, m.ttfb, m.ttft, m.duration, m.circuits, m.probes)
 }
 
 // registerCollectors adds process-wide collectors to a configuration's registry; one
@@ -92,7 +108,11 @@ func (m *gatewayMetrics) observe(model string, family protocols.Family, out *rel
 		served = out.Served.Candidate.Name
 		if out.TimeToFirstByte > 0 { // none for an answer metered after its client left
 			m.ttfb.WithLabelValues(model, served).Observe(out.TimeToFirstByte.Seconds())
+			if out.Stream {
+				m.ttft.WithLabelValues(model, served).Observe(out.TimeToFirstByte.Seconds())
+			}
 		}
+		m.duration.WithLabelValues(model, served).Observe(out.Latency.Seconds())
 	}
 	m.requests.WithLabelValues(model, proto, served, out.Result()).Inc()
 	m.attempts.WithLabelValues(model, proto).Observe(float64(len(out.Attempts)))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
@@ -154,6 +155,9 @@ func (a *App) openStore(ctx caddy.Context, repl *caddy.Replacer, static *auth.St
 	if log, ok := any(s.store).(metering.RequestLog); ok {
 		a.requestLog = loggingRequestLog{log, logger}
 	}
+	if reader, ok := any(s.store).(metering.LatencyReader); ok {
+		a.latencyReader = loggingLatencyReader{reader, logger}
+	}
 	if sink, ok := any(s.store).(metering.Sink); ok {
 		// The ledger opens when the app starts, not here: `caddy validate` provisions a
 		// configuration in a process of its own while the gateway may be running, and must
@@ -201,4 +205,18 @@ func (l loggingRequestLog) ListRequests(ctx context.Context, q metering.RequestQ
 		l.logger.Error("admin API call failed in the key store", zap.String("call", "request log"), zap.Error(err))
 	}
 	return page, err
+}
+
+// loggingLatencyReader logs a failed latency query, which the API answers with a bare 500.
+type loggingLatencyReader struct {
+	metering.LatencyReader
+	logger *zap.Logger
+}
+
+func (r loggingLatencyReader) QueryLatency(ctx context.Context, from, to time.Time) ([]metering.LatencyRow, error) {
+	rows, err := r.LatencyReader.QueryLatency(ctx, from, to)
+	if err != nil {
+		r.logger.Error("admin API call failed in the key store", zap.String("call", "latency query"), zap.Error(err))
+	}
+	return rows, err
 }

@@ -43,10 +43,15 @@ type Channel interface {
 	// Retry-After where the provider said how long. It may replace resp.Body,
 	// resp.StatusCode, resp.ContentLength and resp.Header entries.
 	Response(op protocols.Operation, resp *http.Response)
-	// Secrets are the identifiers of the provider account that must never reach a
-	// client: account and project ids, regions, resource and deployment names. The
-	// upstream model and the endpoint's host are scrubbed anyway.
+	// Secrets are the credentials and account identifiers that must never reach a
+	// client, masked wherever they appear: keys, access key ids, account and project
+	// ids. The upstream model and the endpoint's host are scrubbed anyway.
 	Secrets() []string
+	// Names are the account's names that read as ordinary words (regions, resource and
+	// deployment names): masked in error bodies and error events, where providers write
+	// them, but not in generated text, which they would mangle ("us-east-1" or a
+	// deployment called "gpt-4o" in an answer about either).
+	Names() []string
 }
 
 // ModelSecrets is implemented by a channel whose upstream model names can carry

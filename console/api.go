@@ -47,6 +47,9 @@ type API struct {
 	Usage metering.Reader
 	// Requests lists the request log; nil when the store keeps none.
 	Requests metering.RequestLog
+	// Latency answers the Models view's latency per candidate; nil when the store keeps
+	// no usage.
+	Latency metering.LatencyReader
 	// RequireHeader, when set, must be present on every request that changes something:
 	// a browser cannot send a custom header to another site without that site agreeing,
 	// so a page elsewhere cannot make a logged-in operator's browser create or revoke keys.
@@ -66,7 +69,7 @@ const ConsoleHeader = "X-Switchyard-Console"
 // Handler routes the API: GET/POST /keys, GET /keys/{id}, POST /keys/{id}/rotate,
 // POST /keys/{id}/revoke (and DELETE /keys/{id}), PUT /keys/{id}/limits,
 // PUT /keys/{id}/project, GET/POST /projects, GET /projects/{id},
-// PUT /projects/{id}/limits, GET /audit, GET /models, GET /usage and
+// PUT /projects/{id}/limits, GET /audit, GET /models, GET /usage, GET /latency and
 // GET /connect/{client}. Every change is recorded in the audit trail with the actor
 // Actor names.
 func (a *API) Handler() http.Handler {
@@ -87,6 +90,7 @@ func (a *API) Handler() http.Handler {
 	mux.HandleFunc("GET /models", a.listModels)
 	mux.HandleFunc("GET /usage", a.queryUsage)
 	mux.HandleFunc("GET /requests", a.listRequests)
+	mux.HandleFunc("GET /latency", a.queryLatency)
 	mux.HandleFunc("GET /connect/{client}", a.connectSetup)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such API route: "+r.Method+" "+r.URL.Path)

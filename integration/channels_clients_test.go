@@ -23,6 +23,7 @@ import (
 var channelSecrets = []string{
 	bedrockARN, "123456789012", "inference-profile", "anthropic.claude-sonnet", "us-east-1", "amazon-bedrock",
 	vertexProject, vertexSA, "us-east5", "claude-v@20250929", "20250929",
+	"msg_bdrk_", "msg_vrtx_", "req_vrtx_", "req_bdrk_",
 }
 
 // assertNoChannelLeak fails for each channel secret or upstream leak marker in text,

@@ -22,7 +22,9 @@ import (
 type chatCompletions struct{}
 
 func (chatCompletions) Answer(_ Kind, body []byte) (gjson.Result, Observation) {
-	return answerFamilyA(body, chatUsage)
+	model, obs := answerFamilyA(body, chatUsage)
+	obs.FinishReason = gjson.GetBytes(body, "choices.0.finish_reason").Str
+	return model, obs
 }
 
 // chatUsage names the counts of a chat usage object.
@@ -101,6 +103,9 @@ func (chatCompletions) event(s *EventStream, ev Event) eventView {
 	s.Obs.OutputChars += stringLen(choices.content) + stringLen(choices.arguments)
 	s.Obs.ThinkingChars += stringLen(choices.reasoning)
 	s.chatFinished = s.chatFinished || choices.finished
+	if choices.finish != nil && s.Obs.FinishReason == "" {
+		s.Obs.FinishReason = unquoted(choices.finish)
+	}
 	if len(usage) > 0 && usage[0] == '{' {
 		s.Obs.setFamilyAUsage(gjson.Result{Type: gjson.JSON, Raw: view(usage)}, chatUsage)
 		// Some servers put usage in every chunk, counting so far: it is final only once
@@ -137,8 +142,9 @@ func (h *chunkHead) remember(prefix []byte, modelSeen bool, modelStart, modelEnd
 type chatChoices struct {
 	isArray, hasFirst             bool
 	content, reasoning, arguments []byte // the first choice's delta text, as written
-	// finished says a choice carries a finish_reason.
+	// finished says a choice carries a finish_reason; finish is the first choice's.
 	finished bool
+	finish   []byte
 }
 
 // isFinishReason reports a finish_reason value that says a choice ended: a non-empty
@@ -181,6 +187,9 @@ func readChoices(b []byte, start int) (c chatChoices, end int) {
 		}
 		c.readDelta(delta)
 		c.finished = isFinishReason(finish)
+		if c.finished {
+			c.finish = finish
+		}
 	} else if end = skipJSONValue(b, i); end < 0 {
 		return chatChoices{}, -1
 	}

@@ -218,6 +218,10 @@ func stringLen(v []byte) int64 {
 	return int64(len(v) - 2)
 }
 
+// unquoted is a JSON string value as text, in its own memory (the value may lie in a
+// buffer that is reused).
+func unquoted(v []byte) string { return gjson.ParseBytes(v).String() }
+
 // stringResult is a string value found at start of data, as the splice takes it.
 func stringResult(data []byte, start, end int) gjson.Result {
 	if start >= end || data[start] != '"' {

@@ -41,6 +41,9 @@ func chatEventByGjson(s *EventStream, ev Event) eventView {
 				s.chatFinished = true
 			}
 		}
+		if f := choices.Get("0.finish_reason"); f.Type == gjson.String && textLen(f) > 0 && s.Obs.FinishReason == "" {
+			s.Obs.FinishReason = f.String()
+		}
 	}
 	if usage.IsObject() {
 		s.Obs.setFamilyAUsage(usage, chatUsage)

@@ -3,6 +3,7 @@ package protocols
 import (
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/tidwall/gjson"
 )
@@ -32,6 +33,7 @@ func (messages) Answer(kind Kind, body []byte) (gjson.Result, Observation) {
 		obs.mergeMessagesUsage(u)
 		obs.UsageFinal = true
 	}
+	obs.FinishReason = strings.Clone(getView(body, "stop_reason").Str) // body is reused
 	// Thinking text, in case the upstream does not split thinking tokens out.
 	for _, t := range gjson.GetBytes(body, `content.#(type=="thinking")#.thinking`).Array() {
 		obs.ThinkingChars += textLen(t)
@@ -76,9 +78,13 @@ func (m messages) event(s *EventStream, ev Event) eventView {
 		s.Obs.ThinkingChars += textLen(d[2])
 	case "message_delta":
 		// message_start's output count is a placeholder; message_delta's is the final one.
-		if u := getView(ev.Data, "usage"); u.IsObject() {
-			s.Obs.mergeMessagesUsage(u)
+		f := gjson.GetMany(view(ev.Data), "usage", "delta.stop_reason")
+		if f[0].IsObject() {
+			s.Obs.mergeMessagesUsage(f[0])
 			s.Obs.UsageFinal = true
+		}
+		if f[1].Str != "" {
+			s.Obs.FinishReason = strings.Clone(f[1].Str) // the event's buffer is reused
 		}
 	case "message_stop":
 		s.Obs.Complete = true

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/tidwall/gjson"
 )
@@ -25,7 +26,18 @@ func (responses) Answer(kind Kind, body []byte) (gjson.Result, Observation) {
 	if kind == KindResponsesInputTokens {
 		return gjson.Result{}, Observation{Complete: true} // a token count: no model, nothing to bill
 	}
-	return answerFamilyA(body, responsesUsage)
+	model, obs := answerFamilyA(body, responsesUsage)
+	obs.FinishReason = responsesFinish(gjson.GetManyBytes(body, "incomplete_details.reason", "status"))
+	return model, obs
+}
+
+// responsesFinish is why a response ended: its incomplete reason (max_output_tokens,
+// content_filter), else its status.
+func responsesFinish(f []gjson.Result) string {
+	if f[0].Str != "" {
+		return f[0].Str
+	}
+	return f[1].Str
 }
 
 // responsesUsage names the counts of a Responses usage object.
@@ -53,6 +65,7 @@ func (r responses) event(s *EventStream, ev Event) eventView {
 		s.Obs.ThinkingChars += textLen(f[2])
 	case "response.completed", "response.failed", "response.incomplete":
 		s.Obs.Complete, terminal = true, true
+		s.Obs.FinishReason = strings.Clone(responsesFinish(gjson.GetMany(view(ev.Data), "response.incomplete_details.reason", "response.status")))
 	}
 	if r.eventModelPath(ev) == "" {
 		return eventView{}

@@ -51,12 +51,14 @@ func AppendJSONString(dst []byte, s string) []byte {
 // account ids (the values of its account headers) are masked; error bodies and in-band
 // error events, which upstreams write for their own operators, also have the upstream
 // model name replaced by the service model id and anything shaped like an account id
-// masked. Generated text is not searched for model names or id patterns, which would
-// corrupt it (an upstream model "o3" inside "foo3").
+// masked, and so are the names of the account's regions, resources and deployments.
+// Generated text is not searched for model names, account names or id patterns, which
+// would corrupt it (an upstream model "o3" inside "foo3", a region "us-east-1").
 type Scrubber struct {
 	UpstreamModel string
 	ServiceModel  string
 	Secrets       []string // upstream host names, credentials, account ids
+	Names         []string // regions, resource and deployment names: error bodies only
 }
 
 // accountHeaders carry an upstream's own account identifiers on its responses.
@@ -82,20 +84,23 @@ var accountIDs = regexp.MustCompile(`\b(org|proj)[-_][A-Za-z0-9]{4,}\b`)
 var redacted = []byte("[redacted]")
 
 // ScrubSecrets masks the secrets in an answer. It returns b itself when there is none.
-func (s Scrubber) ScrubSecrets(b []byte) []byte {
-	for _, secret := range s.Secrets {
-		if len(secret) >= 3 && bytes.Contains(b, []byte(secret)) {
-			b = bytes.ReplaceAll(b, []byte(secret), redacted)
+func (s Scrubber) ScrubSecrets(b []byte) []byte { return mask(b, s.Secrets) }
+
+func mask(b []byte, words []string) []byte {
+	for _, w := range words {
+		if len(w) >= 3 && bytes.Contains(b, []byte(w)) {
+			b = bytes.ReplaceAll(b, []byte(w), redacted)
 		}
 	}
 	return b
 }
 
-// Scrub cleans an error body or error event: secrets masked, the upstream model named as
-// the service model, account-shaped ids masked. It never modifies its input.
+// Scrub cleans an error body or error event: secrets and account names masked, the
+// upstream model named as the service model, account-shaped ids masked. It never
+// modifies its input.
 func (s Scrubber) Scrub(b []byte) []byte {
 	if s.UpstreamModel != "" && s.UpstreamModel != s.ServiceModel {
 		b = bytes.ReplaceAll(b, []byte(s.UpstreamModel), []byte(s.ServiceModel))
 	}
-	return accountIDs.ReplaceAll(s.ScrubSecrets(b), redacted)
+	return accountIDs.ReplaceAll(mask(s.ScrubSecrets(b), s.Names), redacted)
 }

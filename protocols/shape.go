@@ -91,6 +91,10 @@ type Observation struct {
 	OutputChars, ThinkingChars int64
 	// Complete says the answer reached its natural end.
 	Complete bool
+	// FinishReason is why the model stopped, as the upstream wrote it (the first
+	// choice's finish_reason, Messages' stop_reason, a Responses answer's incomplete
+	// reason or status); empty when it did not say.
+	FinishReason string
 	// Billable says the operation generates output worth metering (token counts do not).
 	Billable bool
 }

@@ -18,6 +18,7 @@ import (
 
 // streamCase is a recorded upstream stream and what the client must receive.
 type streamCase struct {
+	finish   string // the finish reason the stream reports
 	name     string
 	kind     protocols.Kind
 	service  string
@@ -33,26 +34,26 @@ var streamCases = []streamCase{
 		name: "chat, usage injected by the gateway", kind: protocols.KindChat, service: "acme/chat", drop: true,
 		upstream: "chat.upstream.sse", client: "chat.client.sse",
 		usage:   protocols.Usage{Input: 19, Output: 31},
-		lastSeq: -1,
+		lastSeq: -1, finish: "stop",
 	},
 	{
 		name: "chat, usage asked for by the client", kind: protocols.KindChat, service: "acme/chat", drop: false,
 		upstream: "chat.upstream.sse", client: "chat.client-usage.sse",
 		usage:   protocols.Usage{Input: 19, Output: 31},
-		lastSeq: -1,
+		lastSeq: -1, finish: "stop",
 	},
 	{
 		name: "responses", kind: protocols.KindResponses, service: "acme/codex",
 		upstream: "responses.upstream.sse", client: "responses.client.sse",
 		usage:   protocols.Usage{Input: 2511, CachedInput: 2048, Output: 87, Reasoning: 64},
-		lastSeq: 11,
+		lastSeq: 11, finish: "completed",
 	},
 	{
 		name: "messages", kind: protocols.KindMessages, service: "acme/sonnet",
 		upstream: "messages.upstream.sse", client: "messages.client.sse",
 		// message_start: 472 input beside 2048 cache reads; message_delta: 89 output, 41 thinking.
 		usage:   protocols.Usage{Input: 2520, CachedInput: 2048, Output: 89, Reasoning: 41},
-		lastSeq: -1,
+		lastSeq: -1, finish: "end_turn",
 	},
 }
 
@@ -138,6 +139,7 @@ func TestEventStreamRewritesRecordedStreams(t *testing.T) {
 					assert.True(t, s.Obs.UsageReported && s.Obs.Complete, how)
 					assert.True(t, s.Obs.UsageFinal, how)
 					assert.Equal(t, tc.lastSeq, s.LastSequence, how)
+					assert.Equal(t, tc.finish, s.Obs.FinishReason, how)
 				}
 
 				check(t, "whole", [][]byte{up})

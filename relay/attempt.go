@@ -253,7 +253,7 @@ func (a *attempt) answer(resp *http.Response, injectedUsage, early bool) bool {
 		return false
 	}
 
-	a.scrub = protocols.Scrubber{UpstreamModel: cand.UpstreamModel, ServiceModel: req.ServiceModel, Secrets: up.secrets}.WithAccountIDs(resp.Header)
+	a.scrub = protocols.Scrubber{UpstreamModel: cand.UpstreamModel, ServiceModel: req.ServiceModel, Secrets: up.secrets, Names: up.names}.WithAccountIDs(resp.Header)
 	switch {
 	case resp.StatusCode >= 400:
 		return a.relayError()

@@ -32,6 +32,7 @@ type fakeChannel struct {
 	broken   bool // no credential to be had
 	balks    bool // cannot carry this body
 	account  string
+	names    []string
 }
 
 func (f *fakeChannel) Name() string       { return "fake" }
@@ -40,6 +41,7 @@ func (f *fakeChannel) Offers(op protocols.Operation) bool {
 	return f.offers || op.Kind == protocols.KindChat
 }
 func (f *fakeChannel) Secrets() []string { return []string{f.account} }
+func (f *fakeChannel) Names() []string   { return f.names }
 
 func (f *fakeChannel) NewRequest(ctx context.Context, op protocols.Operation, body []byte, stream bool, header http.Header) (*http.Request, error) {
 	if f.broken {
@@ -212,4 +214,31 @@ func TestAChannelsCopiesOfTheBodyComeOutOfTheCeiling(t *testing.T) {
 			assert.Equal(t, own, mem.Held(), "the copies' bytes went back; the body's own stay until it is released")
 		})
 	}
+}
+
+// A channel's names (a region, a deployment called like a model) are masked where the
+// provider writes them, in errors, and left alone in what the model generated: an answer
+// about "us-east-1" keeps its words.
+func TestAChannelsNamesAreMaskedInErrorsButNotInGeneratedText(t *testing.T) {
+	ch := &fakeChannel{account: "acct-123456789", names: []string{"us-east-1", "gpt-prod"}}
+	fail := true
+	up, _ := channelUpstream(t, ch, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if fail {
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"error":{"message":"deployment gpt-prod in us-east-1 refused it","type":"invalid_request_error"}}`))
+			return
+		}
+		answer := strings.Replace(chatAnswer, `"up-model"`, `"`+hiddenModel+`"`, 1)
+		_, _ = w.Write([]byte(strings.Replace(answer, `"content":"hi"`, `"content":"us-east-1 and gpt-prod are fine names"`, 1)))
+	})
+	r := serveRecorded(t, chatRequest(t, protocols.KindChat, plainChat), up)
+	assert.Equal(t, 400, r.rec.Code)
+	assert.NotContains(t, r.rec.Body.String(), "us-east-1")
+	assert.NotContains(t, r.rec.Body.String(), "gpt-prod")
+
+	fail = false
+	r = serveRecorded(t, chatRequest(t, protocols.KindChat, plainChat), up)
+	require.Nil(t, r.err)
+	assert.Contains(t, gjson.Get(r.rec.Body.String(), "choices.0.message.content").Str, "us-east-1 and gpt-prod", "generated text is not searched for names")
 }

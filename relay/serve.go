@@ -55,10 +55,12 @@ type Attempt struct {
 	Candidate string
 	// Retry is which retry on its candidate the attempt was (0: the first try), and Wait
 	// the back-off it waited before it started.
-	Retry    int
-	Wait     time.Duration
-	Reason   routing.Reason // empty for the attempt that served the request
-	Status   int            // upstream status, 0 when none was received
+	Retry  int
+	Wait   time.Duration
+	Reason routing.Reason // empty for the attempt that served the request
+	Status int            // upstream status, 0 when none was received
+	// Start is when the attempt began, after its wait; Duration is how long it took.
+	Start    time.Time
 	Duration time.Duration
 	// RetryAfter is the upstream's retry hint in seconds, when it gave one.
 	RetryAfter float64
@@ -217,7 +219,7 @@ func (s *serving) try(pos, n int, wait time.Duration) bool {
 	// Recorded before the attempt runs, so that the Finalize hook inside it sees every
 	// attempt, its own included. Attempts has room for every attempt Serve can make: no
 	// reallocation moves the record the attempt writes to.
-	out.Attempts = append(out.Attempts, Attempt{Candidate: up.Candidate.Name, Retry: n, Wait: wait})
+	out.Attempts = append(out.Attempts, Attempt{Candidate: up.Candidate.Name, Retry: n, Wait: wait, Start: now})
 	att := &out.Attempts[len(out.Attempts)-1]
 	a := &attempt{ctx: s.ctx, w: s.w, req: s.req, up: up, out: out, att: att, start: out.start, deadline: s.deadline}
 	committed := a.run()

@@ -49,8 +49,10 @@ type Upstream struct {
 	scheme    string
 	host      string
 	basePath  string
-	// secrets are masked in anything passed back to a client.
+	// secrets are masked in anything passed back to a client; names (a channel's
+	// regions, resources and deployments) only in error bodies and events.
 	secrets []string
+	names   []string
 
 	// Health is the candidate's live health for generation, shared across configuration
 	// reloads by whoever builds the upstream; NewUpstream gives it a fresh one.
@@ -109,6 +111,7 @@ func NewUpstream(modelID string, c *routing.Candidate, opts Options) *Upstream {
 	if c.Credential != "" {
 		secrets = append(secrets, c.Credential)
 	}
+	var names []string
 	if opts.Channel != nil {
 		channelSecrets := opts.Channel.Secrets()
 		if ms, ok := opts.Channel.(channel.ModelSecrets); ok {
@@ -117,6 +120,13 @@ func NewUpstream(modelID string, c *routing.Candidate, opts Options) *Upstream {
 		for _, s := range channelSecrets {
 			if len(s) >= 3 { // a shorter one would mask ordinary text
 				secrets = append(secrets, s)
+			}
+		}
+		for _, n := range opts.Channel.Names() {
+			// A name inside the service model the client asked for is no secret from it,
+			// and the upstream model is already put back as the service model.
+			if len(n) >= 3 && n != c.UpstreamModel && !strings.Contains(modelID, n) {
+				names = append(names, n)
 			}
 		}
 	}
@@ -131,6 +141,7 @@ func NewUpstream(modelID string, c *routing.Candidate, opts Options) *Upstream {
 		host:      c.BaseURL.Host,
 		basePath:  strings.TrimSuffix(c.BaseURL.Path, "/"),
 		secrets:   secrets,
+		names:     names,
 		channel:   opts.Channel,
 	}
 }

@@ -102,7 +102,7 @@ func (s *server) serveBedrock(w http.ResponseWriter, r *http.Request, prefix, mo
 		s.serveBedrockMessages(w, r, prefix, action == actionCountTokens)
 		return
 	}
-	c := &call{w: w, r: r, fam: familyBedrock, reqID: bedrockRequestID()}
+	c := &call{w: w, r: r, fam: familyBedrock, reqID: bedrockRequestID(), idTag: "bdrk"}
 	w.Header().Set("x-amzn-RequestId", c.reqID)
 	w.Header().Set("x-amzn-bedrock-invocation-latency", "42")
 
@@ -175,7 +175,7 @@ func (s *server) serveBedrock(w http.ResponseWriter, r *http.Request, prefix, mo
 // serveBedrockMessages answers the Messages endpoint: Bedrock's authorisation in front
 // of the first-party Messages API.
 func (s *server) serveBedrockMessages(w http.ResponseWriter, r *http.Request, prefix string, counting bool) {
-	c := &call{w: w, r: r, fam: familyBedrock, reqID: bedrockRequestID()}
+	c := &call{w: w, r: r, fam: familyBedrock, reqID: bedrockRequestID(), idTag: "bdrk"}
 	w.Header().Set("x-amzn-RequestId", c.reqID)
 	body, readErr := io.ReadAll(http.MaxBytesReader(w, r.Body, bedrockMaxBody))
 	c.body = body

@@ -36,9 +36,13 @@ func (c *call) messages(streaming bool) {
 		return t.Get("name").String()
 	}, endsWithResult)
 
-	id := newID("msg_")
+	tag := ""
+	if c.idTag != "" {
+		tag = c.idTag + "_"
+	}
+	id := newID("msg_" + tag)
 	signature := base64.StdEncoding.EncodeToString([]byte("simulated signature " + id))
-	toolID := newID("toolu_")
+	toolID := newID("toolu_" + tag)
 	out := tokens(len(ReplyText))
 	stopReason := "end_turn"
 	var blocks []obj

@@ -231,6 +231,9 @@ type call struct {
 	beh   behaviours
 	// stream is set when the path, not the body, asks for a stream (Bedrock).
 	stream bool
+	// idTag is the channel's tag in Claude's message and tool ids ("bdrk", "vrtx"), as
+	// Bedrock and Vertex write them.
+	idTag string
 }
 
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {

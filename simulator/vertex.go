@@ -163,7 +163,7 @@ func writeGoogleError(w http.ResponseWriter, status int, gstatus, message string
 }
 
 func (s *server) serveVertexModel(w http.ResponseWriter, r *http.Request) {
-	c := &call{w: w, r: r, fam: familyAnthropic, reqID: newID("req_vrtx_")}
+	c := &call{w: w, r: r, fam: familyAnthropic, reqID: newID("req_vrtx_"), idTag: "vrtx"}
 	c.setCommonHeaders()
 	body, readErr := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	c.body = body

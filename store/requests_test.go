@@ -154,5 +154,11 @@ func TestRefusedAndFailedRequestsAreNotUsage(t *testing.T) {
 		page, err := s.ListRequests(ctx, metering.RequestQuery{KeyID: "k"})
 		require.NoError(t, err)
 		assert.Len(t, page.Requests, 3, "the log has all three")
+		latency, err := s.QueryLatency(ctx, t0.Add(-time.Hour), t0.Add(time.Hour))
+		require.NoError(t, err)
+		require.Len(t, latency, 1, "the Models view's latency: one candidate's served answer")
+		assert.Equal(t, "c", latency[0].Candidate)
+		assert.Equal(t, int64(1), latency[0].Requests)
+		assert.Zero(t, latency[0].Errors)
 	})
 }

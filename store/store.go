@@ -545,6 +545,8 @@ type backend interface {
 	queryUsage(ctx context.Context, uq usageQuery) ([]metering.Row, error)
 	// listRequests runs ListRequests' query.
 	listRequests(ctx context.Context, query string, args []any) ([]metering.RequestRow, error)
+	// queryLatency runs latencySQL.
+	queryLatency(ctx context.Context, query string, args ...any) ([]latencyCell, error)
 	// queryInt runs a query that answers one integer.
 	queryInt(ctx context.Context, query string, args ...any) (int64, error)
 	getProject(ctx context.Context, id string) (*auth.Project, error)

@@ -90,6 +90,7 @@ type Channel struct {
 	token      azcore.TokenCredential
 	scope      string
 	secrets    []string
+	names      []string
 }
 
 var _ channel.Channel = (*Channel)(nil)
@@ -152,9 +153,14 @@ func New(cfg Config) (*Channel, error) {
 		}
 		c.token = tok
 	}
-	for _, s := range []string{cfg.Resource, cfg.Deployment, cfg.APIKey, cfg.TenantID, cfg.ClientID, cfg.ClientSecret} {
+	for _, s := range []string{cfg.APIKey, cfg.TenantID, cfg.ClientID, cfg.ClientSecret} {
 		if s != "" {
 			c.secrets = append(c.secrets, s)
+		}
+	}
+	for _, n := range []string{cfg.Resource, cfg.Deployment} {
+		if n != "" {
+			c.names = append(c.names, n)
 		}
 	}
 	return c, nil
@@ -203,6 +209,10 @@ func (c *Channel) Endpoint() *url.URL { u := *c.endpoint; return &u }
 
 // Secrets implements channel.Channel.
 func (c *Channel) Secrets() []string { return c.secrets }
+
+// Names implements channel.Channel: the resource and deployment names, which operators
+// often make ordinary words ("openai", "gpt-4o"). The resource's host is a secret.
+func (c *Channel) Names() []string { return c.names }
 
 // Offers implements channel.Channel: the classic API is asked for chat completions only
 // (its Responses route is not deployment-based); v1 serves chat completions and

@@ -158,7 +158,7 @@ func TestAClientSecretCredentialNeedsAllThreeFields(t *testing.T) {
 	assert.NotContains(t, err.Error(), tenant)
 	c, err := New(Config{Resource: resource, Mode: ModeV1, TenantID: tenant, ClientID: "app-1234", ClientSecret: "s3cr3t-value"})
 	require.NoError(t, err, "a client secret credential is set up without a call")
-	assert.Subset(t, c.Secrets(), []string{resource, tenant, "app-1234", "s3cr3t-value"})
+	assert.Subset(t, c.Secrets(), []string{tenant, "app-1234", "s3cr3t-value"})
 }
 
 func TestConfigurationMistakesNameTheFieldNotTheValue(t *testing.T) {
@@ -182,9 +182,10 @@ func TestConfigurationMistakesNameTheFieldNotTheValue(t *testing.T) {
 	}
 }
 
-func TestSecretsNameTheResourceDeploymentAndKey(t *testing.T) {
+func TestTheKeyIsASecretAndTheResourceAndDeploymentAreNames(t *testing.T) {
 	c := newChannel(t, Config{Resource: resource, Deployment: deployment, APIKey: apiKey})
-	assert.ElementsMatch(t, []string{resource, deployment, apiKey}, c.Secrets())
+	assert.ElementsMatch(t, []string{apiKey}, c.Secrets())
+	assert.ElementsMatch(t, []string{resource, deployment}, c.Names(), "masked in errors, not in generated text")
 	assert.Equal(t, "azure", c.Name())
 }
 

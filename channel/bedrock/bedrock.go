@@ -375,16 +375,18 @@ func countTokensBody(invoke []byte) ([]byte, error) {
 // Response turns Bedrock's answer into the Anthropic API's own (see Respond). The
 // Messages API's successes are that already; its errors still are mapped and scrubbed.
 func (c *Channel) Response(op protocols.Operation, resp *http.Response) {
-	if c.messages && resp.StatusCode < 400 {
-		return
+	if !c.messages || resp.StatusCode >= 400 {
+		Respond(op, resp)
 	}
-	Respond(op, resp)
+	if resp.StatusCode < 300 && op.Kind == protocols.KindMessages {
+		channel.UntagAnswer(resp, "bdrk")
+	}
 }
 
-// Secrets are the region, the access key id and the API key. The account id of an ARN
-// model id is the candidate's, not the channel's: see ModelSecrets.
+// Secrets are the access key id and the API key. The account id of an ARN model id is
+// the candidate's, not the channel's: see ModelSecrets.
 func (c *Channel) Secrets() []string {
-	out := []string{c.region}
+	var out []string
 	if c.accessID != "" {
 		out = append(out, c.accessID)
 	}
@@ -394,23 +396,21 @@ func (c *Channel) Secrets() []string {
 	return out
 }
 
-// ModelSecrets are the parts of a model id that name the account: an ARN's account id
-// and region (arn:aws:bedrock:{region}:{account}:…); nothing for a plain model id or
-// inference profile id.
+// Names implements channel.Channel: the region, masked in error messages only.
+func (c *Channel) Names() []string { return []string{c.region} }
+
+// ModelSecrets is the part of a model id that names the account: an ARN's account id
+// (arn:aws:bedrock:{region}:{account}:…); nothing for a plain model id or inference
+// profile id. The ARN's region is a name like the channel's own, and the whole ARN, the
+// upstream model, is put back as the service model in errors anyway.
 func ModelSecrets(model string) []string {
 	parts := strings.SplitN(model, ":", 6)
-	if len(parts) < 6 || parts[0] != "arn" {
+	if len(parts) < 6 || parts[0] != "arn" || parts[4] == "" {
 		return nil
 	}
-	var out []string
-	for _, p := range parts[3:5] { // region, account
-		if p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
+	return []string{parts[4]}
 }
 
-// ModelSecrets implements channel.ModelSecrets: an ARN's account id and region are the
-// candidate's secrets too.
+// ModelSecrets implements channel.ModelSecrets: an ARN's account id is the candidate's
+// secret too.
 func (c *Channel) ModelSecrets(model string) []string { return ModelSecrets(model) }

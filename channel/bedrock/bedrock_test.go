@@ -237,11 +237,12 @@ func TestNewRefusesBadConfigNamingFieldsNotValues(t *testing.T) {
 
 func TestSecrets(t *testing.T) {
 	c := newStatic(t, "")
-	assert.ElementsMatch(t, []string{"us-east-1", testAKID}, c.Secrets())
+	assert.ElementsMatch(t, []string{testAKID}, c.Secrets())
+	assert.Equal(t, []string{"us-east-1"}, c.Names(), "a region is masked in errors only")
 	k, err := New(Config{Region: "eu-central-1", APIKey: "ABSKexamplekey0123456789"})
 	require.NoError(t, err)
-	assert.ElementsMatch(t, []string{"eu-central-1", "ABSKexamplekey0123456789"}, k.Secrets())
-	assert.Equal(t, []string{"us-east-1", "123456789012"}, ModelSecrets(arnID))
+	assert.ElementsMatch(t, []string{"ABSKexamplekey0123456789"}, k.Secrets())
+	assert.Equal(t, []string{"123456789012"}, ModelSecrets(arnID))
 	assert.Empty(t, ModelSecrets(profileID))
 }
 

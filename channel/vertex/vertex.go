@@ -222,18 +222,24 @@ func (c *Channel) Offers(op protocols.Operation) bool {
 	return op.Family == protocols.FamilyB && (op.Kind == protocols.KindMessages || op.Kind == protocols.KindMessagesCountTokens)
 }
 
-// Secrets implements channel.Channel.
+// Secrets implements channel.Channel: the project id, the regional host and the service
+// account's email.
 func (c *Channel) Secrets() []string {
 	s := []string{c.project, c.host}
 	if c.email != "" {
 		s = append(s, c.email)
 	}
-	switch c.location {
-	case "global", "us", "eu": // ordinary words: masking them would mangle answers
-	default:
-		s = append(s, c.location)
-	}
 	return s
+}
+
+// Names implements channel.Channel: the region, masked in error messages only ("global",
+// "us" and "eu" are too ordinary even there).
+func (c *Channel) Names() []string {
+	switch c.location {
+	case "global", "us", "eu":
+		return nil
+	}
+	return []string{c.location}
 }
 
 // URL is where op goes for model (stream picks the streaming verb).
@@ -333,6 +339,9 @@ func credentialError(err error) error {
 // Google's shape becomes Anthropic's envelope with the same status.
 func (c *Channel) Response(op protocols.Operation, resp *http.Response) {
 	if resp.StatusCode < 400 {
+		if resp.StatusCode < 300 && op.Kind == protocols.KindMessages {
+			channel.UntagAnswer(resp, "vrtx")
+		}
 		return
 	}
 	// A body cut at the bound is no longer valid JSON, so it gets the generic message.

@@ -951,6 +951,49 @@
       head, candidates.length ? table : el('p', { className: 'muted', text: 'No candidates.' }));
   }
 
+  // ---- Latency (Models view) ----------------------------------------------------------
+  //
+  // The last hour per model and candidate from api/latency: a model's total row first,
+  // then its candidates. Percentiles are the upper bounds of the ledger's buckets.
+
+  function latencyMs(ms) {
+    if (ms === null || ms === undefined) return '–';
+    return ms < 1000 ? '≤ ' + ms + ' ms' : '≤ ' + (ms / 1000).toLocaleString('en', { maximumFractionDigits: 1 }) + ' s';
+  }
+
+  function latencyRow(r, isTotal) {
+    const rate = (r.error_rate * 100).toLocaleString('en', { maximumFractionDigits: 1 }) + '%';
+    return el('tr', { className: isTotal ? 'latency-total' : 'latency-cand', testid: 'latency-row',
+      dataset: { model: r.model, candidate: r.candidate || '' } },
+      isTotal ? el('th', { scope: 'row', className: 'cand-name', text: r.model })
+        : el('td', { className: 'muted', text: r.model }),
+      el('td', { className: 'cand-name', text: isTotal ? 'all' : r.candidate }),
+      el('td', { className: 'num', testid: 'latency-requests', text: String(r.requests) }),
+      el('td', { className: 'num', testid: 'latency-errors', title: r.errors + ' of ' + r.requests, text: rate }),
+      el('td', { className: 'num', testid: 'latency-ttft-p50', text: latencyMs(r.ttft_p50_ms) }),
+      el('td', { className: 'num', testid: 'latency-ttft-p95', text: latencyMs(r.ttft_p95_ms) }),
+      el('td', { className: 'num', testid: 'latency-duration-p50', text: latencyMs(r.duration_p50_ms) }),
+      el('td', { className: 'num', testid: 'latency-duration-p95', text: latencyMs(r.duration_p95_ms) }));
+  }
+
+  async function loadLatency(quiet) {
+    const body = $('latency-rows');
+    try {
+      const d = await api('GET', 'api/latency?window=1h');
+      const rows = Array.isArray(d.rows) ? d.rows : [];
+      const totals = Array.isArray(d.models) ? d.models : [];
+      if (totals.length === 0) {
+        body.replaceChildren(el('tr', {}, el('td', { colspan: 8, className: 'empty', text: 'No requests in the last hour.' })));
+        return;
+      }
+      body.replaceChildren(...totals.flatMap((t) => [latencyRow(t, true),
+        ...rows.filter((r) => r.model === t.model).map((r) => latencyRow(r, false))]));
+    } catch (err) {
+      body.replaceChildren(el('tr', {}, el('td', { colspan: 8, className: 'empty', text: 'Latency could not be loaded: ' + err.message })));
+      if (!quiet) showError(err.message);
+    }
+  }
+
   // ---- Usage -------------------------------------------------------------------------
   //
   // One query (api/usage grouped by day and model) feeds everything: the charts, drawn as
@@ -1699,7 +1742,7 @@
       if (custom) $('create-lifetime-custom').focus();
     });
     $('keys-refresh').addEventListener('click', () => { clearError(); loadKeys(); });
-    $('models-refresh').addEventListener('click', () => { clearError(); loadModels(false); });
+    $('models-refresh').addEventListener('click', () => { clearError(); loadModels(false); loadLatency(false); });
     $('notice-dismiss').addEventListener('click', clearError);
     $('project-form').addEventListener('submit', onCreateProject);
     $('projects-refresh').addEventListener('click', () => { clearError(); loadKeys(); loadProjects(); });
@@ -1735,6 +1778,7 @@
         loadKeys();
         loadProjects();
         loadUsage(true);
+        loadLatency(true);
       }
     });
     setInterval(() => {
@@ -1746,6 +1790,7 @@
     loadProjects();
     loadUsage(false);
     loadAudit(false);
+    loadLatency(true);
   }
 
   start();
