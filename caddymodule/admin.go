@@ -97,6 +97,7 @@ func (k *KeysAPI) Routes() []caddy.AdminRoute {
 		{Pattern: "/switchyard/keys/", Handler: h},
 		{Pattern: "/switchyard/models", Handler: h},
 		{Pattern: "/switchyard/usage", Handler: h},
+		{Pattern: "/switchyard/requests", Handler: h},
 		{Pattern: "/switchyard/latency", Handler: h},
 		{Pattern: "/switchyard/alerts", Handler: h},
 	}

@@ -79,8 +79,9 @@ type App struct {
 
 	manager     *auth.Manager // nil without a key store
 	storeKey    string
-	ledger      *metering.Ledger // nil without a store
-	usageReader metering.Reader  // nil when the store keeps no usage
+	ledger      *metering.Ledger    // nil without a store
+	usageReader metering.Reader     // nil when the store keeps no usage
+	requestLog  metering.RequestLog // nil when the store keeps no request log
 	ledgerKey   string
 	ledgerSink  metering.Sink
 	ledgerDir   string

@@ -27,7 +27,7 @@ import (
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "switchyard",
-		Usage: "keys <create|list|show|limits|project|rotate|revoke> [flags] | projects <create|list|show|limits> [flags] | audit [flags] | usage [flags] | connect <client> [flags]",
+		Usage: "keys <create|list|show|limits|project|rotate|revoke> [flags] | projects <create|list|show|limits> [flags] | audit [flags] | usage [flags] | requests [flags] | connect <client> [flags]",
 		Short: "Manages Switchyard API keys, projects and limits, reads usage and the audit trail, and prints client set-ups through the admin API",
 		Long: `
 Manages the API keys of a running Switchyard gateway by calling its admin API
@@ -59,6 +59,10 @@ Limit flags (each left out: not limited; on "limits", left out: unchanged):
 
   caddy switchyard usage [--from 2026-11-01] [--to 2026-11-30] [--key <id>]
                          [--model <id>] [--group day,key,model,candidate,channel]
+
+  caddy switchyard requests [--key <id>] [--project <id>] [--model <id>]
+                            [--candidate <name>] [--status 429] [--since <RFC 3339>]
+                            [--until <RFC 3339>] [--limit 50] [--cursor <next>]
 
   caddy switchyard connect <codex|claude-code|openai|anthropic> --base-url <url>
                            [--key-env SWITCHYARD_API_KEY] [--key <id>] [--write]
@@ -202,7 +206,7 @@ func buildCLIWith(cmd *cobra.Command, out io.Writer) {
 	usageCmd.Flags().StringVar(&key, "key", "", "only this key id")
 	usageCmd.Flags().StringVar(&model, "model", "", "only this model")
 	usageCmd.Flags().StringVar(&group, "group", "day", "sum by any of day,key,model,candidate,channel (empty: totals only)")
-	cmd.AddCommand(keys, c.projectsCommand(), c.auditCommand(), usageCmd, c.connectCommand())
+	cmd.AddCommand(keys, c.projectsCommand(), c.auditCommand(), usageCmd, c.requestsCommand(), c.connectCommand())
 }
 
 func (c *cli) printUsage(answer map[string]json.RawMessage) error {

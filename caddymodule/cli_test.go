@@ -305,3 +305,38 @@ func TestCLIProjectsAndAudit(t *testing.T) {
 	assert.Regexp(t, `PROJECT\s+SPEND`, out)
 	assert.Regexp(t, `key_1\s+ci\s+sk-sy-ab…\s+active\s+platform\s+12.5 of 50/month \(0.25 reserved\)`, out)
 }
+
+// `requests` prints names and reasons from the store escaped, never raw terminal codes,
+// and shows each attempt of a request that did not go straight through.
+func TestRequestsListEscapesStoredNamesAndShowsAttempts(t *testing.T) {
+	rows := `{"requests":[{"time":"2026-11-25T14:02:00Z","request_id":"sy_1","key_id":"key_1","key_name":"ops\u001b[2J",` +
+		`"model":"m","candidate":"good","operation":"chat_completions","status":200,"ttfb_ms":12,"duration_ms":90,"input":5,"output":7,` +
+		`"cost_micros":1500,"outcome":"served","failed_over":true,"retried":false,"attempts":2,` +
+		`"tries":[{"candidate":"bad\u001b[31m","reason":"status","status":503,"duration_ms":4},{"candidate":"good","status":200,"duration_ms":80}]},` +
+		`{"time":"2026-11-25T14:01:00Z","request_id":"sy_0","key_id":"key_1","key_name":"ops","model":"","operation":"messages",` +
+		`"status":429,"ttfb_ms":0,"duration_ms":0,"input":0,"output":0,"cost_micros":0,"outcome":"refused","refused_by":"key_requests",` +
+		`"failed_over":false,"retried":false,"attempts":0,"tries":[]}],"next":"abc"}`
+	var asked string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked = r.URL.RawQuery
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(rows))
+	}))
+	defer srv.Close()
+	var out bytes.Buffer
+	root := &cobra.Command{Use: "switchyard"}
+	buildCLIWith(root, &out)
+	root.SetArgs([]string{"requests", "--address", srv.URL, "--model", "m", "--status", "429"})
+	require.NoError(t, root.Execute())
+	got := out.String()
+	t.Logf("\n%s", got)
+	assert.Contains(t, asked, "model=m")
+	assert.Contains(t, asked, "status=429")
+	assert.NotContains(t, got, "\x1b")
+	assert.Contains(t, got, `"ops\x1b[2J"`)
+	assert.Contains(t, got, "failed-over")
+	assert.Contains(t, got, "refused:key_requests")
+	assert.Equal(t, 2, strings.Count(got, "attempt"), "the failed-over request's two attempts")
+	assert.Contains(t, got, "0.001500")
+	assert.Contains(t, got, "--cursor abc")
+}

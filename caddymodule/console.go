@@ -21,8 +21,8 @@ func init() {
 // console page alike. Changes made through it are recorded as the "admin API"'s unless
 // the caller sets the API's Actor (the console handler does: its basic-auth user).
 func (a *App) consoleAPI(requireHeader string) *console.API {
-	api := &console.API{Keys: a.manager, Models: a.modelInfo, Usage: a.usageReader, Latency: a.latencyReader, RequireHeader: requireHeader,
-		Standing: a.limitStanding}
+	api := &console.API{Keys: a.manager, Models: a.modelInfo, Usage: a.usageReader, Latency: a.latencyReader,
+		Requests: a.requestLog, RequireHeader: requireHeader, Standing: a.limitStanding}
 	if a.alerts != nil {
 		api.Alerts = a.alertsView
 	}

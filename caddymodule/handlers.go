@@ -17,6 +17,7 @@ import (
 
 	"github.com/switchyard-gw/switchyard/admission"
 	"github.com/switchyard-gw/switchyard/auth"
+	"github.com/switchyard-gw/switchyard/metering"
 	"github.com/switchyard-gw/switchyard/protocols"
 	"github.com/switchyard-gw/switchyard/relay"
 	"github.com/switchyard-gw/switchyard/routing"
@@ -405,6 +406,7 @@ func (h *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Ha
 	}
 	var outcome *relay.Outcome
 	var apiErr *protocols.APIError
+	started := time.Now()
 	// Serve settles the reservation on every way out of the relay, a panic included.
 	adm.Admitted.Serve(func(used *admission.Usage) {
 		req.Finalize = func(out *relay.Outcome) {
@@ -433,6 +435,12 @@ func (h *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Ha
 	if log.trace != nil {
 		// Admission let the request through to get here.
 		log.trace.served(rt, outcome, h.app.upstreamsFor(rt.model, rt.op.Family))
+	}
+	if outcome.Served == nil && apiErr != nil {
+		// No answer reached the client, so meter never ran: the request log still
+		// shows the request and what its attempts met.
+		h.app.journalUnserved(unserved{requestID: requestID, identity: identity, model: rt.model.ID, op: rt.op,
+			status: apiErr.Status, outcome: metering.OutcomeFailed, attempts: outcome.Attempts, started: started})
 	}
 	if apiErr != nil {
 		return fail(apiErr)

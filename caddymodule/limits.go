@@ -18,6 +18,7 @@ import (
 	"github.com/switchyard-gw/switchyard/admission"
 	"github.com/switchyard-gw/switchyard/auth"
 	"github.com/switchyard-gw/switchyard/limits"
+	"github.com/switchyard-gw/switchyard/metering"
 	"github.com/switchyard-gw/switchyard/protocols"
 )
 
@@ -153,6 +154,9 @@ func (h *Model) enter(w http.ResponseWriter, r *http.Request, id *auth.Identity,
 	if res.Refused != "" {
 		loadLimitMetrics().rejections.WithLabelValues("", res.Refused).Inc()
 		logOf(r).trace.refused(res.Refused)
+		// Before the body: the model is not known yet.
+		h.app.journalUnserved(unserved{requestID: requestID(r), identity: id, op: op,
+			status: refusalStatus(res), outcome: metering.OutcomeRefused, refusedBy: res.Refused})
 	}
 	if res.Cause != nil {
 		h.app.logger.Warn("limits could not be checked: request refused", zap.String("request_id", requestID(r)), zap.Error(res.Cause))
@@ -175,6 +179,8 @@ func (h *Proxy) admit(w http.ResponseWriter, r *http.Request, rt *route, id *aut
 	if res.Refused != "" {
 		loadLimitMetrics().rejections.WithLabelValues(rt.model.ID, res.Refused).Inc()
 		logOf(r).trace.refused(res.Refused)
+		h.app.journalUnserved(unserved{requestID: requestID, identity: id, model: rt.model.ID, op: rt.op,
+			status: refusalStatus(res), outcome: metering.OutcomeRefused, refusedBy: res.Refused})
 	}
 	if res.Cause != nil {
 		h.logger.Warn("spend limit could not be checked: request refused", zap.String("request_id", requestID), zap.Error(res.Cause))
@@ -238,4 +244,12 @@ var loadLimitMetrics = sync.OnceValue(func() *limitMetrics {
 
 func (m *limitMetrics) register(reg prometheus.Registerer) error {
 	return registerCollectors(reg, m.rejections)
+}
+
+// refusalStatus is the status a refusal was answered with.
+func refusalStatus(res admission.Result) int {
+	if res.Err != nil {
+		return res.Err.Status
+	}
+	return http.StatusTooManyRequests
 }

@@ -71,6 +71,7 @@ func (h *Proxy) meter(rt *route, identity *auth.Identity, requestID string, out 
 		Prices:             rt.model.PricesOf(out.Served.Candidate), Latency: out.Latency, TTFB: out.TimeToFirstByte, Attempts: len(out.Attempts),
 	}, time.Now())
 	rec.ProjectID = projectID
+	rec.Tries = triesOf(out.Attempts)
 	tokens, costMicros = rec.Usage.Input+rec.Usage.Output, rec.CostMicros
 	loadUsageMetrics().observe(rt.model.ID, keyID, rec.Usage, rec.CostMicros)
 	if h.app.ledgerReady == nil {

@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -152,6 +153,9 @@ func (a *App) openStore(ctx caddy.Context, repl *caddy.Replacer, static *auth.St
 	if reader, ok := any(s.store).(metering.Reader); ok {
 		a.usageReader = loggingReader{reader, logger}
 	}
+	if log, ok := any(s.store).(metering.RequestLog); ok {
+		a.requestLog = loggingRequestLog{log, logger}
+	}
 	if reader, ok := any(s.store).(metering.LatencyReader); ok {
 		a.latencyReader = loggingLatencyReader{reader, logger}
 	}
@@ -187,6 +191,21 @@ func (r loggingReader) QueryUsage(ctx context.Context, q metering.Query) ([]mete
 		r.logger.Error("admin API call failed in the key store", zap.String("call", "usage query"), zap.Error(err))
 	}
 	return rows, err
+}
+
+// loggingRequestLog logs why a request log query failed, which the API answers with a
+// bare 500.
+type loggingRequestLog struct {
+	metering.RequestLog
+	logger *zap.Logger
+}
+
+func (l loggingRequestLog) ListRequests(ctx context.Context, q metering.RequestQuery) (metering.RequestPage, error) {
+	page, err := l.RequestLog.ListRequests(ctx, q)
+	if err != nil && !errors.Is(err, metering.ErrBadCursor) {
+		l.logger.Error("admin API call failed in the key store", zap.String("call", "request log"), zap.Error(err))
+	}
+	return page, err
 }
 
 // loggingLatencyReader logs a failed latency query, which the API answers with a bare 500.

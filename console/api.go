@@ -45,6 +45,8 @@ type API struct {
 	Models func() []ModelInfo
 	// Usage answers usage queries; nil when the store keeps no usage.
 	Usage metering.Reader
+	// Requests lists the request log; nil when the store keeps none.
+	Requests metering.RequestLog
 	// Latency answers the Models view's latency per candidate; nil when the store keeps
 	// no usage.
 	Latency metering.LatencyReader
@@ -90,6 +92,7 @@ func (a *API) Handler() http.Handler {
 	mux.HandleFunc("GET /audit", a.listAudit)
 	mux.HandleFunc("GET /models", a.listModels)
 	mux.HandleFunc("GET /usage", a.queryUsage)
+	mux.HandleFunc("GET /requests", a.listRequests)
 	mux.HandleFunc("GET /latency", a.queryLatency)
 	mux.HandleFunc("GET /connect/{client}", a.connectSetup)
 	mux.HandleFunc("GET /alerts", a.listAlerts)

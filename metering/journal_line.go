@@ -50,7 +50,46 @@ func appendJournalLine(dst []byte, r *Record) ([]byte, error) {
 	}
 	dst = append(dst, '"')
 	dst = r.Time.AppendFormat(dst, time.RFC3339Nano)
-	return append(dst, `"}`...), nil
+	dst = append(dst, '"')
+	if r.Outcome != "" {
+		dst = append(dst, `,"outcome":`...)
+		dst = appendJSONText(dst, r.Outcome)
+	}
+	if r.RefusedBy != "" {
+		dst = append(dst, `,"refused_by":`...)
+		dst = appendJSONText(dst, r.RefusedBy)
+	}
+	if len(r.Tries) > 0 {
+		dst = append(dst, `,"tries":[`...)
+		for i := range r.Tries {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendTry(dst, &r.Tries[i])
+		}
+		dst = append(dst, ']')
+	}
+	return append(dst, '}'), nil
+}
+
+func appendTry(dst []byte, t *Try) []byte {
+	dst = append(dst, `{"candidate":`...)
+	dst = appendJSONText(dst, t.Candidate)
+	if t.Retry != 0 {
+		dst = appendJSONInt(dst, `,"retry":`, int64(t.Retry))
+	}
+	if t.WaitMs != 0 {
+		dst = appendJSONInt(dst, `,"wait_ms":`, t.WaitMs)
+	}
+	if t.Reason != "" {
+		dst = append(dst, `,"reason":`...)
+		dst = appendJSONText(dst, t.Reason)
+	}
+	if t.Status != 0 {
+		dst = appendJSONInt(dst, `,"status":`, int64(t.Status))
+	}
+	dst = appendJSONInt(dst, `,"duration_ms":`, t.DurationMs)
+	return append(dst, '}')
 }
 
 func appendJSONInt(dst []byte, name string, v int64) []byte {

@@ -26,6 +26,14 @@ func TestJournalLineIsWhatEncodingJSONWrites(t *testing.T) {
 			Status: 200 + i, Usage: Usage{Input: int64(i) * 1000, CachedInput: -1, CacheWrite: 7, Output: 1 << 40, Reasoning: 3, Estimated: i%2 == 0},
 			CostMicros: -5, LatencyMs: 12, TTFBMs: 3, Attempts: i, Time: times[i%len(times)],
 		}
+		if i%3 == 1 {
+			r.Outcome, r.RefusedBy = OutcomeRefused, text
+		}
+		if i%3 == 2 {
+			r.Outcome = OutcomeFailed
+			r.Tries = []Try{{Candidate: text, Status: 503, Reason: texts[(i+5)%len(texts)], DurationMs: 4},
+				{Candidate: "b", Retry: i%2 + 1, WaitMs: int64(i), DurationMs: 0}}
+		}
 		want, err := json.Marshal(&r)
 		require.NoError(t, err)
 		got, err := appendJournalLine(nil, &r)
@@ -34,4 +42,20 @@ func TestJournalLineIsWhatEncodingJSONWrites(t *testing.T) {
 	}
 	_, err := appendJournalLine(nil, &Record{RequestID: "x", Time: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)})
 	assert.Error(t, err, "a time encoding/json refuses is refused")
+}
+
+// Lines journaled before the request log existed carry no outcome and no attempts: they
+// replay as served answers.
+func TestJournalLineWithoutRequestLogFieldsReplaysAsServed(t *testing.T) {
+	old := `{"request_id":"r1","key_id":"k","model":"m","candidate":"c","protocol":"family_a","operation":"chat_completions",` +
+		`"status":200,"input":1,"cached_input":0,"cache_write":0,"output":2,"reasoning":0,"estimated":false,` +
+		`"cost_micros":3,"latency_ms":4,"ttfb_ms":1,"attempts":1,"time":"2026-01-02T03:04:05Z"}`
+	var r Record
+	require.NoError(t, json.Unmarshal([]byte(old), &r))
+	assert.Empty(t, r.Outcome)
+	assert.Empty(t, r.RefusedBy)
+	assert.Empty(t, r.Tries)
+	again, err := appendJournalLine(nil, &r)
+	require.NoError(t, err)
+	assert.Equal(t, old, string(again), "an old record is written back as it was")
 }

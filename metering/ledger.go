@@ -42,6 +42,35 @@ type Record struct {
 	TTFBMs     int64     `json:"ttfb_ms"`
 	Attempts   int       `json:"attempts"`
 	Time       time.Time `json:"time"`
+	// Outcome is how the request ended when no answer was served: OutcomeRefused (a
+	// limit of the gateway's refused it, RefusedBy names which) or OutcomeFailed (no
+	// candidate answered). Empty: an answer was served, the only kind counted in usage.
+	// Journal lines written before it existed are all served answers.
+	Outcome   string `json:"outcome,omitempty"`
+	RefusedBy string `json:"refused_by,omitempty"`
+	// Tries are the upstream attempts in the order they were made, for the request log.
+	Tries []Try `json:"tries,omitempty"`
+}
+
+// The outcomes of a request that was not served (see Record.Outcome).
+const (
+	OutcomeServed  = "served"
+	OutcomeRefused = "refused"
+	OutcomeFailed  = "failed"
+)
+
+// Try is one upstream attempt of a request, as the request log shows it.
+type Try struct {
+	Candidate string `json:"candidate"`
+	// Retry is which retry on its candidate it was (0: the first try); WaitMs the
+	// back-off waited before it.
+	Retry  int   `json:"retry,omitempty"`
+	WaitMs int64 `json:"wait_ms,omitempty"`
+	// Reason is why the gateway moved on from it (a failover reason); empty for the
+	// attempt that served the request.
+	Reason     string `json:"reason,omitempty"`
+	Status     int    `json:"status,omitempty"`
+	DurationMs int64  `json:"duration_ms"`
 }
 
 // Sink is the database side of the ledger.

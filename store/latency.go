@@ -33,6 +33,9 @@ func latencySQL(param func(int) string) string {
 	return `SELECT model, candidate, ` + latencyBucketSQL("ttfb_ms") + `, ` + latencyBucketSQL("latency_ms") +
 		`, count(*), count(*) FILTER (WHERE status >= 400)` +
 		` FROM usage_records WHERE ts >= ` + param(1) + ` AND ts < ` + param(2) +
+		// Served answers only, as before the request log: its refused and failed rows
+		// reached no candidate's answer.
+		` AND outcome = 'served'` +
 		` GROUP BY 1, 2, 3, 4`
 }
 

@@ -543,6 +543,8 @@ type backend interface {
 	usageDialect() *usageDialect
 	// queryUsage runs a query built by buildUsageQuery.
 	queryUsage(ctx context.Context, uq usageQuery) ([]metering.Row, error)
+	// listRequests runs ListRequests' query.
+	listRequests(ctx context.Context, query string, args []any) ([]metering.RequestRow, error)
 	// queryLatency runs latencySQL.
 	queryLatency(ctx context.Context, query string, args ...any) ([]latencyCell, error)
 	// queryInt runs a query that answers one integer.

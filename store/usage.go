@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -93,9 +94,10 @@ func (s *Store) QueryUsage(ctx context.Context, q metering.Query) ([]metering.Ro
 // usageColumns are usage_records' columns in the order the backends bind them.
 const usageColumns = `request_id, key_id, model, candidate, protocol, operation, status, ` +
 	`input, cached_input, cache_write, output, reasoning, estimated, ` +
-	`cost_micros, latency_ms, ttfb_ms, attempts, ts, project_id, channel`
+	`cost_micros, latency_ms, ttfb_ms, attempts, ts, project_id, channel, ` +
+	`outcome, refused_by, tries`
 
-const usageColumnCount = 20
+const usageColumnCount = 23
 
 // The dimensions a usage query can group by.
 const (
@@ -180,6 +182,9 @@ func buildUsageQuery(d *usageDialect, q metering.Query) (usageQuery, error) {
 	if !q.To.IsZero() {
 		where = append(where, "ts < "+arg(d.time(ceilMicro(q.To))))
 	}
+	// Only served answers are usage: a refused or failed request is in the ledger
+	// for the request log, and costs and counts nothing.
+	where = append(where, "outcome = 'served'")
 	// The bare columns, so that the indexes on (key_id, ts) and (ts) apply.
 	if q.KeyID != "" {
 		where = append(where, "key_id = "+arg(q.KeyID))
@@ -256,4 +261,24 @@ func ceilMicro(t time.Time) time.Time {
 // PostgreSQL.
 func numberedParam(prefix string) func(int) string {
 	return func(n int) string { return prefix + strconv.Itoa(n) }
+}
+
+// outcomeOf is the outcome a record is stored under.
+func outcomeOf(r *metering.Record) string {
+	if r.Outcome == "" {
+		return metering.OutcomeServed
+	}
+	return r.Outcome
+}
+
+// triesOf is a record's attempts as the tries column keeps them: JSON, or NULL.
+func triesOf(r *metering.Record) (string, bool) {
+	if len(r.Tries) == 0 {
+		return "", false
+	}
+	b, err := json.Marshal(r.Tries)
+	if err != nil {
+		return "", false // plain strings and integers: never fails
+	}
+	return string(b), true
 }

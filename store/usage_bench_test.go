@@ -166,6 +166,7 @@ func loadRecord(n int) metering.Record {
 		Model: benchModels[n%len(benchModels)], Candidate: "openai-primary", Protocol: "openai", Operation: "responses",
 		Status: 200, Usage: metering.Usage{Input: 1800, CachedInput: 1024, Output: 420, Reasoning: 128},
 		CostMicros: 5230, LatencyMs: 2300, TTFBMs: 410, Attempts: 1, Time: time.Now().UTC(),
+		Tries: []metering.Try{{Candidate: "openai-primary", Status: 200, DurationMs: 2300}},
 	}
 }
 

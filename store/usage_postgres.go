@@ -22,10 +22,11 @@ const pgWriteUsage = `WITH stored AS (
 	INSERT INTO usage_records (` + usageColumns + `)
 	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
 		$7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], $12::bigint[],
-		$13::boolean[], $14::bigint[], $15::bigint[], $16::bigint[], $17::bigint[], $18::timestamptz[], $19::text[], $20::text[])
+		$13::boolean[], $14::bigint[], $15::bigint[], $16::bigint[], $17::bigint[], $18::timestamptz[], $19::text[], $20::text[],
+		$21::text[], $22::text[], $23::text[])
 	ON CONFLICT (request_id) DO NOTHING
 )
-INSERT INTO ledger_journals (journal_id, position, updated_at) VALUES ($21, $22, $23)
+INSERT INTO ledger_journals (journal_id, position, updated_at) VALUES ($24, $25, $26)
 ON CONFLICT (journal_id) DO UPDATE
 	SET position = GREATEST(ledger_journals.position, EXCLUDED.position), updated_at = EXCLUDED.updated_at`
 
@@ -44,7 +45,8 @@ func (b *pgBackend) writeUsage(ctx context.Context, journalID string, upTo int64
 	var (
 		requestIDs, keyIDs, projectIDs         = make([]pgtype.Text, n), make([]pgtype.Text, n), make([]pgtype.Text, n)
 		models, candidates, protocols, ops     = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		channels                               = make([]string, n)
+		channels, outcomes                     = make([]string, n), make([]string, n)
+		refusedBy, tries                       = make([]pgtype.Text, n), make([]pgtype.Text, n)
 		status, input, cached, cacheWrite      = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
 		output, reasoning, cost, latency, ttfb = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
 		attempts                               = make([]int64, n)
@@ -59,7 +61,9 @@ func (b *pgBackend) writeUsage(ctx context.Context, journalID string, upTo int64
 		keyIDs[i] = pgtype.Text{String: r.KeyID, Valid: r.KeyID != ""}
 		projectIDs[i] = pgtype.Text{String: r.ProjectID, Valid: r.ProjectID != ""}
 		models[i], candidates[i], protocols[i], ops[i] = r.Model, r.Candidate, r.Protocol, r.Operation
-		channels[i] = channelOf(r)
+		channels[i], outcomes[i] = channelOf(r), outcomeOf(r)
+		refusedBy[i] = pgtype.Text{String: r.RefusedBy, Valid: r.RefusedBy != ""}
+		tries[i].String, tries[i].Valid = triesOf(r)
 		status[i], attempts[i] = int64(r.Status), int64(r.Attempts)
 		input[i], cached[i], cacheWrite[i] = r.Input, r.CachedInput, r.CacheWrite
 		output[i], reasoning[i], estimated[i] = r.Output, r.Reasoning, r.Estimated
@@ -70,6 +74,7 @@ func (b *pgBackend) writeUsage(ctx context.Context, journalID string, upTo int64
 		requestIDs, keyIDs, models, candidates, protocols, ops,
 		status, input, cached, cacheWrite, output, reasoning,
 		estimated, cost, latency, ttfb, attempts, times, projectIDs, channels,
+		outcomes, refusedBy, tries,
 		journalID, upTo, now)
 	return err
 }
@@ -110,4 +115,13 @@ func (b *pgBackend) queryUsage(ctx context.Context, uq usageQuery) ([]metering.R
 	}
 	defer rows.Close()
 	return collect(rows, func(r resultRows) (metering.Row, error) { return scanUsageRow(r.Scan, uq.dims) })
+}
+
+func (b *pgBackend) listRequests(ctx context.Context, query string, args []any) ([]metering.RequestRow, error) {
+	rows, err := b.pool.Query(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	return collect(rows, func(r resultRows) (metering.RequestRow, error) { return scanRequestRow(r.Scan) })
 }

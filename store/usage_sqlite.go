@@ -10,8 +10,8 @@ import (
 	"github.com/switchyard-gw/switchyard/metering"
 )
 
-// sqliteUsageChunk is how many records one INSERT carries: 256 rows of 20 columns bind
-// 5,120 values, well under SQLite's limit of 32,766, and a batch of 1,000 records
+// sqliteUsageChunk is how many records one INSERT carries: 256 rows of 23 columns bind
+// 5,888 values, well under SQLite's limit of 32,766, and a batch of 1,000 records
 // (the ledger's default) takes four statements instead of a thousand.
 const sqliteUsageChunk = 256
 
@@ -114,7 +114,15 @@ func appendSQLiteUsage(args []any, r *metering.Record) []any {
 	return append(args,
 		nullString(r.RequestID), nullString(r.KeyID), r.Model, r.Candidate, r.Protocol, r.Operation, r.Status,
 		r.Input, r.CachedInput, r.CacheWrite, r.Output, r.Reasoning, estimated,
-		r.CostMicros, r.LatencyMs, r.TTFBMs, r.Attempts, sqliteTime(r.Time), nullString(r.ProjectID), channelOf(r))
+		r.CostMicros, r.LatencyMs, r.TTFBMs, r.Attempts, sqliteTime(r.Time), nullString(r.ProjectID), channelOf(r),
+		outcomeOf(r), nullString(r.RefusedBy), sqliteTries(r))
+}
+
+func sqliteTries(r *metering.Record) any {
+	if t, ok := triesOf(r); ok {
+		return t
+	}
+	return nil
 }
 
 func (b *sqliteBackend) journalPosition(ctx context.Context, journalID string) (int64, error) {
@@ -151,4 +159,13 @@ func (b *sqliteBackend) queryUsage(ctx context.Context, uq usageQuery) ([]meteri
 	}
 	defer rows.Close()
 	return collect(rows, func(r resultRows) (metering.Row, error) { return scanUsageRow(r.Scan, uq.dims) })
+}
+
+func (b *sqliteBackend) listRequests(ctx context.Context, query string, args []any) ([]metering.RequestRow, error) {
+	rows, err := b.r.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	return collect(rows, func(r resultRows) (metering.RequestRow, error) { return scanRequestRow(r.Scan) })
 }

@@ -187,7 +187,8 @@ var usageSuite = []struct {
 			}
 			want := []any{r.RequestID, key, r.Model, r.Candidate, r.Protocol, r.Operation, int64(r.Status),
 				r.Input, r.CachedInput, r.CacheWrite, r.Output, r.Reasoning, est,
-				r.CostMicros, r.LatencyMs, r.TTFBMs, int64(r.Attempts), storedTime(r.Time).UnixMicro(), project, cmp.Or(r.Channel, "api")}
+				r.CostMicros, r.LatencyMs, r.TTFBMs, int64(r.Attempts), storedTime(r.Time).UnixMicro(), project, cmp.Or(r.Channel, "api"),
+				"served", nil, nil} // a served answer with no attempts recorded
 			assert.Equal(t, want, got[i], "record %s", r.RequestID)
 		}
 		pos, err := s.JournalPosition(ctx, "gw-1")

@@ -1,0 +1,108 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/switchyard-gw/switchyard/auth"
+	"github.com/switchyard-gw/switchyard/metering"
+)
+
+// requestsCommand is `caddy switchyard requests`: the request log, newest first.
+func (c *cli) requestsCommand() *cobra.Command {
+	var key, project, model, candidate, status, since, until, limit, cursor string
+	cmd := &cobra.Command{
+		Use:   "requests",
+		Short: "Lists recent requests, newest first, with their attempts (filters: key, project, model, candidate, status, time)",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			q := url.Values{}
+			for name, v := range map[string]string{"key": key, "project": project, "model": model, "candidate": candidate,
+				"status": status, "since": since, "until": until, "limit": limit, "cursor": cursor} {
+				if v != "" {
+					q.Set(name, v)
+				}
+			}
+			return c.call("GET", "/switchyard/requests?"+q.Encode(), nil, c.printRequests)
+		},
+	}
+	cmd.Flags().StringVar(&key, "key", "", "only this key id")
+	cmd.Flags().StringVar(&project, "project", "", "only this project id")
+	cmd.Flags().StringVar(&model, "model", "", "only this model")
+	cmd.Flags().StringVar(&candidate, "candidate", "", "only requests this candidate served")
+	cmd.Flags().StringVar(&status, "status", "", "only this HTTP status")
+	cmd.Flags().StringVar(&since, "since", "", "from this time on, RFC 3339 (2026-11-25T14:00:00Z)")
+	cmd.Flags().StringVar(&until, "until", "", "before this time, RFC 3339")
+	cmd.Flags().StringVar(&limit, "limit", "", "rows per page (default 50, at most 500)")
+	cmd.Flags().StringVar(&cursor, "cursor", "", "the next page, as the previous page printed it")
+	return cmd
+}
+
+func (c *cli) printRequests(answer map[string]json.RawMessage) error {
+	var rows []metering.RequestRow
+	if err := json.Unmarshal(answer["requests"], &rows); err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(c.out, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "WHEN\tREQUEST\tKEY\tMODEL\tCANDIDATE\tSTATUS\tTTFT\tDURATION\tIN\tOUT\tCOST\tFLAGS")
+	for _, r := range rows {
+		key := r.KeyName
+		if key == "" {
+			key = r.KeyID
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%dms\t%dms\t%d\t%d\t%s\t%s\n", r.Time.UTC().Format("2006-01-02 15:04:05.000Z"),
+			auth.PrintableName(r.RequestID), auth.PrintableName(key), auth.PrintableName(r.Model), auth.PrintableName(r.Candidate),
+			r.Status, r.TTFBMs, r.DurationMs, r.Input, r.Output, money(r.CostMicros), requestFlags(r))
+		// A request that did not go straight through shows each attempt beneath it.
+		if len(r.Tries) > 1 || r.Outcome != metering.OutcomeServed {
+			for _, t := range r.Tries {
+				fmt.Fprintf(tw, "\t  attempt\t%s\t\t\t%d\t\t%dms\t\t\t\t%s\n", auth.PrintableName(t.Candidate), t.Status, t.DurationMs, tryText(t))
+			}
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	var next string
+	_ = json.Unmarshal(answer["next"], &next)
+	if next != "" {
+		fmt.Fprintf(c.out, "\nolder requests: --cursor %s\n", next)
+	}
+	return nil
+}
+
+// requestFlags names what happened to a request besides being served.
+func requestFlags(r metering.RequestRow) string {
+	var f []string
+	switch r.Outcome {
+	case metering.OutcomeRefused:
+		f = append(f, "refused:"+auth.PrintableName(r.RefusedBy))
+	case metering.OutcomeFailed:
+		f = append(f, "failed")
+	}
+	if r.FailedOver {
+		f = append(f, "failed-over")
+	}
+	if r.Retried {
+		f = append(f, "retried")
+	}
+	return strings.Join(f, ",")
+}
+
+func tryText(t metering.Try) string {
+	var parts []string
+	if t.Retry > 0 {
+		parts = append(parts, fmt.Sprintf("retry %d after %dms", t.Retry, t.WaitMs))
+	}
+	if t.Reason != "" {
+		parts = append(parts, auth.PrintableName(t.Reason))
+	} else {
+		parts = append(parts, "served")
+	}
+	return strings.Join(parts, ", ")
+}
