@@ -82,6 +82,7 @@ type App struct {
 	ledger      *metering.Ledger    // nil without a store
 	usageReader metering.Reader     // nil when the store keeps no usage
 	requestLog  metering.RequestLog // nil when the store keeps no request log
+	refusalLog  *refusalSampler     // how many of a key's refusals the request log keeps
 	ledgerKey   string
 	ledgerSink  metering.Sink
 	ledgerDir   string

@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -53,6 +54,9 @@ func (a *App) journalUnserved(u unserved) {
 		return
 	}
 	now := time.Now()
+	if u.outcome == metering.OutcomeRefused && !a.refusalLog.admit(keyOf(u.identity), now) {
+		return
+	}
 	rec := &metering.Record{
 		RequestID: u.requestID, Model: u.model, Protocol: u.op.Family.Token(), Operation: u.op.Kind.String(),
 		Status: u.status, Attempts: len(u.attempts), Time: now.UTC(), Outcome: u.outcome, RefusedBy: u.refusedBy,
@@ -67,4 +71,43 @@ func (a *App) journalUnserved(u unserved) {
 	if err := a.ledger.Append(rec); err != nil {
 		a.logger.Error("request log record could not be journaled", zap.String("request_id", u.requestID), zap.Error(err))
 	}
+}
+
+func keyOf(id *auth.Identity) string {
+	if id == nil {
+		return ""
+	}
+	return id.KeyID
+}
+
+// refusalsLoggedPerSecond is how many refusals of one key a second the request log keeps.
+// A client hammering its limit would otherwise turn each refused request, which costs the
+// gateway next to nothing, into a journal write and a database row: the log shows that it
+// was refused, not every time.
+const refusalsLoggedPerSecond = 10
+
+// refusalSampler counts each key's logged refusals in the current second. Its map holds
+// the keys refused in that second only, all of them authenticated, so it stays small.
+type refusalSampler struct {
+	mu     sync.Mutex
+	second int64
+	counts map[string]int
+}
+
+// admit reports whether key's refusal at now is logged, counting it if so. A nil sampler
+// (an app not provisioned) admits all.
+func (s *refusalSampler) admit(key string, now time.Time) bool {
+	if s == nil {
+		return true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sec := now.Unix(); sec != s.second || s.counts == nil {
+		s.second, s.counts = sec, map[string]int{}
+	}
+	if s.counts[key] >= refusalsLoggedPerSecond {
+		return false
+	}
+	s.counts[key]++
+	return true
 }

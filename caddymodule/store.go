@@ -165,6 +165,7 @@ func (a *App) openStore(ctx caddy.Context, repl *caddy.Replacer, static *auth.St
 		// not touch (or lock) that gateway's journal.
 		a.ledgerSink, a.ledgerDir = sink, a.journalDir(driver, dsn)
 		a.ledgerReady = make(chan struct{})
+		a.refusalLog = &refusalSampler{}
 	}
 	return nil
 }

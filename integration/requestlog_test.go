@@ -45,6 +45,31 @@ func (g *gateway) requestLog(t *testing.T, query url.Values) metering.RequestPag
 	return page
 }
 
+// A key hammering its limit cannot turn each refusal into a ledger row: the log keeps ten
+// of its refusals a second, and a served request after them is logged as ever.
+func TestTheRequestLogKeepsOnlyAFewRefusalsOfAHammeringKey(t *testing.T) {
+	g := requestLogGateway(t)
+	chat := `{"model":"flaky","messages":[{"role":"user","content":"hi"}]}`
+	require.Equal(t, 200, g.call(t, "POST", "/v1/chat/completions", chat, "Authorization", "Bearer "+limitedKey).Status)
+	start := time.Now()
+	const hammer = 200
+	for range hammer {
+		require.Equal(t, 429, g.call(t, "POST", "/v1/chat/completions", chat, "Authorization", "Bearer "+limitedKey).Status)
+	}
+	seconds := int(time.Since(start)/time.Second) + 1
+	// The ledger writes its journal in order: once this later answer is in the log, every
+	// refusal journaled before it is too.
+	last := g.call(t, "POST", "/v1/chat/completions", chat)
+	require.Equal(t, 200, last.Status)
+	require.Eventually(t, func() bool {
+		page := g.requestLog(t, url.Values{"limit": {"1"}})
+		return len(page.Requests) == 1 && page.Requests[0].RequestID == last.Header.Get("X-Switchyard-Request-Id")
+	}, waitShort, pollEvery)
+	refused := g.requestLog(t, url.Values{"status": {"429"}, "limit": {"500"}}).Requests
+	assert.GreaterOrEqual(t, len(refused), 10, "refusals are still logged")
+	assert.LessOrEqual(t, len(refused), 10*(seconds+1), "%d refusals in %d s", hammer, seconds)
+}
+
 // The request log shows a failover with a retry, a request no candidate answered and a
 // limit's refusal, each with its flags and attempts, through the admin API and the CLI;
 // never a secret or an upstream's name.
