@@ -164,10 +164,10 @@ func greedyKey(name string) string {
 	return "sk-greedy-" + name + "-0123456789abcdef0123"
 }
 
-// spend is a key's metered spend and record count in the ledger.
+// spend is a key's metered spend and its count of served answers in the ledger.
 func spend(t *testing.T, db *sql.DB, keyName string) (micros, records int64) {
 	t.Helper()
-	require.NoError(t, db.QueryRow(`SELECT COALESCE(SUM(cost_micros),0), COUNT(*) FROM usage_records WHERE key_id = ?`,
+	require.NoError(t, db.QueryRow(`SELECT COALESCE(SUM(cost_micros),0), COUNT(*) FROM usage_records WHERE key_id = ? AND outcome = 'served'`,
 		"static:"+keyName).Scan(&micros, &records))
 	return micros, records
 }

@@ -146,7 +146,7 @@ func oneMeteredCall(client *http.Client, base string, kind int) (string, bool) {
 // database cannot be read.
 func ledgerRequestIDs(db *sql.DB) map[string]bool {
 	out := map[string]bool{}
-	rows, err := db.Query(`SELECT request_id FROM usage_records`)
+	rows, err := db.Query(`SELECT request_id FROM usage_records WHERE outcome = 'served'`)
 	if err != nil {
 		return out // the table appears with the first migration run
 	}

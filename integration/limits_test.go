@@ -123,7 +123,7 @@ func TestBudgetHoldsAcrossTwoGatewaysUnderConcurrentStreams(t *testing.T) {
 	var rows, spent int64
 	require.Eventually(t, func() bool {
 		err := conn.QueryRow(context.Background(),
-			`SELECT count(*), coalesce(sum(cost_micros), 0) FROM usage_records WHERE key_id = 'static:budgeted'`).Scan(&rows, &spent)
+			`SELECT count(*), coalesce(sum(cost_micros), 0) FROM usage_records WHERE key_id = 'static:budgeted' AND outcome = 'served'`).Scan(&rows, &spent)
 		return err == nil && rows == int64(len(admitted))
 	}, waitLong, pollEvery, "the ledger has a record per admitted request")
 	t.Logf("metered spend %d micro-units against a budget of 1,000,000", spent)

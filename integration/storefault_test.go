@@ -86,7 +86,7 @@ func TestGatewayStartsAndCatchesUpThroughAStoreOutage(t *testing.T) {
 	// cannot be read (it runs inside Eventually, where the test cannot be stopped).
 	stored := func() map[string]int {
 		out := map[string]int{}
-		rows, err := conn.Query(ctx, `SELECT request_id, count(*) FROM usage_records GROUP BY request_id`)
+		rows, err := conn.Query(ctx, `SELECT request_id, count(*) FROM usage_records WHERE outcome = 'served' GROUP BY request_id`)
 		if err != nil {
 			return out
 		}
