@@ -113,6 +113,7 @@ func main() {
 	flag.BoolVar(&memTrace, "mem-trace", false, "print resident memory every second while streams settle")
 	flag.StringVar(&limitVariants, "limits", limitVariants, "Switchyard-with-limits variants the latency, throughput and stream phases add, comma-separated (limits_memory, limits_redis); empty for none")
 	flag.StringVar(&switchyardStore, "switchyard-store", switchyardStore, `Switchyard's store: "sqlite" (production) or "off" (no keys store, metering or ledger)`)
+	flag.BoolVar(&benchTracing, "tracing", benchTracing, "add Switchyard with tracing on (spans exported to a sink here) to the latency, throughput and stream phases")
 	quick := flag.Bool("quick", false, "small counts: a check that everything runs, not a measurement")
 	timeout := flag.Duration("timeout", 9*time.Minute+30*time.Second, "stop everything after this long")
 	only := flag.String("only", "", "comma-separated phases to run (latency,throughput,stream,paced,body,agent,memory); default all")
@@ -282,10 +283,11 @@ func runLoadPhases(ctx context.Context, o options, p plan, tmp, upAddr string, r
 	defer sw.proc.stop()
 	direct := &target{name: "direct", label: "upstream directly", addr: upAddr}
 	progress("stock Caddy on %s (admin %s), Switchyard on %s (admin %s)", stock.addr, stock.admin, sw.addr, sw.admin)
-	// Switchyard with limits on takes part in the request-driven phases that measure a
+	// Switchyard with limits on, and with tracing on, take part in the request-driven phases that measure a
 	// request's cost (latency, throughput, unpaced streams); the paced, body and memory
 	// phases compare Switchyard with stock Caddy only.
 	var limited []*target
+	var sink *otlpSink
 	if o.want("latency") || o.want("throughput") || o.want("stream") {
 		var rs *redisServer
 		limited, rs, err = startLimitVariants(ctx, o, tmp, upAddr, res)
@@ -299,6 +301,16 @@ func runLoadPhases(ctx context.Context, o options, p plan, tmp, upAddr string, r
 		}
 		if rs != nil {
 			progress("redis-server on %s (nothing persisted)", rs.addr)
+		}
+		if benchTracing {
+			tr, s, err := startTracingVariant(ctx, o, tmp, upAddr)
+			if err != nil {
+				return err
+			}
+			defer s.stop()
+			defer tr.proc.stop()
+			progress("%s on %s (admin %s), spans to %s", tr.label, tr.addr, tr.admin, s.addr)
+			limited, sink = append(limited, tr), s
 		}
 	}
 	// Interleaved: A B C, A B C, …
@@ -325,6 +337,9 @@ func runLoadPhases(ctx context.Context, o options, p plan, tmp, upAddr string, r
 	}
 	if res.Limits != nil {
 		res.Limits.summarize(res)
+	}
+	if sink != nil {
+		res.Tracing = summarizeTracing(res, sink)
 	}
 	if o.want("paced") {
 		res.Paced = pacedPhase(ctx, p, basic, upAddr, res)

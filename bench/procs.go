@@ -318,7 +318,7 @@ http://%s {
 // https), starts the binary with its data and config folders in dir, and waits until a
 // request through it succeeds. redisURL is where limits_redis
 // keeps its counters.
-func startProxy(ctx context.Context, name, bin, dir, upstream, redisURL string) (*target, error) {
+func startProxy(ctx context.Context, name, bin, dir, upstream, redisURL string, extraEnv ...string) (*target, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -345,6 +345,12 @@ func startProxy(ctx context.Context, name, bin, dir, upstream, redisURL string) 
 		if err := os.MkdirAll(filepath.Join(dir, "store"), 0o755); err != nil {
 			return nil, err
 		}
+	case tracingOn:
+		t.label = "Switchyard, tracing on"
+		cfg = withTracing(switchyardCaddyfile(t.addr, t.admin, upstream, filepath.Join(dir, "store", "switchyard.db"), false, ""))
+		if err := os.MkdirAll(filepath.Join(dir, "store"), 0o755); err != nil {
+			return nil, err
+		}
 	default:
 		return nil, fmt.Errorf("unknown proxy %q", name)
 	}
@@ -357,6 +363,7 @@ func startProxy(ctx context.Context, name, bin, dir, upstream, redisURL string) 
 	cmd.Env = append(os.Environ(),
 		"HOME="+dir, "XDG_DATA_HOME="+filepath.Join(dir, "data"), "XDG_CONFIG_HOME="+filepath.Join(dir, "config"),
 		"SSL_CERT_FILE="+upstreamCA)
+	cmd.Env = append(cmd.Env, extraEnv...)
 	p, err := startProc(name, cmd, filepath.Join(dir, "caddy.log"))
 	if err != nil {
 		return nil, err

@@ -38,6 +38,7 @@ type results struct {
 	Agent        *agentResult      `json:"coding_agent,omitempty"`
 	Memory       *memoryResult     `json:"memory,omitempty"`
 	Limits       *limitsResult     `json:"limits,omitempty"`
+	Tracing      *tracingResult    `json:"tracing,omitempty"`
 	Targets      []check           `json:"targets"`
 	Errors       []string          `json:"errors"`
 
@@ -409,6 +410,9 @@ func (r *results) markdown() string {
 	}
 	if r.Limits != nil {
 		b.WriteString(r.Limits.markdown(r))
+	}
+	if r.Tracing != nil {
+		b.WriteString(r.Tracing.markdown())
 	}
 	if a := r.Agent; a != nil {
 		b.WriteString(a.markdown())
