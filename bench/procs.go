@@ -132,7 +132,7 @@ func (t *target) isProxy() bool { return t.proc != nil }
 
 // isSwitchyard says whether t is Switchyard, with limits or without.
 func (t *target) isSwitchyard() bool {
-	return t.name == "switchyard" || t.name == limitsMemory || t.name == limitsRedis
+	return t.name == "switchyard" || t.name == limitsMemory || t.name == limitsRedis || t.name == tracingOn
 }
 
 // hasLimits says whether t is Switchyard with the bench key's limits on.
