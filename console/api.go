@@ -64,6 +64,8 @@ type API struct {
 	// Alerts reads the configured webhooks and the latest deliveries (at most limit);
 	// nil: alerts are not configured.
 	Alerts func(ctx context.Context, limit int) (*AlertsView, error)
+
+	latency latencyCache
 }
 
 // ConsoleHeader is the header the web console sends with every change.

@@ -3,6 +3,7 @@ package console
 import (
 	"math"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/switchyard-gw/switchyard/metering"
@@ -71,17 +72,39 @@ func (a *API) queryLatency(w http.ResponseWriter, r *http.Request) {
 		}
 		window = d
 	}
-	to := a.now().UTC()
-	from := to.Add(-window)
-	rows, err := a.Latency.QueryLatency(r.Context(), from, to)
-	if err != nil {
-		writeError(w, http.StatusInternalServerError, "the latency query failed; see the gateway's log")
-		return
+	// One query at a time, and an answer reused for latencyFresh: the query reads every
+	// row of the window (about 3 s at a million rows an hour on SQLite), and every open
+	// console asks for it.
+	c := &a.latency
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := a.now().UTC()
+	if c.at.IsZero() || c.window != window || now.Sub(c.at) >= latencyFresh || now.Before(c.at) {
+		rows, err := a.Latency.QueryLatency(r.Context(), now.Add(-window), now)
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, "the latency query failed; see the gateway's log")
+			return
+		}
+		c.rows, c.window, c.at = rows, window, now
 	}
+	to, rows := c.at, c.rows
+	from := to.Add(-window)
 	writeJSON(w, http.StatusOK, map[string]any{
 		"from": from.Format(time.RFC3339), "to": to.Format(time.RFC3339), "window": window.String(),
 		"bounds_ms": metering.LatencyBoundsMs, "rows": latencyViews(rows), "models": latencyViews(perModel(rows)),
 	})
+}
+
+// latencyFresh is how long a latency answer is served again: the table is a glance at an
+// hour, and a quarter of a minute is within its bucket's precision.
+const latencyFresh = 15 * time.Second
+
+// latencyCache is the last latency answer, for one window.
+type latencyCache struct {
+	mu     sync.Mutex
+	window time.Duration
+	at     time.Time
+	rows   []metering.LatencyRow
 }
 
 // perModel sums each model's candidates into one row (Candidate empty): the buckets

@@ -82,3 +82,32 @@ func TestLatencyAPI(t *testing.T) {
 	w = do(console.New(&console.API{}), "GET", "/api/latency", "")
 	assert.Equal(t, 503, w.Code, "no store, no latency")
 }
+
+// Every open console asks for the latency table, and its query reads the whole window: an
+// answer is served again for 15 s, then asked afresh.
+func TestLatencyAnswersAreReusedForAQuarterMinute(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, "sqlite", filepath.Join(t.TempDir(), "usage.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	clock := now
+	record := func(id string) {
+		require.NoError(t, st.WriteUsage(ctx, "gw", 1, []metering.Record{{RequestID: id, Model: "chat", Candidate: "primary",
+			Protocol: "openai", Operation: "chat", Status: 200, TTFBMs: 40, LatencyMs: 900, Attempts: 1, Time: now.Add(-time.Minute)}}))
+	}
+	h := console.New(&console.API{Latency: st, Now: func() time.Time { return clock }})
+	requests := func(query string) int64 {
+		w := do(h, "GET", "/api/latency"+query, "")
+		require.Equal(t, 200, w.Code, w.Body.String())
+		return gjson.Get(w.Body.String(), "models.0.requests").Int()
+	}
+	record("a")
+	assert.Equal(t, int64(1), requests(""))
+	record("b")
+	clock = now.Add(14 * time.Second)
+	assert.Equal(t, int64(1), requests(""), "the answer of 14 s ago stands")
+	assert.Equal(t, int64(2), requests("?window=2h"), "another window is its own query")
+	clock = now.Add(30 * time.Second)
+	assert.Equal(t, int64(2), requests(""), "a stale answer is asked afresh")
+}
