@@ -25,6 +25,53 @@ var (
 		`"temperature":0.2,"max_completion_tokens":256,"stream":true,"stream_options":{"include_usage":true}}`)
 )
 
+// The small streamed requests of the other two shapes: the same question, in each shape's
+// own body, answered by the fixed upstream with the shape's recorded 48-event stream.
+var (
+	messagesStreamBody = []byte(`{"model":"` + benchClaudeModel + `","max_tokens":256,"stream":true,` +
+		`"system":"You are a concise assistant. Answer in one short paragraph.",` +
+		`"messages":[{"role":"user","content":"What does a reverse proxy do, and why does its own cost matter?"}]}`)
+	responsesStreamBody = []byte(`{"model":"` + benchCodexModel + `","stream":true,"max_output_tokens":256,` +
+		`"instructions":"You are a concise assistant. Answer in one short paragraph.",` +
+		`"input":"What does a reverse proxy do, and why does its own cost matter?"}`)
+)
+
+// The shapes the stream phase measures, each in its own native events.
+const (
+	shapeChat      = "chat"
+	shapeResponses = "responses"
+	shapeMessages  = "messages"
+)
+
+// streamRequest is an unpaced streamed request of the shape, as that shape's clients send it.
+func streamRequest(host, shape string) []byte {
+	if shape == shapeChat {
+		return chatRequest(host, "stream", "", streamBody)
+	}
+	path, body, auth := "/v1/responses", responsesStreamBody, "Authorization: Bearer "+benchKey+"\r\n"
+	if shape == shapeMessages {
+		path, body, auth = "/v1/messages", messagesStreamBody, "X-Api-Key: "+benchKey+"\r\nAnthropic-Version: 2023-06-01\r\n"
+	}
+	var b bytes.Buffer
+	b.Grow(len(body) + 400)
+	fmt.Fprintf(&b, "POST %s?mode=stream HTTP/1.1\r\nHost: %s\r\n%s", path, host, auth)
+	b.WriteString("Content-Type: application/json\r\nAccept: text/event-stream\r\nUser-Agent: switchyard-bench/1\r\n")
+	fmt.Fprintf(&b, "Content-Length: %d\r\n\r\n", len(body))
+	b.Write(body)
+	return b.Bytes()
+}
+
+// recordedStream is the shape's recorded stream, as the fixed upstream sends it.
+func recordedStream(shape string) []byte {
+	switch shape {
+	case shapeMessages:
+		return recordedMessagesSSE
+	case shapeResponses:
+		return recordedResponsesSSE
+	}
+	return recordedSSE
+}
+
 // largeBody is a chat request of about size bytes: one user message holding a long
 // document of plain words.
 func largeBody(size int) []byte {

@@ -333,7 +333,14 @@ func runLoadPhases(ctx context.Context, o options, p plan, tmp, upAddr string, r
 		res.Throughput = throughputPhase(ctx, o, p, targets, res)
 	}
 	if o.want("stream") {
-		res.Stream = streamPhase(ctx, o, p, targets, res)
+		res.Stream = streamPhase(ctx, o, p, targets, res, shapeChat)
+		// The other shapes against stock Caddy only: what each shape's events cost.
+		res.StreamShapes = map[string]*streamResult{}
+		for _, shape := range []string{shapeResponses, shapeMessages} {
+			if ctx.Err() == nil {
+				res.StreamShapes[shape] = streamPhase(ctx, o, p, basic, res, shape)
+			}
+		}
 	}
 	if res.Limits != nil {
 		res.Limits.summarize(res)

@@ -296,9 +296,9 @@ func throughputPhase(ctx context.Context, o options, p plan, targets []*target, 
 }
 
 // streamPhase relays the recorded stream unpaced: what a streamed answer costs.
-func streamPhase(ctx context.Context, o options, p plan, targets []*target, res *results) *streamResult {
-	out := &streamResult{Concurrency: p.StrConc, Rounds: p.StrRounds, RequestsPerRound: p.StrN,
-		EventsPerStream: len(splitEvents(recordedSSE)), Targets: map[string]*strTarget{}}
+func streamPhase(ctx context.Context, o options, p plan, targets []*target, res *results, shape string) *streamResult {
+	out := &streamResult{Shape: shape, Concurrency: p.StrConc, Rounds: p.StrRounds, RequestsPerRound: p.StrN,
+		EventsPerStream: len(splitEvents(recordedStream(shape))), Targets: map[string]*strTarget{}}
 	lats := map[string][]int64{}
 	wall := map[string]time.Duration{}
 	cpu := map[string]float64{}
@@ -307,10 +307,10 @@ func streamPhase(ctx context.Context, o options, p plan, targets []*target, res 
 		out.Targets[t.name] = &strTarget{}
 	}
 	for r := 0; r < p.StrRounds && ctx.Err() == nil; r++ {
-		progress("streams (recorded, unpaced), concurrency %d: round %d/%d", p.StrConc, r+1, p.StrRounds)
+		progress("%s streams (recorded, unpaced), concurrency %d: round %d/%d", shape, p.StrConc, r+1, p.StrRounds)
 		for _, t := range targets {
 			m := startMeter(t)
-			elapsed, l, failed := concurrent(ctx, t, p.StrN, p.StrConc, chatRequest(t.addr, "stream", "", streamBody))
+			elapsed, l, failed := concurrent(ctx, t, p.StrN, p.StrConc, streamRequest(t.addr, shape))
 			c, _ := m.stop()
 			wall[t.name] += elapsed
 			out.Targets[t.name].RoundRate = append(out.Targets[t.name].RoundRate, round(float64(len(l))/elapsed.Seconds(), 0))
@@ -320,7 +320,7 @@ func streamPhase(ctx context.Context, o options, p plan, targets []*target, res 
 			}
 			st.Errors += failed
 			if failed > 0 {
-				res.errorf("stream %s: %d requests failed", t.name, failed)
+				res.errorf("%s stream %s: %d requests failed", shape, t.name, failed)
 			}
 			lats[t.name] = append(lats[t.name], l...)
 			cpu[t.name] += c
@@ -352,17 +352,17 @@ func streamPhase(ctx context.Context, o options, p plan, targets []*target, res 
 			if t.name != "stock" && t.name != "switchyard" {
 				continue
 			}
-			progress("profiling %s relaying streams for 8s", t.name)
+			progress("profiling %s relaying %s streams for 8s", t.name, shape)
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
 				stop := time.Now().Add(9 * time.Second)
 				for time.Now().Before(stop) && ctx.Err() == nil {
-					concurrent(ctx, t, 100, p.StrConc, chatRequest(t.addr, "stream", "", streamBody))
+					concurrent(ctx, t, 100, p.StrConc, streamRequest(t.addr, shape))
 				}
 			}()
 			time.Sleep(500 * time.Millisecond)
-			if err := saveProfile(t, o.pprofDir, "profile", "?seconds=8", t.name+"-cpu-stream.pb.gz"); err != nil {
+			if err := saveProfile(t, o.pprofDir, "profile", "?seconds=8", t.name+"-cpu-stream-"+shape+".pb.gz"); err != nil {
 				res.errorf("profile %s: %v", t.name, err)
 			}
 			<-done

@@ -32,15 +32,17 @@ type results struct {
 	Elapsed      float64           `json:"elapsed_seconds"`
 	Latency      *latencyResult    `json:"latency,omitempty"`
 	Throughput   *throughputResult `json:"throughput,omitempty"`
-	Stream       *streamResult     `json:"stream,omitempty"`
-	Paced        *pacedResult      `json:"paced_stream,omitempty"`
-	Body         *bodyResult       `json:"large_body,omitempty"`
-	Agent        *agentResult      `json:"coding_agent,omitempty"`
-	Memory       *memoryResult     `json:"memory,omitempty"`
-	Limits       *limitsResult     `json:"limits,omitempty"`
-	Tracing      *tracingResult    `json:"tracing,omitempty"`
-	Targets      []check           `json:"targets"`
-	Errors       []string          `json:"errors"`
+	Stream       *streamResult     `json:"stream,omitempty"` // chat
+	// StreamShapes are the Responses and Messages streams, measured as Stream is.
+	StreamShapes map[string]*streamResult `json:"stream_shapes,omitempty"`
+	Paced        *pacedResult             `json:"paced_stream,omitempty"`
+	Body         *bodyResult              `json:"large_body,omitempty"`
+	Agent        *agentResult             `json:"coding_agent,omitempty"`
+	Memory       *memoryResult            `json:"memory,omitempty"`
+	Limits       *limitsResult            `json:"limits,omitempty"`
+	Tracing      *tracingResult           `json:"tracing,omitempty"`
+	Targets      []check                  `json:"targets"`
+	Errors       []string                 `json:"errors"`
 
 	mu sync.Mutex
 }
@@ -111,6 +113,7 @@ type tpTarget struct {
 }
 
 type streamResult struct {
+	Shape            string                `json:"shape"` // chat, responses or messages
 	Concurrency      int                   `json:"concurrency"`
 	Rounds           int                   `json:"rounds"`
 	RequestsPerRound int                   `json:"requests_per_round"`
@@ -252,6 +255,20 @@ const memGoalKiB = 64
 
 // evaluate fills Targets: every figure of issue 14's table, in its order, then issue 7's
 // checks that issue 14 does not replace. A figure the run did not measure is left out.
+// streams are the stream phase's results, chat first.
+func (r *results) streams() []*streamResult {
+	var out []*streamResult
+	if r.Stream != nil {
+		out = append(out, r.Stream)
+	}
+	for _, shape := range []string{shapeResponses, shapeMessages} {
+		if s := r.StreamShapes[shape]; s != nil {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 func (r *results) evaluate() {
 	add := func(issue int, name string, v float64, unit, target string, met bool) {
 		r.Targets = append(r.Targets, check{Name: name, Issue: issue, Value: v, Unit: unit, Target: target, Met: met})
@@ -260,9 +277,9 @@ func (r *results) evaluate() {
 		add(14, fmt.Sprintf("CPU per request, concurrency %d, Switchyard ÷ stock Caddy", t.Concurrency), t.CPURatio, "×", "≤ 1.00", t.CPURatio > 0 && t.CPURatio <= 1.00)
 		add(14, fmt.Sprintf("Throughput, concurrency %d, Switchyard ÷ stock Caddy", t.Concurrency), t.RPSRatio, "×", "≥ 1.00", t.RPSRatio >= 1.00)
 	}
-	if s := r.Stream; s != nil {
-		add(14, fmt.Sprintf("CPU per stream (%d events, unpaced), Switchyard ÷ stock Caddy", s.EventsPerStream), s.CPURatio, "×", "≤ 1.10", s.CPURatio > 0 && s.CPURatio <= 1.10)
-		add(14, fmt.Sprintf("Streams per second, concurrency %d, Switchyard ÷ stock Caddy", s.Concurrency), s.RateRatio, "×", "≥ 0.95", s.RateRatio >= 0.95)
+	for _, s := range r.streams() {
+		add(30, fmt.Sprintf("CPU per %s stream (%d events, unpaced), Switchyard ÷ stock Caddy", s.Shape, s.EventsPerStream), s.CPURatio, "×", "≤ 1.10", s.CPURatio > 0 && s.CPURatio <= 1.10)
+		add(30, fmt.Sprintf("%s streams per second, concurrency %d, Switchyard ÷ stock Caddy", s.Shape, s.Concurrency), s.RateRatio, "×", "≥ 0.95", s.RateRatio >= 0.95)
 	}
 	if l := r.Latency; l != nil {
 		add(14, "Added latency p99, concurrency 1, Switchyard ÷ stock Caddy", l.AddedP99Ratio, "×", "≤ 1.10", l.AddedP99Ratio > 0 && l.AddedP99Ratio <= 1.10)
@@ -366,11 +383,14 @@ func (r *results) markdown() string {
 		row(fmt.Sprintf("**Throughput**, concurrency %d", t.Concurrency), fmt.Sprintf("%.0f/s", d.RPS), fmt.Sprintf("%.0f/s", st.RPS), fmt.Sprintf("%.0f/s", sw.RPS), times(t.RPSRatio)+spread(t.RoundRPSRatios))
 		row(fmt.Sprintf("Latency p99, concurrency %d", t.Concurrency), us(d.Latency.P99), us(st.Latency.P99), us(sw.Latency.P99), "")
 	}
-	if s := r.Stream; s != nil {
+	for _, s := range r.streams() {
 		d, st, sw := s.Targets["direct"], s.Targets["stock"], s.Targets["switchyard"]
-		row(fmt.Sprintf("Stream of %d events unpaced, p50 (concurrency %d)", s.EventsPerStream, s.Concurrency), us(d.Duration.P50), us(st.Duration.P50), us(sw.Duration.P50), "")
-		row("CPU per stream", "", us(st.CPUPerStreamUs), us(sw.CPUPerStreamUs), times(s.CPURatio)+spread(s.RoundCPURatios))
-		row(fmt.Sprintf("**Streams per second**, concurrency %d", s.Concurrency), fmt.Sprintf("%.0f/s", d.StreamsPerSecond), fmt.Sprintf("%.0f/s", st.StreamsPerSecond), fmt.Sprintf("%.0f/s", sw.StreamsPerSecond), times(s.RateRatio)+spread(s.RoundRateRatios))
+		if d == nil || st == nil || sw == nil {
+			continue
+		}
+		row(fmt.Sprintf("%s stream of %d events unpaced, p50 (concurrency %d)", s.Shape, s.EventsPerStream, s.Concurrency), us(d.Duration.P50), us(st.Duration.P50), us(sw.Duration.P50), "")
+		row(fmt.Sprintf("**CPU per %s stream**", s.Shape), "", us(st.CPUPerStreamUs), us(sw.CPUPerStreamUs), times(s.CPURatio)+spread(s.RoundCPURatios))
+		row(fmt.Sprintf("**%s streams per second**, concurrency %d", s.Shape, s.Concurrency), fmt.Sprintf("%.0f/s", d.StreamsPerSecond), fmt.Sprintf("%.0f/s", st.StreamsPerSecond), fmt.Sprintf("%.0f/s", sw.StreamsPerSecond), times(s.RateRatio)+spread(s.RoundRateRatios))
 	}
 	if p := r.Paced; p != nil {
 		d, st, sw := p.Targets["direct"], p.Targets["stock"], p.Targets["switchyard"]
