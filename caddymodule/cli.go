@@ -192,12 +192,7 @@ func buildCLIWith(cmd *cobra.Command, out io.Writer) {
 		Short: "Sums metered usage by day, key and model (default: the last 30 days, by day)",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			q := url.Values{}
-			for name, v := range map[string]string{"from": from, "to": to, "key": key, "model": model, "group": group} {
-				if v != "" {
-					q.Set(name, v)
-				}
-			}
+			q := queryOf(map[string]string{"from": from, "to": to, "key": key, "model": model, "group": group})
 			return c.call("GET", "/switchyard/usage?"+q.Encode(), nil, c.printUsage)
 		},
 	}

@@ -21,13 +21,8 @@ func (c *cli) requestsCommand() *cobra.Command {
 		Short: "Lists recent requests, newest first, with their attempts (filters: key, project, model, candidate, status, time)",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			q := url.Values{}
-			for name, v := range map[string]string{"key": key, "project": project, "model": model, "candidate": candidate,
-				"status": status, "since": since, "until": until, "limit": limit, "cursor": cursor} {
-				if v != "" {
-					q.Set(name, v)
-				}
-			}
+			q := queryOf(map[string]string{"key": key, "project": project, "model": model, "candidate": candidate,
+				"status": status, "since": since, "until": until, "limit": limit, "cursor": cursor})
 			return c.call("GET", "/switchyard/requests?"+q.Encode(), nil, c.printRequests)
 		},
 	}
@@ -105,4 +100,15 @@ func tryText(t metering.Try) string {
 		parts = append(parts, "served")
 	}
 	return strings.Join(parts, ", ")
+}
+
+// queryOf is a query string of the flags that were given.
+func queryOf(flags map[string]string) url.Values {
+	q := url.Values{}
+	for name, v := range flags {
+		if v != "" {
+			q.Set(name, v)
+		}
+	}
+	return q
 }

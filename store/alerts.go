@@ -210,12 +210,7 @@ func (b *sqliteBackend) alertQuery(ctx context.Context, write bool, query string
 		return err
 	}
 	defer rows.Close()
-	for rows.Next() {
-		if err := scan(rows); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
+	return each(rows, scan)
 }
 
 func (b *pgBackend) isPostgres() bool { return true }
@@ -234,10 +229,5 @@ func (b *pgBackend) alertQuery(ctx context.Context, _ bool, query string, scan f
 		return err
 	}
 	defer rows.Close()
-	for rows.Next() {
-		if err := scan(rows); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
+	return each(rows, scan)
 }

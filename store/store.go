@@ -584,6 +584,16 @@ type resultRows interface {
 	Err() error
 }
 
+// each calls scan on every row of a result.
+func each(rows resultRows, scan func(resultRows) error) error {
+	for rows.Next() {
+		if err := scan(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
 // collect scans every row of a result with scan.
 func collect[T any](rows resultRows, scan func(resultRows) (T, error)) ([]T, error) {
 	var out []T
