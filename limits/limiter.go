@@ -110,6 +110,9 @@ type Options struct {
 	// Timeout bounds each call to the shared counters, so that a Redis that stopped
 	// answering cannot stall requests; default 500ms.
 	Timeout time.Duration
+	// SettleEvery bounds how long a settlement in Redis waits for this gateway's next
+	// call to Redis to carry it before it is sent on its own; default 2ms.
+	SettleEvery time.Duration
 	// RetryEvery is how often, while the shared counters do not answer, one request tries
 	// them again (the others count locally meanwhile); default 1s.
 	RetryEvery time.Duration
@@ -168,6 +171,7 @@ func New(c Counters, opts Options) *Limiter {
 	if rc, ok := c.(*redisCounters); ok {
 		l.redis = rc
 		l.fallback = newMemory()
+		rc.settleEvery, rc.timeout = opts.SettleEvery, l.timeout
 	}
 	return l
 }
@@ -533,7 +537,9 @@ func (r *Reservation) refusal(a Ask, now time.Time) *Refusal {
 // zero, and later requests wait), the concurrency slots are freed, each budget's
 // reservation is released and the cost is added to the spend of the period holding the
 // settle time. It is called exactly once per admitted request; later calls, and calls
-// on nil, do nothing. It does not use ctx's cancellation (a client that left must still
+// on nil, do nothing. With counters in Redis it does not wait for Redis: the settlement
+// is queued, and goes ahead of this gateway's next call to Redis or within SettleEvery
+// (Flush and Close send it at once). It does not use ctx's cancellation (a client that left must still
 // settle), only its values.
 func (r *Reservation) Settle(ctx context.Context, tokens, costMicros int64) {
 	if r == nil || !r.settled.CompareAndSwap(false, true) {
@@ -572,6 +578,11 @@ func (r *Reservation) Settle(ctx context.Context, tokens, costMicros int64) {
 		if hasBudget && costMicros > 0 {
 			l.spendShared(ctx, r, costMicros, nowUS)
 		}
+	case l.redis != nil && r.backend == Counters(l.redis):
+		// Off the request's path: queued, sent with the next call to Redis or within
+		// SettleEvery; the budget watch hears the spend once Redis has counted it.
+		l.settleLater(&pendingSettle{r: r, tokens: tokens, cost: costMicros, now: now, notice: hasBudget && costMicros > 0})
+		return
 	default:
 		l.settleOn(ctx, r.backend, r, tokens, costMicros, nowUS)
 	}

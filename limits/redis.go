@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -31,7 +32,8 @@ import (
 
 // NewRedis returns counters shared through Redis by every gateway using the same client
 // address and prefix (e.g. "switchyard:"). Every reserve and every settle is one Lua
-// script run atomically by the server: one round trip. The client connects lazily, so a
+// script run atomically by the server; a reserve is one round trip, and settlements are
+// queued and sent ahead of the next call in the same pipeline (see settler.go). The client connects lazily, so a
 // gateway can start while Redis is down; ParseRedisURL gives options that fail fast. The
 // Limiter does not close the client.
 func NewRedis(client redis.UniversalClient, prefix string) Counters {
@@ -61,6 +63,21 @@ type redisCounters struct {
 	mu      sync.Mutex
 	stale   map[string]struct{} // budget hashes whose spend was counted elsewhere during an outage
 	release []*Reservation      // reservations that could not be released during an outage
+
+	// Settlements waiting to be sent: with the next call this gateway makes to Redis
+	// (in the same pipeline, ahead of it), or by the flusher within settleEvery.
+	qmu         sync.Mutex
+	queue       []*pendingSettle
+	closed      bool
+	kick        chan struct{} // wakes the flusher; nil until the first settle
+	stop        chan struct{}
+	flusherDone chan struct{}
+	rel         map[string]map[string]struct{} // slot key → ids released here, settlement not answered yet
+	settleEvery time.Duration                  // 0: defaultSettleEvery
+	timeout     time.Duration                  // bounds a flush: the Limiter's Timeout
+	flushMu     sync.Mutex                     // held while the flusher sends
+	loaded      atomic.Bool                    // the settle script is in the server's script cache
+	sending     sync.RWMutex                   // read-held while a batch is on its way, for Flush to wait on
 }
 
 // The scripts keep to the arithmetic of refill, waitFor and fullIn.
@@ -104,8 +121,11 @@ end
 
 // reserveScript checks every item, then reserves every item, or nothing.
 // KEYS: per item: r/t (bucket) and s (slots): one key; b (budget): the hash and its leases.
-// ARGV: now µs, request id, lease deadline µs, lease ms, then per item: kind, limit,
-// take, seed (-1: none), time to live of the budget keys (ms, 0: forever).
+// ARGV: now µs, request id, lease deadline µs, lease ms, the number of items n, then per
+// item: kind, limit, take, seed (-1: none), time to live of the budget keys (ms, 0:
+// forever); then per slot item, in order: a count c and c request ids whose slots this
+// gateway has released but whose settlement is still on its way (freed here first, so
+// that their own client's next request never waits for it; ZREM twice is harmless).
 // Answer: {status, then per item two integers}; status 0 admitted (buckets: whole units
 // left, µs to full; slots: in flight; budgets: spent, held), 1 needs seeding (budgets: 2
 // when its counter is absent), 2 refused (1 when the item refuses, and its wait in µs,
@@ -113,13 +133,14 @@ end
 var reserveScript = redis.NewScript(luaCommon + `
 local nowS, id, deadline, leaseMS = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local now = tonumber(nowS)
-local n = (#ARGV - 4) / 5
+local n = tonumber(ARGV[5])
+local rp = 6 + n * 5
 local out = {0}
 local keys, lvl, cnt = {}, {}, {}
 local seeding, refusing = false, false
 local k = 1
 for i = 1, n do
-  local a = 4 + (i - 1) * 5
+  local a = 5 + (i - 1) * 5
   local kind, limit, take, seed = ARGV[a+1], tonumber(ARGV[a+2]), tonumber(ARGV[a+3]), tonumber(ARGV[a+4])
   local v1, v2 = 0, 0
   keys[i] = k
@@ -132,6 +153,9 @@ for i = 1, n do
       if take > limit then v2 = -1 else v2 = math.ceil((take - l) * minute / limit - 1e-6) end
     end
   elseif kind == 's' then
+    local c = tonumber(ARGV[rp])
+    if c > 0 then redis.call('ZREM', KEYS[k], unpack(ARGV, rp + 1, rp + c)) end
+    rp = rp + 1 + c
     redis.call('ZREMRANGEBYSCORE', KEYS[k], '-inf', nowS)
     local c = redis.call('ZCARD', KEYS[k])
     k = k + 1
@@ -162,7 +186,7 @@ end
 if seeding then out[1] = 1; return out end
 if refusing then out[1] = 2; return out end
 for i = 1, n do
-  local a = 4 + (i - 1) * 5
+  local a = 5 + (i - 1) * 5
   local kind, limit, take = ARGV[a+1], tonumber(ARGV[a+2]), tonumber(ARGV[a+3])
   local key = KEYS[keys[i]]
   if kind == 'r' or kind == 't' then
@@ -242,11 +266,11 @@ return out
 var peekScript = redis.NewScript(luaCommon + `
 local nowS = ARGV[1]
 local now = tonumber(nowS)
-local n = (#ARGV - 4) / 5
+local n = tonumber(ARGV[5])
 local out = {}
 local k = 1
 for i = 1, n do
-  local a = 4 + (i - 1) * 5
+  local a = 5 + (i - 1) * 5
   local kind, limit = ARGV[a+1], tonumber(ARGV[a+2])
   local v1, v2, v3 = 0, 0, 0
   if kind == 'r' or kind == 't' then
@@ -297,8 +321,8 @@ var kindCodes = [...]string{itemRequests: "r", itemTokens: "t", itemSlot: "s", i
 
 func (rc *redisCounters) args(r *Reservation, now, lease int64) ([]string, []any) {
 	keys := make([]string, 0, len(r.items)+2)
-	args := make([]any, 0, 4+5*len(r.items))
-	args = append(args, now, r.id, now+lease, lease/1000)
+	args := make([]any, 0, 6+6*len(r.items))
+	args = append(args, now, r.id, now+lease, lease/1000, len(r.items))
 	for i := range r.items {
 		it := &r.items[i]
 		var exp int64
@@ -314,12 +338,30 @@ func (rc *redisCounters) args(r *Reservation, now, lease int64) ([]string, []any
 		}
 		args = append(args, kindCodes[it.kind], it.limit, it.take, it.seed, exp)
 	}
+	for i := range r.items {
+		if r.items[i].kind == itemSlot {
+			args = rc.releasing(args, keys[slotKeyIndex(r, i)])
+		}
+	}
 	return keys, args
+}
+
+// slotKeyIndex is the index in the script's KEYS of item i's key.
+func slotKeyIndex(r *Reservation, i int) int {
+	k := 0
+	for j := 0; j < i; j++ {
+		if r.items[j].kind == itemBudget {
+			k += 2
+		} else {
+			k++
+		}
+	}
+	return k
 }
 
 func (rc *redisCounters) reserve(ctx context.Context, r *Reservation, now, lease int64) (outcome, error) {
 	keys, args := rc.args(r, now, lease)
-	v, err := reserveScript.Run(ctx, rc.c, keys, args...).Int64Slice()
+	v, err := rc.exec(ctx, reserveScript, keys, args).Int64Slice()
 	if err != nil {
 		return 0, err
 	}
@@ -356,7 +398,9 @@ func (rc *redisCounters) reserve(ctx context.Context, r *Reservation, now, lease
 	return status, nil
 }
 
-func (rc *redisCounters) settle(ctx context.Context, r *Reservation, tokens, cost, now int64, addOnly, seed bool) error {
+// settleArgs is the settle script's keys and arguments for r, and the items they carry
+// (none: nothing to send).
+func (rc *redisCounters) settleArgs(r *Reservation, tokens, cost, now int64, addOnly, seed bool) ([]string, []any, []int) {
 	keys := make([]string, 0, len(r.items)+4)
 	args := make([]any, 0, 3+5*len(r.items))
 	flag := "0"
@@ -395,13 +439,11 @@ func (rc *redisCounters) settle(ctx context.Context, r *Reservation, tokens, cos
 		}
 		sent = append(sent, i)
 	}
-	if len(sent) == 0 {
-		return nil
-	}
-	v, err := settleScript.Run(ctx, rc.c, keys, args...).Int64Slice()
-	if err != nil {
-		return err
-	}
+	return keys, args, sent
+}
+
+// settleResult reads the settle script's answer into r's items.
+func settleResult(r *Reservation, sent []int, v []int64) {
 	for j, i := range sent {
 		if 2*j+1 >= len(v) {
 			break
@@ -413,12 +455,28 @@ func (rc *redisCounters) settle(ctx context.Context, r *Reservation, tokens, cos
 			r.items[i].spent = v[2*j+1]
 		}
 	}
+}
+
+func (rc *redisCounters) settle(ctx context.Context, r *Reservation, tokens, cost, now int64, addOnly, seed bool) error {
+	keys, args, sent := rc.settleArgs(r, tokens, cost, now, addOnly, seed)
+	if len(sent) == 0 {
+		return nil
+	}
+	v, err := settleScript.Run(ctx, rc.c, keys, args...).Int64Slice()
+	if err != nil {
+		return err
+	}
+	settleResult(r, sent, v)
 	return nil
 }
 
 func (rc *redisCounters) peek(ctx context.Context, r *Reservation, now int64) error {
 	keys, args := rc.args(r, now, r.l.lease)
-	v, err := peekScript.Run(ctx, rc.c, keys, args...).Int64Slice()
+	// A standing reflects every settlement this gateway has made: wait for those on
+	// their way, and send the queued ones ahead of the peek.
+	rc.sending.Lock()
+	rc.sending.Unlock() //nolint:staticcheck // an empty section: waiting is the point
+	v, err := rc.exec(ctx, peekScript, keys, args).Int64Slice()
 	if err != nil {
 		return err
 	}
@@ -535,4 +593,16 @@ func (rc *redisCounters) requeue(release []*Reservation, stale map[string]struct
 	}
 }
 
-func (rc *redisCounters) close() error { return nil }
+func (rc *redisCounters) close() error {
+	rc.qmu.Lock()
+	rc.closed = true
+	stop := rc.stop
+	rc.qmu.Unlock()
+	if stop != nil {
+		close(stop)
+		<-rc.flusherDone
+	}
+	// What is still queued goes now: a gateway that stops leaves no slot or spend behind.
+	rc.flushOut()
+	return nil
+}
