@@ -80,3 +80,18 @@ func BenchmarkReserveSettleRedis(b *testing.B) {
 		benchReserveSettleParallel(b, New(NewRedis(newClient(b, srv), "benchp:"), Options{Now: newClock(t0).Now}))
 	})
 }
+
+// One request of the bench key the way admission makes it: two phases, both settled.
+func BenchmarkRequestRedis(b *testing.B) {
+	srv := redistest.Start(b)
+	l := New(NewRedis(newClient(b, srv), "benchr:"), Options{Now: newClock(t0).Now})
+	b.Cleanup(func() { _ = l.Close() })
+	ids := benchIDs(b.N)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if r := request(b, l, ids[i], benchKey); r != nil {
+			b.Fatalf("refused: %+v", r)
+		}
+	}
+}

@@ -100,9 +100,9 @@ local function store_level(key, l, limit, nowS)
   redis.call('PEXPIRE', key, int(math.floor(full / 1000) + 1000))
   return full
 end
--- release gives back what request id holds in budget bk and drops its lease from lk.
-local function release(bk, lk, id)
-  local amt = redis.call('HGET', bk, 'r:' .. id)
+-- release gives back what request id holds in budget bk (amt, as HGET of r:<id> read
+-- it) and drops its lease from lk.
+local function release(bk, lk, id, amt)
   if amt then
     redis.call('HINCRBY', bk, 'held', int(-tonumber(amt)))
     redis.call('HDEL', bk, 'r:' .. id)
@@ -111,7 +111,7 @@ local function release(bk, lk, id)
 end
 local function expire_budget(bk, lk, nowS)
   for _, g in ipairs(redis.call('ZRANGEBYSCORE', lk, '-inf', nowS, 'LIMIT', 0, 100)) do
-    release(bk, lk, g)
+    release(bk, lk, g, redis.call('HGET', bk, 'r:' .. g))
   end
 end
 local function set_expiry(key, ttlS)
@@ -136,7 +136,7 @@ local now = tonumber(nowS)
 local n = tonumber(ARGV[5])
 local rp = 6 + n * 5
 local out = {0}
-local keys, lvl, cnt = {}, {}, {}
+local keys, lvl, cnt, spentv, heldv = {}, {}, {}, {}, {}
 local seeding, refusing = false, false
 local k = 1
 for i = 1, n do
@@ -165,7 +165,8 @@ for i = 1, n do
     local bk, lk = KEYS[k], KEYS[k+1]
     k = k + 2
     expire_budget(bk, lk, nowS)
-    local spent = redis.call('HGET', bk, 'spent')
+    local sh = redis.call('HMGET', bk, 'spent', 'held')
+    local spent, held = sh[1], tonumber(sh[2] or '0')
     if not spent and seed >= 0 then
       redis.call('HSET', bk, 'spent', ARGV[a+4])
       set_expiry(bk, ARGV[a+5])
@@ -174,7 +175,7 @@ for i = 1, n do
     if not spent then
       seeding, v1 = true, 2
     else
-      local held = tonumber(redis.call('HGET', bk, 'held') or '0')
+      spentv[i], heldv[i] = tonumber(spent), held
       if tonumber(spent) + held + take > limit then
         refusing, v1 = true, 1
         if tonumber(spent) + take <= limit then v2 = held end
@@ -199,14 +200,15 @@ for i = 1, n do
     out[2*i], out[2*i+1] = cnt[i] + 1, 0
   else
     local lk = KEYS[keys[i] + 1]
+    local held = heldv[i]
     if take > 0 then
-      redis.call('HINCRBY', key, 'held', ARGV[a+3])
+      held = redis.call('HINCRBY', key, 'held', ARGV[a+3])
       redis.call('HSET', key, 'r:' .. id, ARGV[a+3])
       redis.call('ZADD', lk, deadline, id)
       set_expiry(lk, ARGV[a+5])
     end
-    out[2*i] = tonumber(redis.call('HGET', key, 'spent'))
-    out[2*i+1] = tonumber(redis.call('HGET', key, 'held') or '0')
+    -- As read above: the script runs alone, nothing else changed them since.
+    out[2*i], out[2*i+1] = spentv[i], held
   end
 end
 return out
@@ -241,11 +243,21 @@ for i = 1, n do
   else
     local rk, lk, sk = KEYS[k], KEYS[k+1], KEYS[k+2]
     k = k + 3
+    -- One read for the reservation and the spend when both are in one hash (the
+    -- request settles in the period it was reserved in: nearly always).
+    local amt, has
+    if not addOnly and rk == sk then
+      local v = redis.call('HMGET', rk, 'r:' .. id, 'spent')
+      amt, has = v[1], v[2] ~= false
+    elseif not addOnly then
+      amt = redis.call('HGET', rk, 'r:' .. id)
+    end
     if not addOnly then
-      release(rk, lk, id)
+      release(rk, lk, id, amt)
     end
     if delta > 0 then
-      if redis.call('HEXISTS', sk, 'spent') == 1 then
+      if has == nil then has = redis.call('HEXISTS', sk, 'spent') == 1 end
+      if has then
         out[2*i] = redis.call('HINCRBY', sk, 'spent', ARGV[a+3])
       elseif seed >= 0 then
         redis.call('HSET', sk, 'spent', int(seed + delta))

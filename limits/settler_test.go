@@ -117,6 +117,7 @@ func TestARequestsSettlementTravelsWithTheNextAdmission(t *testing.T) {
 	t.Logf("per request: %.2f round trips, %.2f script calls, %.2f Redis commands", float64(trips)/n, float64(sent)/n, float64(inRedis)/n)
 	require.Equal(t, int64(2*n), trips, "one round trip per admission phase; settlement adds none")
 	require.Equal(t, int64(4*n), sent, "two reserves and two settles a request, the settles pipelined ahead of a reserve")
+	require.LessOrEqual(t, inRedis, int64(26*n), "commands Redis runs for a request (29 before issue 30)")
 
 	// What the last request queued goes when the gateway stops.
 	require.NoError(t, l.Close())
