@@ -123,6 +123,7 @@ type Limiter struct {
 	shared   Counters       // the counters in charge: memory or Redis
 	redis    *redisCounters // shared, when it is Redis
 	fallback *memory        // local counting while Redis does not answer; nil without Redis
+	local    *memory        // this gateway's own counts (ReserveLocal); nil without Redis
 
 	now        func() time.Time
 	seeder     Seeder
@@ -171,6 +172,7 @@ func New(c Counters, opts Options) *Limiter {
 	if rc, ok := c.(*redisCounters); ok {
 		l.redis = rc
 		l.fallback = newMemory()
+		l.local = newMemory()
 		rc.settleEvery, rc.timeout = opts.SettleEvery, l.timeout
 	}
 	return l
@@ -373,6 +375,29 @@ func (l *Limiter) Reserve(ctx context.Context, a Ask) (Decision, error) {
 	}
 	r.clearAnswers()
 	return l.reserveOn(ctx, l.fallback, r, a, now)
+}
+
+// Shared reports whether the Limiter's counters are shared with other gateways (Redis).
+func (l *Limiter) Shared() bool { return l.redis != nil }
+
+// ReserveLocal decides a against counters of this gateway's own, in its memory, whatever
+// the Limiter's counters are: for a check that must be made before a round trip to the
+// shared counters is worth it, such as a key's concurrency before its body is read (a
+// gateway alone can never rightly hold more of a key's requests than the key's
+// concurrency, so this bounds what one gateway reads for it without asking Redis).
+// Counters in memory are local already: it is Reserve.
+func (l *Limiter) ReserveLocal(ctx context.Context, a Ask) (Decision, error) {
+	if l.local == nil {
+		return l.Reserve(ctx, a)
+	}
+	now := l.now()
+	r := &Reservation{l: l, id: a.ID, tokens: max(a.Tokens, 0), cost: max(a.CostMicros, 0)}
+	r.plan(a, now, l.seeder)
+	if len(r.items) == 0 {
+		r.settled.Store(true)
+		return Decision{Reservation: r}, nil
+	}
+	return l.reserveOn(ctx, l.local, r, a, now)
 }
 
 // heldBudgetWait is the retry hint, in µs, for a budget held only by requests in flight.

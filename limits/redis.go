@@ -72,12 +72,12 @@ type redisCounters struct {
 	kick        chan struct{} // wakes the flusher; nil until the first settle
 	stop        chan struct{}
 	flusherDone chan struct{}
-	rel         map[string]map[string]struct{} // slot key → ids released here, settlement not answered yet
-	settleEvery time.Duration                  // 0: defaultSettleEvery
-	timeout     time.Duration                  // bounds a flush: the Limiter's Timeout
-	flushMu     sync.Mutex                     // held while the flusher sends
-	loaded      atomic.Bool                    // the settle script is in the server's script cache
-	sending     sync.RWMutex                   // read-held while a batch is on its way, for Flush to wait on
+	rel         map[string]map[string]*pendingSettle // slot key → id → its settlement, not answered yet
+	settleEvery time.Duration                        // 0: defaultSettleEvery
+	timeout     time.Duration                        // bounds a flush: the Limiter's Timeout
+	flushMu     sync.Mutex                           // held while the flusher sends
+	loaded      atomic.Bool                          // the settle script is in the server's script cache
+	sending     sync.RWMutex                         // read-held while a batch is on its way, for Flush to wait on
 }
 
 // The scripts keep to the arithmetic of refill, waitFor and fullIn.
@@ -350,30 +350,23 @@ func (rc *redisCounters) args(r *Reservation, now, lease int64) ([]string, []any
 		}
 		args = append(args, kindCodes[it.kind], it.limit, it.take, it.seed, exp)
 	}
-	for i := range r.items {
-		if r.items[i].kind == itemSlot {
-			args = rc.releasing(args, keys[slotKeyIndex(r, i)])
-		}
-	}
 	return keys, args
 }
 
-// slotKeyIndex is the index in the script's KEYS of item i's key.
-func slotKeyIndex(r *Reservation, i int) int {
-	k := 0
-	for j := 0; j < i; j++ {
-		if r.items[j].kind == itemBudget {
-			k += 2
-		} else {
-			k++
+// slotKeys are the keys of r's slot items, in order.
+func (rc *redisCounters) slotKeys(r *Reservation) []string {
+	var out []string
+	for i := range r.items {
+		if it := &r.items[i]; it.kind == itemSlot {
+			out = append(out, rc.prefix+"inflight:"+it.scope.String())
 		}
 	}
-	return k
+	return out
 }
 
 func (rc *redisCounters) reserve(ctx context.Context, r *Reservation, now, lease int64) (outcome, error) {
 	keys, args := rc.args(r, now, lease)
-	v, err := rc.exec(ctx, reserveScript, keys, args).Int64Slice()
+	v, err := rc.exec(ctx, reserveScript, keys, args, rc.slotKeys(r)).Int64Slice()
 	if err != nil {
 		return 0, err
 	}
@@ -488,7 +481,7 @@ func (rc *redisCounters) peek(ctx context.Context, r *Reservation, now int64) er
 	// their way, and send the queued ones ahead of the peek.
 	rc.sending.Lock()
 	rc.sending.Unlock() //nolint:staticcheck // an empty section: waiting is the point
-	v, err := rc.exec(ctx, peekScript, keys, args).Int64Slice()
+	v, err := rc.exec(ctx, peekScript, keys, args, nil).Int64Slice()
 	if err != nil {
 		return err
 	}

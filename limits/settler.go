@@ -35,6 +35,7 @@ type pendingSettle struct {
 	addOnly bool
 	attempt int
 	notice  bool // tell the budget watch once settled
+	taken   bool // a call has it on its way (under qmu)
 }
 
 func (rc *redisCounters) enqueue(ps *pendingSettle) {
@@ -55,14 +56,14 @@ func (rc *redisCounters) enqueue(ps *pendingSettle) {
 			if it := &ps.r.items[i]; it.kind == itemSlot {
 				k := rc.prefix + "inflight:" + it.scope.String()
 				if rc.rel == nil {
-					rc.rel = make(map[string]map[string]struct{})
+					rc.rel = make(map[string]map[string]*pendingSettle)
 				}
 				ids := rc.rel[k]
 				if ids == nil {
-					ids = make(map[string]struct{})
+					ids = make(map[string]*pendingSettle)
 					rc.rel[k] = ids
 				}
-				ids[ps.r.id] = struct{}{}
+				ids[ps.r.id] = ps
 			}
 		}
 	}
@@ -84,22 +85,40 @@ func (rc *redisCounters) enqueue(ps *pendingSettle) {
 // scope; beyond it (a burst of requests ending at once) they wait for the settlement.
 const maxCarried = 64
 
-// releasing appends to args the count and ids of the slots in key this gateway has
-// released whose settlement has not been answered yet.
-func (rc *redisCounters) releasing(args []any, key string) []any {
+// releasing appends to args, for each slot key, the count and ids of the slots this
+// gateway has released whose settlement another call has taken and not had answered
+// yet: it may reach Redis after this call. A settlement this call carries itself (taken
+// with batch) goes first anyway; one queued after this call took the queue belongs to a
+// request that ended after this one began, which its client does not wait for.
+func (rc *redisCounters) releasing(args []any, keys []string, batch []*pendingSettle) []any {
 	rc.qmu.Lock()
 	defer rc.qmu.Unlock()
-	ids := rc.rel[key]
-	n := min(len(ids), maxCarried)
-	args = append(args, n)
-	for id := range ids {
-		if n == 0 {
-			break
+	for _, key := range keys {
+		at := len(args)
+		args = append(args, 0)
+		n := 0
+		for id, ps := range rc.rel[key] {
+			if n == maxCarried {
+				break
+			}
+			if ps.taken && !ps.mine(batch) {
+				args = append(args, id)
+				n++
+			}
 		}
-		args = append(args, id)
-		n--
+		args[at] = n
 	}
 	return args
+}
+
+// mine reports whether ps is one of batch.
+func (ps *pendingSettle) mine(batch []*pendingSettle) bool {
+	for _, b := range batch {
+		if b == ps {
+			return true
+		}
+	}
+	return false
 }
 
 // answered forgets the released slots of a settlement Redis has answered (or that
@@ -128,6 +147,9 @@ func (rc *redisCounters) take() []*pendingSettle {
 	rc.qmu.Lock()
 	q := rc.queue
 	rc.queue = nil
+	for _, ps := range q {
+		ps.taken = true
+	}
 	rc.qmu.Unlock()
 	return q
 }
@@ -135,6 +157,9 @@ func (rc *redisCounters) take() []*pendingSettle {
 // requeue puts settlements back at the head of the queue, for the next call to carry.
 func (rc *redisCounters) requeueSettles(q []*pendingSettle) {
 	rc.qmu.Lock()
+	for _, ps := range q {
+		ps.taken = false
+	}
 	rc.queue = append(q, rc.queue...)
 	kick := rc.kick
 	rc.qmu.Unlock()
@@ -202,13 +227,15 @@ func (rc *redisCounters) flushOut() {
 	defer rc.flushMu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), rc.timeout)
 	defer cancel()
-	rc.exec(ctx, nil, nil, nil)
+	rc.exec(ctx, nil, nil, nil, nil)
 }
 
 // exec sends the queued settlements, then script s (nil: none) with keys and args, in
 // one pipeline: one round trip. Each settlement's answer goes to its Limiter; the result
 // is s's.
-func (rc *redisCounters) exec(ctx context.Context, s *redis.Script, keys []string, args []any) *redis.Cmd {
+// slotKeys are the reserve's slot keys: after the call has taken the queue, the slots
+// released here whose settlement is on its way in another call are added to args.
+func (rc *redisCounters) exec(ctx context.Context, s *redis.Script, keys []string, args []any, slotKeys []string) *redis.Cmd {
 	var batch []*pendingSettle
 	if s != nil {
 		// Wait for a batch the flusher is sending (rare under load: calls carry the
@@ -218,6 +245,9 @@ func (rc *redisCounters) exec(ctx context.Context, s *redis.Script, keys []strin
 		rc.flushMu.Unlock()
 	} else {
 		batch = rc.take()
+	}
+	if len(slotKeys) > 0 {
+		args = rc.releasing(args, slotKeys, batch)
 	}
 	if len(batch) > 0 && !rc.loaded.Load() {
 		// The settle script must be in the server's cache before it goes ahead of
