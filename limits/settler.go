@@ -43,7 +43,7 @@ func (rc *redisCounters) enqueue(ps *pendingSettle) {
 	if rc.closed {
 		// A straggler after Close: send it alone, now.
 		rc.qmu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), rc.timeout)
+		ctx, cancel := context.WithTimeout(context.Background(), rc.callTimeout())
 		defer cancel()
 		v, err := settleScript.Run(ctx, rc.c, ps.keys, ps.args...).Int64Slice()
 		ps.r.l.settled(ps, v, err)
@@ -154,23 +154,6 @@ func (rc *redisCounters) take() []*pendingSettle {
 	return q
 }
 
-// requeue puts settlements back at the head of the queue, for the next call to carry.
-func (rc *redisCounters) requeueSettles(q []*pendingSettle) {
-	rc.qmu.Lock()
-	for _, ps := range q {
-		ps.taken = false
-	}
-	rc.queue = append(q, rc.queue...)
-	kick := rc.kick
-	rc.qmu.Unlock()
-	if kick != nil {
-		select {
-		case kick <- struct{}{}:
-		default:
-		}
-	}
-}
-
 // flusher sends what is queued within settleEvery of the first settlement queued, or at
 // once when settleBatch are.
 func (rc *redisCounters) flusher(kick, stop, done chan struct{}) {
@@ -225,7 +208,7 @@ func (rc *redisCounters) flusher(kick, stop, done chan struct{}) {
 func (rc *redisCounters) flushOut() {
 	rc.flushMu.Lock()
 	defer rc.flushMu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), rc.timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), rc.callTimeout())
 	defer cancel()
 	rc.exec(ctx, nil, nil, nil, nil)
 }
@@ -265,6 +248,10 @@ func (rc *redisCounters) exec(ctx context.Context, s *redis.Script, keys []strin
 	}
 	rc.sending.RLock()
 	defer rc.sending.RUnlock()
+	// Settlements must not be cut short by the carrying request's client leaving: a
+	// pipeline given up once written may have run, and sent again would count twice.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rc.callTimeout())
+	defer cancel()
 	pipe := rc.c.Pipeline()
 	cmds := make([]*redis.Cmd, len(batch))
 	for i, ps := range batch {
@@ -274,13 +261,7 @@ func (rc *redisCounters) exec(ctx context.Context, s *redis.Script, keys []strin
 	if s != nil {
 		main = pipe.EvalSha(ctx, s.Hash(), keys, args...)
 	}
-	_, err := pipe.Exec(ctx)
-	if err != nil && s != nil && ctx.Err() != nil {
-		// The caller's own deadline or cancellation (a client that left), not Redis's
-		// failure: the settlements go with a later call.
-		rc.requeueSettles(batch)
-		return main
-	}
+	_, _ = pipe.Exec(ctx) // each command's own error is read below
 	for i, ps := range batch {
 		c := cmds[i]
 		if noScript(c.Err()) {
@@ -362,4 +343,12 @@ func (l *Limiter) Flush() {
 	// Wait for batches other goroutines took before this call.
 	l.redis.sending.Lock()
 	l.redis.sending.Unlock() //nolint:staticcheck // an empty section: waiting is the point
+}
+
+// callTimeout bounds a call that carries settlements: the Limiter's Timeout.
+func (rc *redisCounters) callTimeout() time.Duration {
+	if rc.timeout > 0 {
+		return rc.timeout
+	}
+	return 500 * time.Millisecond
 }
