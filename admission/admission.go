@@ -191,7 +191,7 @@ func (p *Policy) Admit(ctx context.Context, req Request, hdr http.Header) Result
 		}
 		return Result{Err: e, Refused: string(r.Scope.Kind) + "_" + string(r.Kind)}
 	}
-	if al := dec.Requests; al != nil && req.Entered == nil {
+	if al := dec.Requests; al != nil && (req.Entered == nil || req.Entered.local) {
 		protocols.SetRateLimitHeaders(f, hdr, protocols.LimitRequests, al.Limit, al.Remaining, al.Reset, now)
 	}
 	if al := dec.Tokens; al != nil {
@@ -263,6 +263,16 @@ func RefusalError(f protocols.Family, r *limits.Refusal, now time.Time) *protoco
 type Entered struct {
 	res    *limits.Reservation
 	scopes []limits.Scope
+	// local: the slots are this gateway's own (counters shared in Redis): Admit counts
+	// every limit in the shared counters, in one round trip.
+	local bool
+}
+
+// localReserver is a Reserver whose counters may be shared, with counters of the
+// gateway's own beside them: a *limits.Limiter.
+type localReserver interface {
+	Shared() bool
+	ReserveLocal(ctx context.Context, a limits.Ask) (limits.Decision, error)
 }
 
 // enterChecks are the first phase's checks: the key's and the project's rpm and
@@ -286,17 +296,35 @@ func (p *Policy) enterChecks(w Who) []limits.Check {
 // Enter is admission's first phase, before the body is read: the request takes its
 // requests-per-minute and in-flight slot in the key's and project's scopes (family f
 // words a refusal). The Entered (nil when neither has such a limit) is to be released
-// on every way out and handed to Admit in Request.Entered. With counters in Redis it is
-// one more round trip than Admit alone, for keys with such limits.
+// on every way out and handed to Admit in Request.Entered. With counters in Redis it
+// makes no round trip: it counts the key's and project's concurrency in this gateway
+// alone, and Admit counts every limit in Redis.
 func (p *Policy) Enter(ctx context.Context, id string, w Who, f protocols.Family, hdr http.Header) (*Entered, Result) {
 	if p == nil || p.Limiter == nil {
 		return nil, Result{}
 	}
 	checks := p.enterChecks(w)
+	reserve, local := p.Limiter.Reserve, false
+	if lr, ok := p.Limiter.(localReserver); ok && lr.Shared() {
+		// With counters in Redis, the first phase is this gateway's own count of the
+		// key's and project's requests (no round trip): the body is read only while
+		// this gateway holds fewer than their concurrency. Admit then counts every
+		// limit, rates and the shared slots included, in one script.
+		reserve, local = lr.ReserveLocal, true
+		n := 0
+		for _, c := range checks {
+			if c.Policy.Concurrency > 0 {
+				c.Policy.RPM = 0
+				checks[n] = c
+				n++
+			}
+		}
+		checks = checks[:n]
+	}
 	if len(checks) == 0 {
 		return nil, Result{}
 	}
-	dec, err := p.Limiter.Reserve(ctx, limits.Ask{ID: id + "/enter", Checks: checks})
+	dec, err := reserve(ctx, limits.Ask{ID: id + "/enter", Checks: checks})
 	if err != nil {
 		return nil, Result{Err: protocols.ErrLimitsUnavailable(f), Refused: "unavailable", Cause: err}
 	}
@@ -306,7 +334,7 @@ func (p *Policy) Enter(ctx context.Context, id string, w Who, f protocols.Family
 	if al := dec.Requests; al != nil {
 		protocols.SetRateLimitHeaders(f, hdr, protocols.LimitRequests, al.Limit, al.Remaining, al.Reset, p.now())
 	}
-	e := &Entered{res: dec.Reservation}
+	e := &Entered{res: dec.Reservation, local: local}
 	for _, c := range checks {
 		e.scopes = append(e.scopes, c.Scope)
 	}
@@ -316,7 +344,7 @@ func (p *Policy) Enter(ctx context.Context, id string, w Who, f protocols.Family
 // without is checks less what the first phase counted: the entered scopes' rpm and
 // concurrency (their slot is held), their tpm and budget kept.
 func (e *Entered) without(checks []limits.Check) []limits.Check {
-	if e == nil {
+	if e == nil || e.local {
 		return checks
 	}
 	out := checks[:0]

@@ -150,7 +150,7 @@ func redisCommand(addr, command string) (string, error) {
 // them, and of its own CPU time. INFO's own calls are left out.
 type redisCounters struct {
 	commands int64 // every command, those scripts run included
-	scripts  int64 // EVAL, EVALSHA, FCALL and their read-only forms: a client's round trips
+	scripts  int64 // EVAL, EVALSHA, FCALL and their read-only forms (settlements are pipelined ahead of an admission: more than the round trips)
 	cpu      float64
 }
 

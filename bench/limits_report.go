@@ -223,7 +223,7 @@ func (l *limitsResult) markdown(r *results) string {
 		if l.Variants[limitsRedis] != nil {
 			row("redis-server CPU per request", redisOnly(func(v *limitsVariant) string { return us(v.RedisCPUUs) }), nil)
 			row("Gateway + redis-server CPU per request", redisOnly(func(v *limitsVariant) string { return us(v.CPUUs + v.RedisCPUUs) }), func(x *limitRatios) float64 { return x.CPUWithRedis })
-			row("Round trips to Redis per request (script calls)", redisOnly(func(v *limitsVariant) string { return fmt.Sprintf("%.2f", v.RedisScripts) }), nil)
+			row("Script calls to Redis per request (settlements pipelined: round trips are fewer)", redisOnly(func(v *limitsVariant) string { return fmt.Sprintf("%.2f", v.RedisScripts) }), nil)
 			row("Redis commands per request (run by those scripts)", redisOnly(func(v *limitsVariant) string { return fmt.Sprintf("%.1f", v.RedisCmds) }), nil)
 		}
 		row(fmt.Sprintf("**Throughput**, concurrency %d", tp.Concurrency), func(v *limitsVariant) string { return fmt.Sprintf("%.0f/s", v.RPS) }, func(x *limitRatios) float64 { return x.Throughput })

@@ -75,7 +75,7 @@ type latTarget struct {
 	CPUPerRequestUs float64   `json:"cpu_per_request_us,omitempty"`
 	AllocPerRequest float64   `json:"alloc_bytes_per_request,omitempty"`
 	// The redis-server's own CPU, commands (those run by scripts included) and script
-	// calls (the gateway's round trips) per request (limits in Redis only).
+	// calls (settlements pipelined ahead of admissions: not round trips) per request (limits in Redis only).
 	RedisCPUPerRequestUs    float64 `json:"redis_cpu_per_request_us,omitempty"`
 	RedisCommandsPerRequest float64 `json:"redis_commands_per_request,omitempty"`
 	RedisScriptsPerRequest  float64 `json:"redis_script_calls_per_request,omitempty"`
@@ -104,7 +104,7 @@ type tpTarget struct {
 	CPUPerRequestUs      float64   `json:"cpu_per_request_us,omitempty"`
 	CPUCores             float64   `json:"cpu_cores_used,omitempty"`
 	// The redis-server's own CPU, commands (those run by scripts included) and script
-	// calls (the gateway's round trips) per request (limits in Redis only).
+	// calls (settlements pipelined ahead of admissions: not round trips) per request (limits in Redis only).
 	RedisCPUPerRequestUs    float64 `json:"redis_cpu_per_request_us,omitempty"`
 	RedisCPUCores           float64 `json:"redis_cpu_cores_used,omitempty"`
 	RedisCommandsPerRequest float64 `json:"redis_commands_per_request,omitempty"`

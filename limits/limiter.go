@@ -110,6 +110,9 @@ type Options struct {
 	// Timeout bounds each call to the shared counters, so that a Redis that stopped
 	// answering cannot stall requests; default 500ms.
 	Timeout time.Duration
+	// SettleEvery bounds how long a settlement in Redis waits for this gateway's next
+	// call to Redis to carry it before it is sent on its own; default 2ms.
+	SettleEvery time.Duration
 	// RetryEvery is how often, while the shared counters do not answer, one request tries
 	// them again (the others count locally meanwhile); default 1s.
 	RetryEvery time.Duration
@@ -120,6 +123,7 @@ type Limiter struct {
 	shared   Counters       // the counters in charge: memory or Redis
 	redis    *redisCounters // shared, when it is Redis
 	fallback *memory        // local counting while Redis does not answer; nil without Redis
+	local    *memory        // this gateway's own counts (ReserveLocal); nil without Redis
 
 	now        func() time.Time
 	seeder     Seeder
@@ -168,6 +172,8 @@ func New(c Counters, opts Options) *Limiter {
 	if rc, ok := c.(*redisCounters); ok {
 		l.redis = rc
 		l.fallback = newMemory()
+		l.local = newMemory()
+		rc.settleEvery, rc.timeout = opts.SettleEvery, l.timeout
 	}
 	return l
 }
@@ -371,6 +377,29 @@ func (l *Limiter) Reserve(ctx context.Context, a Ask) (Decision, error) {
 	return l.reserveOn(ctx, l.fallback, r, a, now)
 }
 
+// Shared reports whether the Limiter's counters are shared with other gateways (Redis).
+func (l *Limiter) Shared() bool { return l.redis != nil }
+
+// ReserveLocal decides a against counters of this gateway's own, in its memory, whatever
+// the Limiter's counters are: for a check that must be made before a round trip to the
+// shared counters is worth it, such as a key's concurrency before its body is read (a
+// gateway alone can never rightly hold more of a key's requests than the key's
+// concurrency, so this bounds what one gateway reads for it without asking Redis).
+// Counters in memory are local already: it is Reserve.
+func (l *Limiter) ReserveLocal(ctx context.Context, a Ask) (Decision, error) {
+	if l.local == nil {
+		return l.Reserve(ctx, a)
+	}
+	now := l.now()
+	r := &Reservation{l: l, id: a.ID, tokens: max(a.Tokens, 0), cost: max(a.CostMicros, 0)}
+	r.plan(a, now, l.seeder)
+	if len(r.items) == 0 {
+		r.settled.Store(true)
+		return Decision{Reservation: r}, nil
+	}
+	return l.reserveOn(ctx, l.local, r, a, now)
+}
+
 // heldBudgetWait is the retry hint, in µs, for a budget held only by requests in flight.
 const heldBudgetWait = 1_000_000
 
@@ -533,7 +562,9 @@ func (r *Reservation) refusal(a Ask, now time.Time) *Refusal {
 // zero, and later requests wait), the concurrency slots are freed, each budget's
 // reservation is released and the cost is added to the spend of the period holding the
 // settle time. It is called exactly once per admitted request; later calls, and calls
-// on nil, do nothing. It does not use ctx's cancellation (a client that left must still
+// on nil, do nothing. With counters in Redis it does not wait for Redis: the settlement
+// is queued, and goes ahead of this gateway's next call to Redis or within SettleEvery
+// (Flush and Close send it at once). It does not use ctx's cancellation (a client that left must still
 // settle), only its values.
 func (r *Reservation) Settle(ctx context.Context, tokens, costMicros int64) {
 	if r == nil || !r.settled.CompareAndSwap(false, true) {
@@ -572,6 +603,11 @@ func (r *Reservation) Settle(ctx context.Context, tokens, costMicros int64) {
 		if hasBudget && costMicros > 0 {
 			l.spendShared(ctx, r, costMicros, nowUS)
 		}
+	case l.redis != nil && r.backend == Counters(l.redis):
+		// Off the request's path: queued, sent with the next call to Redis or within
+		// SettleEvery; the budget watch hears the spend once Redis has counted it.
+		l.settleLater(&pendingSettle{r: r, tokens: tokens, cost: costMicros, now: now, notice: hasBudget && costMicros > 0})
+		return
 	default:
 		l.settleOn(ctx, r.backend, r, tokens, costMicros, nowUS)
 	}

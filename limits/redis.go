@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -31,7 +32,8 @@ import (
 
 // NewRedis returns counters shared through Redis by every gateway using the same client
 // address and prefix (e.g. "switchyard:"). Every reserve and every settle is one Lua
-// script run atomically by the server: one round trip. The client connects lazily, so a
+// script run atomically by the server; a reserve is one round trip, and settlements are
+// queued and sent ahead of the next call in the same pipeline (see settler.go). The client connects lazily, so a
 // gateway can start while Redis is down; ParseRedisURL gives options that fail fast. The
 // Limiter does not close the client.
 func NewRedis(client redis.UniversalClient, prefix string) Counters {
@@ -61,6 +63,21 @@ type redisCounters struct {
 	mu      sync.Mutex
 	stale   map[string]struct{} // budget hashes whose spend was counted elsewhere during an outage
 	release []*Reservation      // reservations that could not be released during an outage
+
+	// Settlements waiting to be sent: with the next call this gateway makes to Redis
+	// (in the same pipeline, ahead of it), or by the flusher within settleEvery.
+	qmu         sync.Mutex
+	queue       []*pendingSettle
+	closed      bool
+	kick        chan struct{} // wakes the flusher; nil until the first settle
+	stop        chan struct{}
+	flusherDone chan struct{}
+	rel         map[string]map[string]*pendingSettle // slot key → id → its settlement, not answered yet
+	settleEvery time.Duration                        // 0: defaultSettleEvery
+	timeout     time.Duration                        // bounds a flush: the Limiter's Timeout
+	flushMu     sync.Mutex                           // held while the flusher sends
+	loaded      atomic.Bool                          // the settle script is in the server's script cache
+	sending     sync.RWMutex                         // read-held while a batch is on its way, for Flush to wait on
 }
 
 // The scripts keep to the arithmetic of refill, waitFor and fullIn.
@@ -83,9 +100,9 @@ local function store_level(key, l, limit, nowS)
   redis.call('PEXPIRE', key, int(math.floor(full / 1000) + 1000))
   return full
 end
--- release gives back what request id holds in budget bk and drops its lease from lk.
-local function release(bk, lk, id)
-  local amt = redis.call('HGET', bk, 'r:' .. id)
+-- release gives back what request id holds in budget bk (amt, as HGET of r:<id> read
+-- it) and drops its lease from lk.
+local function release(bk, lk, id, amt)
   if amt then
     redis.call('HINCRBY', bk, 'held', int(-tonumber(amt)))
     redis.call('HDEL', bk, 'r:' .. id)
@@ -94,7 +111,7 @@ local function release(bk, lk, id)
 end
 local function expire_budget(bk, lk, nowS)
   for _, g in ipairs(redis.call('ZRANGEBYSCORE', lk, '-inf', nowS, 'LIMIT', 0, 100)) do
-    release(bk, lk, g)
+    release(bk, lk, g, redis.call('HGET', bk, 'r:' .. g))
   end
 end
 local function set_expiry(key, ttlS)
@@ -104,8 +121,11 @@ end
 
 // reserveScript checks every item, then reserves every item, or nothing.
 // KEYS: per item: r/t (bucket) and s (slots): one key; b (budget): the hash and its leases.
-// ARGV: now µs, request id, lease deadline µs, lease ms, then per item: kind, limit,
-// take, seed (-1: none), time to live of the budget keys (ms, 0: forever).
+// ARGV: now µs, request id, lease deadline µs, lease ms, the number of items n, then per
+// item: kind, limit, take, seed (-1: none), time to live of the budget keys (ms, 0:
+// forever); then per slot item, in order: a count c and c request ids whose slots this
+// gateway has released but whose settlement is still on its way (freed here first, so
+// that their own client's next request never waits for it; ZREM twice is harmless).
 // Answer: {status, then per item two integers}; status 0 admitted (buckets: whole units
 // left, µs to full; slots: in flight; budgets: spent, held), 1 needs seeding (budgets: 2
 // when its counter is absent), 2 refused (1 when the item refuses, and its wait in µs,
@@ -113,13 +133,14 @@ end
 var reserveScript = redis.NewScript(luaCommon + `
 local nowS, id, deadline, leaseMS = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local now = tonumber(nowS)
-local n = (#ARGV - 4) / 5
+local n = tonumber(ARGV[5])
+local rp = 6 + n * 5
 local out = {0}
-local keys, lvl, cnt = {}, {}, {}
+local keys, lvl, cnt, spentv, heldv = {}, {}, {}, {}, {}
 local seeding, refusing = false, false
 local k = 1
 for i = 1, n do
-  local a = 4 + (i - 1) * 5
+  local a = 5 + (i - 1) * 5
   local kind, limit, take, seed = ARGV[a+1], tonumber(ARGV[a+2]), tonumber(ARGV[a+3]), tonumber(ARGV[a+4])
   local v1, v2 = 0, 0
   keys[i] = k
@@ -132,6 +153,9 @@ for i = 1, n do
       if take > limit then v2 = -1 else v2 = math.ceil((take - l) * minute / limit - 1e-6) end
     end
   elseif kind == 's' then
+    local c = tonumber(ARGV[rp])
+    if c > 0 then redis.call('ZREM', KEYS[k], unpack(ARGV, rp + 1, rp + c)) end
+    rp = rp + 1 + c
     redis.call('ZREMRANGEBYSCORE', KEYS[k], '-inf', nowS)
     local c = redis.call('ZCARD', KEYS[k])
     k = k + 1
@@ -141,7 +165,8 @@ for i = 1, n do
     local bk, lk = KEYS[k], KEYS[k+1]
     k = k + 2
     expire_budget(bk, lk, nowS)
-    local spent = redis.call('HGET', bk, 'spent')
+    local sh = redis.call('HMGET', bk, 'spent', 'held')
+    local spent, held = sh[1], tonumber(sh[2] or '0')
     if not spent and seed >= 0 then
       redis.call('HSET', bk, 'spent', ARGV[a+4])
       set_expiry(bk, ARGV[a+5])
@@ -150,7 +175,7 @@ for i = 1, n do
     if not spent then
       seeding, v1 = true, 2
     else
-      local held = tonumber(redis.call('HGET', bk, 'held') or '0')
+      spentv[i], heldv[i] = tonumber(spent), held
       if tonumber(spent) + held + take > limit then
         refusing, v1 = true, 1
         if tonumber(spent) + take <= limit then v2 = held end
@@ -162,7 +187,7 @@ end
 if seeding then out[1] = 1; return out end
 if refusing then out[1] = 2; return out end
 for i = 1, n do
-  local a = 4 + (i - 1) * 5
+  local a = 5 + (i - 1) * 5
   local kind, limit, take = ARGV[a+1], tonumber(ARGV[a+2]), tonumber(ARGV[a+3])
   local key = KEYS[keys[i]]
   if kind == 'r' or kind == 't' then
@@ -175,14 +200,15 @@ for i = 1, n do
     out[2*i], out[2*i+1] = cnt[i] + 1, 0
   else
     local lk = KEYS[keys[i] + 1]
+    local held = heldv[i]
     if take > 0 then
-      redis.call('HINCRBY', key, 'held', ARGV[a+3])
+      held = redis.call('HINCRBY', key, 'held', ARGV[a+3])
       redis.call('HSET', key, 'r:' .. id, ARGV[a+3])
       redis.call('ZADD', lk, deadline, id)
       set_expiry(lk, ARGV[a+5])
     end
-    out[2*i] = tonumber(redis.call('HGET', key, 'spent'))
-    out[2*i+1] = tonumber(redis.call('HGET', key, 'held') or '0')
+    -- As read above: the script runs alone, nothing else changed them since.
+    out[2*i], out[2*i+1] = spentv[i], held
   end
 end
 return out
@@ -217,11 +243,21 @@ for i = 1, n do
   else
     local rk, lk, sk = KEYS[k], KEYS[k+1], KEYS[k+2]
     k = k + 3
+    -- One read for the reservation and the spend when both are in one hash (the
+    -- request settles in the period it was reserved in: nearly always).
+    local amt, has
+    if not addOnly and rk == sk then
+      local v = redis.call('HMGET', rk, 'r:' .. id, 'spent')
+      amt, has = v[1], v[2] ~= false
+    elseif not addOnly then
+      amt = redis.call('HGET', rk, 'r:' .. id)
+    end
     if not addOnly then
-      release(rk, lk, id)
+      release(rk, lk, id, amt)
     end
     if delta > 0 then
-      if redis.call('HEXISTS', sk, 'spent') == 1 then
+      if has == nil then has = redis.call('HEXISTS', sk, 'spent') == 1 end
+      if has then
         out[2*i] = redis.call('HINCRBY', sk, 'spent', ARGV[a+3])
       elseif seed >= 0 then
         redis.call('HSET', sk, 'spent', int(seed + delta))
@@ -242,11 +278,11 @@ return out
 var peekScript = redis.NewScript(luaCommon + `
 local nowS = ARGV[1]
 local now = tonumber(nowS)
-local n = (#ARGV - 4) / 5
+local n = tonumber(ARGV[5])
 local out = {}
 local k = 1
 for i = 1, n do
-  local a = 4 + (i - 1) * 5
+  local a = 5 + (i - 1) * 5
   local kind, limit = ARGV[a+1], tonumber(ARGV[a+2])
   local v1, v2, v3 = 0, 0, 0
   if kind == 'r' or kind == 't' then
@@ -297,8 +333,8 @@ var kindCodes = [...]string{itemRequests: "r", itemTokens: "t", itemSlot: "s", i
 
 func (rc *redisCounters) args(r *Reservation, now, lease int64) ([]string, []any) {
 	keys := make([]string, 0, len(r.items)+2)
-	args := make([]any, 0, 4+5*len(r.items))
-	args = append(args, now, r.id, now+lease, lease/1000)
+	args := make([]any, 0, 6+6*len(r.items))
+	args = append(args, now, r.id, now+lease, lease/1000, len(r.items))
 	for i := range r.items {
 		it := &r.items[i]
 		var exp int64
@@ -317,9 +353,20 @@ func (rc *redisCounters) args(r *Reservation, now, lease int64) ([]string, []any
 	return keys, args
 }
 
+// slotKeys are the keys of r's slot items, in order.
+func (rc *redisCounters) slotKeys(r *Reservation) []string {
+	var out []string
+	for i := range r.items {
+		if it := &r.items[i]; it.kind == itemSlot {
+			out = append(out, rc.prefix+"inflight:"+it.scope.String())
+		}
+	}
+	return out
+}
+
 func (rc *redisCounters) reserve(ctx context.Context, r *Reservation, now, lease int64) (outcome, error) {
 	keys, args := rc.args(r, now, lease)
-	v, err := reserveScript.Run(ctx, rc.c, keys, args...).Int64Slice()
+	v, err := rc.exec(ctx, reserveScript, keys, args, rc.slotKeys(r)).Int64Slice()
 	if err != nil {
 		return 0, err
 	}
@@ -356,7 +403,9 @@ func (rc *redisCounters) reserve(ctx context.Context, r *Reservation, now, lease
 	return status, nil
 }
 
-func (rc *redisCounters) settle(ctx context.Context, r *Reservation, tokens, cost, now int64, addOnly, seed bool) error {
+// settleArgs is the settle script's keys and arguments for r, and the items they carry
+// (none: nothing to send).
+func (rc *redisCounters) settleArgs(r *Reservation, tokens, cost, now int64, addOnly, seed bool) ([]string, []any, []int) {
 	keys := make([]string, 0, len(r.items)+4)
 	args := make([]any, 0, 3+5*len(r.items))
 	flag := "0"
@@ -395,13 +444,11 @@ func (rc *redisCounters) settle(ctx context.Context, r *Reservation, tokens, cos
 		}
 		sent = append(sent, i)
 	}
-	if len(sent) == 0 {
-		return nil
-	}
-	v, err := settleScript.Run(ctx, rc.c, keys, args...).Int64Slice()
-	if err != nil {
-		return err
-	}
+	return keys, args, sent
+}
+
+// settleResult reads the settle script's answer into r's items.
+func settleResult(r *Reservation, sent []int, v []int64) {
 	for j, i := range sent {
 		if 2*j+1 >= len(v) {
 			break
@@ -413,12 +460,28 @@ func (rc *redisCounters) settle(ctx context.Context, r *Reservation, tokens, cos
 			r.items[i].spent = v[2*j+1]
 		}
 	}
+}
+
+func (rc *redisCounters) settle(ctx context.Context, r *Reservation, tokens, cost, now int64, addOnly, seed bool) error {
+	keys, args, sent := rc.settleArgs(r, tokens, cost, now, addOnly, seed)
+	if len(sent) == 0 {
+		return nil
+	}
+	v, err := settleScript.Run(ctx, rc.c, keys, args...).Int64Slice()
+	if err != nil {
+		return err
+	}
+	settleResult(r, sent, v)
 	return nil
 }
 
 func (rc *redisCounters) peek(ctx context.Context, r *Reservation, now int64) error {
 	keys, args := rc.args(r, now, r.l.lease)
-	v, err := peekScript.Run(ctx, rc.c, keys, args...).Int64Slice()
+	// A standing reflects every settlement this gateway has made: wait for those on
+	// their way, and send the queued ones ahead of the peek.
+	rc.sending.Lock()
+	rc.sending.Unlock() //nolint:staticcheck // an empty section: waiting is the point
+	v, err := rc.exec(ctx, peekScript, keys, args, nil).Int64Slice()
 	if err != nil {
 		return err
 	}
@@ -535,4 +598,16 @@ func (rc *redisCounters) requeue(release []*Reservation, stale map[string]struct
 	}
 }
 
-func (rc *redisCounters) close() error { return nil }
+func (rc *redisCounters) close() error {
+	rc.qmu.Lock()
+	rc.closed = true
+	stop := rc.stop
+	rc.qmu.Unlock()
+	if stop != nil {
+		close(stop)
+		<-rc.flusherDone
+	}
+	// What is still queued goes now: a gateway that stops leaves no slot or spend behind.
+	rc.flushOut()
+	return nil
+}

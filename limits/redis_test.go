@@ -90,6 +90,9 @@ func TestTwoGatewaysEnforceOneLimit(t *testing.T) {
 		r.Settle(context.Background(), 500, 800)
 	}
 	for _, l := range gw {
+		l.Flush() // settlements are batched: each gateway's go within SettleEvery
+	}
+	for _, l := range gw {
 		st := status(t, l, key)
 		require.Equal(t, int64(8000), st.SpentMicros)
 		require.Equal(t, int64(0), st.ReservedMicros)
@@ -127,6 +130,7 @@ func TestRedisFlushSeedsSpendFromTheLedgerAgain(t *testing.T) {
 	r := admit(t, l, ask(0, 800, c))
 	lg.add(c.Scope, clk.Now(), 700) // the ledger records the request as it ends
 	r.Settle(context.Background(), 0, 700)
+	l.Flush()                                                        // counted in Redis before it restarts
 	require.NoError(t, g.admin.FlushAll(context.Background()).Err()) // a restart without persistence
 
 	queries := lg.queries.Load()
@@ -251,6 +255,7 @@ func TestRedisPauseResyncsReleasesAndSpend(t *testing.T) {
 
 	require.NoError(t, g.admin.Do(context.Background(), "CLIENT", "PAUSE", "600", "ALL").Err())
 	settle(inRedis, 100) // cannot reach Redis: released there once it answers
+	l.Flush()            // the batched settlement finds Redis away
 	require.True(t, l.down.Load())
 	local := admit(t, l, ask(0, 400, c)) // counted in memory, seeded from the ledger (400)
 	refuse(t, l, ask(0, 201, c))         // 400 + 400 + 201 > 1000, and the local slot is taken

@@ -100,6 +100,7 @@ func TestTimedOutReservationIsReleasedWhenRedisAnswersAgain(t *testing.T) {
 	c := Check{Scope: keyScope("k1"), Policy: Policy{Concurrency: 1, Budget: budget(1000, PeriodMonth)}}
 
 	admit(t, l, ask(0, 100, c)).Settle(context.Background(), 0, 100) // loads the scripts
+	l.Flush()
 
 	proxy.holding.Store(true)
 	_, err = l.Reserve(context.Background(), ask(0, 600, c))

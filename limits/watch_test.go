@@ -52,6 +52,9 @@ func TestBudgetWatchHearsEachThresholdOnce(t *testing.T) {
 		spend := func(l *Limiter, cost int64) {
 			r := admit(t, l, ask(0, cost, check))
 			r.Settle(context.Background(), 10, cost)
+			// In Redis the watch hears a spend once it is counted there, when the
+			// queued settlement has gone.
+			l.Flush()
 			lg.add(check.Scope, clk.Now(), cost)
 		}
 		spend(l1, 400)

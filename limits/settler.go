@@ -1,0 +1,354 @@
+package limits
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Settlements in Redis leave the request's path: Settle queues the settle script's call,
+// and it is sent ahead of the next call this gateway makes to Redis (a reserve, a peek),
+// in the same pipeline, or by a flusher within settleEvery when no call comes first. A
+// client that sends its next request to the same gateway the moment an answer ends thus
+// always finds its slot and tokens given back (its reserve carries the settlement, ahead
+// of itself); from another gateway, within settleEvery plus a round trip.
+
+// defaultSettleEvery bounds how long a queued settlement waits for a call to carry it.
+const defaultSettleEvery = 2 * time.Millisecond
+
+// settleBatch is how many queued settlements make the flusher send them at once.
+const settleBatch = 64
+
+// pendingSettle is one settle script call waiting to be sent, and what to do with its
+// answer.
+type pendingSettle struct {
+	r       *Reservation
+	keys    []string
+	args    []any
+	sent    []int
+	tokens  int64
+	cost    int64
+	now     time.Time
+	addOnly bool
+	attempt int
+	notice  bool // tell the budget watch once settled
+	taken   bool // a call has it on its way (under qmu)
+}
+
+func (rc *redisCounters) enqueue(ps *pendingSettle) {
+	rc.qmu.Lock()
+	if rc.closed {
+		// A straggler after Close: send it alone, now.
+		rc.qmu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), rc.callTimeout())
+		defer cancel()
+		v, err := settleScript.Run(ctx, rc.c, ps.keys, ps.args...).Int64Slice()
+		ps.r.l.settled(ps, v, err)
+		return
+	}
+	rc.queue = append(rc.queue, ps)
+	n := len(rc.queue)
+	if !ps.addOnly {
+		for i := range ps.r.items {
+			if it := &ps.r.items[i]; it.kind == itemSlot {
+				k := rc.prefix + "inflight:" + it.scope.String()
+				if rc.rel == nil {
+					rc.rel = make(map[string]map[string]*pendingSettle)
+				}
+				ids := rc.rel[k]
+				if ids == nil {
+					ids = make(map[string]*pendingSettle)
+					rc.rel[k] = ids
+				}
+				ids[ps.r.id] = ps
+			}
+		}
+	}
+	if rc.kick == nil {
+		rc.kick, rc.stop, rc.flusherDone = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
+		go rc.flusher(rc.kick, rc.stop, rc.flusherDone)
+	}
+	kick := rc.kick
+	rc.qmu.Unlock()
+	if n == 1 || n >= settleBatch {
+		select {
+		case kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// maxCarried bounds the released slots one reserve frees ahead of their settlement, per
+// scope; beyond it (a burst of requests ending at once) they wait for the settlement.
+const maxCarried = 64
+
+// releasing appends to args, for each slot key, the count and ids of the slots this
+// gateway has released whose settlement another call has taken and not had answered
+// yet: it may reach Redis after this call. A settlement this call carries itself (taken
+// with batch) goes first anyway; one queued after this call took the queue belongs to a
+// request that ended after this one began, which its client does not wait for.
+func (rc *redisCounters) releasing(args []any, keys []string, batch []*pendingSettle) []any {
+	rc.qmu.Lock()
+	defer rc.qmu.Unlock()
+	for _, key := range keys {
+		at := len(args)
+		args = append(args, 0)
+		n := 0
+		for id, ps := range rc.rel[key] {
+			if n == maxCarried {
+				break
+			}
+			if ps.taken && !ps.mine(batch) {
+				args = append(args, id)
+				n++
+			}
+		}
+		args[at] = n
+	}
+	return args
+}
+
+// mine reports whether ps is one of batch.
+func (ps *pendingSettle) mine(batch []*pendingSettle) bool {
+	for _, b := range batch {
+		if b == ps {
+			return true
+		}
+	}
+	return false
+}
+
+// answered forgets the released slots of a settlement Redis has answered (or that
+// failed: the resync releases it then).
+func (rc *redisCounters) answered(ps *pendingSettle) {
+	if ps.addOnly {
+		return
+	}
+	rc.qmu.Lock()
+	defer rc.qmu.Unlock()
+	for i := range ps.r.items {
+		if it := &ps.r.items[i]; it.kind == itemSlot {
+			k := rc.prefix + "inflight:" + it.scope.String()
+			if ids := rc.rel[k]; ids != nil {
+				delete(ids, ps.r.id)
+				if len(ids) == 0 {
+					delete(rc.rel, k)
+				}
+			}
+		}
+	}
+}
+
+// take empties the queue.
+func (rc *redisCounters) take() []*pendingSettle {
+	rc.qmu.Lock()
+	q := rc.queue
+	rc.queue = nil
+	for _, ps := range q {
+		ps.taken = true
+	}
+	rc.qmu.Unlock()
+	return q
+}
+
+// flusher sends what is queued within settleEvery of the first settlement queued, or at
+// once when settleBatch are.
+func (rc *redisCounters) flusher(kick, stop, done chan struct{}) {
+	defer close(done)
+	every := rc.settleEvery
+	if every <= 0 {
+		every = defaultSettleEvery
+	}
+	t := time.NewTimer(every)
+	t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-kick:
+		}
+		rc.qmu.Lock()
+		n := len(rc.queue)
+		rc.qmu.Unlock()
+		if n == 0 {
+			continue
+		}
+		if n < settleBatch {
+			t.Reset(every)
+		wait:
+			for {
+				select {
+				case <-stop:
+					t.Stop()
+					return
+				case <-t.C:
+					break wait
+				case <-kick:
+					// A full batch goes now; a kick for a settlement queued after a call
+					// took the queue waits for the timer already running.
+					rc.qmu.Lock()
+					n = len(rc.queue)
+					rc.qmu.Unlock()
+					if n >= settleBatch {
+						t.Stop()
+						break wait
+					}
+				}
+			}
+		}
+		rc.flushOut()
+	}
+}
+
+// flushOut sends the queue on its own; calls to Redis wait for it (flushMu), so that
+// none can overtake a settlement queued before it began.
+func (rc *redisCounters) flushOut() {
+	rc.flushMu.Lock()
+	defer rc.flushMu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), rc.callTimeout())
+	defer cancel()
+	rc.exec(ctx, nil, nil, nil, nil)
+}
+
+// exec sends the queued settlements, then script s (nil: none) with keys and args, in
+// one pipeline: one round trip. Each settlement's answer goes to its Limiter; the result
+// is s's.
+// slotKeys are the reserve's slot keys: after the call has taken the queue, the slots
+// released here whose settlement is on its way in another call are added to args.
+func (rc *redisCounters) exec(ctx context.Context, s *redis.Script, keys []string, args []any, slotKeys []string) *redis.Cmd {
+	var batch []*pendingSettle
+	if s != nil {
+		// Wait for a batch the flusher is sending (rare under load: calls carry the
+		// queue before it fires), and take the queue before it can.
+		rc.flushMu.Lock()
+		batch = rc.take()
+		rc.flushMu.Unlock()
+	} else {
+		batch = rc.take()
+	}
+	if len(slotKeys) > 0 {
+		args = rc.releasing(args, slotKeys, batch)
+	}
+	if len(batch) > 0 && !rc.loaded.Load() {
+		// The settle script must be in the server's cache before it goes ahead of
+		// another script in a pipeline: sent again as text after a NOSCRIPT, it would
+		// run after it.
+		if err := settleScript.Load(ctx, rc.c).Err(); err == nil {
+			rc.loaded.Store(true)
+		}
+	}
+	if len(batch) == 0 {
+		if s == nil {
+			return nil
+		}
+		return s.Run(ctx, rc.c, keys, args...)
+	}
+	rc.sending.RLock()
+	defer rc.sending.RUnlock()
+	// Settlements must not be cut short by the carrying request's client leaving: a
+	// pipeline given up once written may have run, and sent again would count twice.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rc.callTimeout())
+	defer cancel()
+	pipe := rc.c.Pipeline()
+	cmds := make([]*redis.Cmd, len(batch))
+	for i, ps := range batch {
+		cmds[i] = pipe.EvalSha(ctx, settleScript.Hash(), ps.keys, ps.args...)
+	}
+	var main *redis.Cmd
+	if s != nil {
+		main = pipe.EvalSha(ctx, s.Hash(), keys, args...)
+	}
+	_, _ = pipe.Exec(ctx) // each command's own error is read below
+	for i, ps := range batch {
+		c := cmds[i]
+		if noScript(c.Err()) {
+			rc.loaded.Store(false)
+			// The server lost its script cache: send the script's text.
+			c = settleScript.Eval(ctx, rc.c, ps.keys, ps.args...)
+		}
+		v, err := c.Int64Slice()
+		ps.r.l.settled(ps, v, err)
+	}
+	if main != nil && noScript(main.Err()) {
+		main = s.Eval(ctx, rc.c, keys, args...)
+	}
+	return main
+}
+
+func noScript(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
+}
+
+// settleLater queues r's settlement in Redis (the addOnly pass after seeding too).
+func (l *Limiter) settleLater(ps *pendingSettle) {
+	ps.keys, ps.args, ps.sent = l.redis.settleArgs(ps.r, ps.tokens, ps.cost, ps.now.UnixMicro(), ps.addOnly, true)
+	if len(ps.sent) == 0 {
+		l.settled(ps, nil, nil)
+		return
+	}
+	l.redis.enqueue(ps)
+}
+
+// settled takes a queued settlement's answer: it seeds a settle period whose counter was
+// absent (a rollover) and adds the cost there, else tells the budget watch. It runs on
+// the goroutine whose call carried the settlement: the ledger query goes elsewhere.
+func (l *Limiter) settled(ps *pendingSettle, v []int64, err error) {
+	r := ps.r
+	l.redis.answered(ps)
+	if err != nil && !errors.Is(err, redis.Nil) {
+		// The spend is in the ledger but not in the shared counters: they take it from
+		// there once they answer again. The reservation is released then too.
+		l.markDown(err)
+		l.redis.markStale(r, true, ps.addOnly)
+		return
+	}
+	settleResult(r, ps.sent, v)
+	if anyNeedSeed(r) && ps.attempt < 2 {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			if l.seed(ctx, r, true) != nil {
+				// The settle period's counter stays absent: the next reservation seeds
+				// it from the ledger, which holds this request.
+				l.noticeSpend(ps)
+				return
+			}
+			l.settleLater(&pendingSettle{r: r, tokens: ps.tokens, cost: ps.cost, now: ps.now,
+				addOnly: true, attempt: ps.attempt + 1, notice: ps.notice})
+		}()
+		return
+	}
+	l.noticeSpend(ps)
+}
+
+func (l *Limiter) noticeSpend(ps *pendingSettle) {
+	if !ps.notice {
+		return
+	}
+	if w := l.budgetWatch.Load(); w != nil {
+		w.notice(ps.r, ps.cost, ps.now)
+	}
+}
+
+// Flush sends the settlements this Limiter has queued for Redis and returns once they
+// are counted there (a no-op with counters in memory). Close flushes too.
+func (l *Limiter) Flush() {
+	if l.redis == nil {
+		return
+	}
+	l.redis.flushOut()
+	// Wait for batches other goroutines took before this call.
+	l.redis.sending.Lock()
+	l.redis.sending.Unlock() //nolint:staticcheck // an empty section: waiting is the point
+}
+
+// callTimeout bounds a call that carries settlements: the Limiter's Timeout.
+func (rc *redisCounters) callTimeout() time.Duration {
+	if rc.timeout > 0 {
+		return rc.timeout
+	}
+	return 500 * time.Millisecond
+}

@@ -1,0 +1,179 @@
+package limits
+
+import (
+	"bufio"
+	"context"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+)
+
+// roundTrips counts what a client sends: each Process and each pipeline is one round
+// trip (a new connection's set-up left out).
+type roundTrips struct{ trips, cmds atomic.Int64 }
+
+func (h *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		switch cmd.Name() {
+		case "hello", "client", "auth", "select":
+			// A connection's set-up, not the limits' traffic.
+		default:
+			h.trips.Add(1)
+			h.cmds.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.trips.Add(1)
+		h.cmds.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+
+// serverCommands is how many commands Redis ran (scripts' own commands included), less
+// the scripts' calls and the test's bookkeeping.
+func serverCommands(t *testing.T, admin *redis.Client) int64 {
+	t.Helper()
+	info, err := admin.Info(context.Background(), "commandstats").Result()
+	require.NoError(t, err)
+	var n int64
+	sc := bufio.NewScanner(strings.NewReader(info))
+	for sc.Scan() {
+		line := sc.Text()
+		name, rest, ok := strings.Cut(strings.TrimPrefix(line, "cmdstat_"), ":calls=")
+		if !ok || line == name {
+			continue
+		}
+		switch name {
+		case "evalsha", "eval", "script|load", "info", "config|resetstat", "ping", "hello", "client|setinfo", "select":
+			continue
+		}
+		calls, _, _ := strings.Cut(rest, ",")
+		v, err := strconv.ParseInt(calls, 10, 64)
+		require.NoError(t, err)
+		n += v
+	}
+	return n
+}
+
+// request is one request the way admission makes it for the bench key (rpm, tpm,
+// concurrency and a budget) with counters in Redis: its first phase before the body (the
+// gateway's own slot), its second after (every limit, in Redis), both settled when it
+// ends.
+func request(t testing.TB, l *Limiter, id string, key Policy) (refused *Refusal) {
+	t.Helper()
+	ctx := context.Background()
+	scope := keyScope("bench")
+	enter, err := l.ReserveLocal(ctx, Ask{ID: id + "/enter", Checks: []Check{{Scope: scope, Policy: Policy{Concurrency: key.Concurrency}}}})
+	require.NoError(t, err)
+	if enter.Refused != nil {
+		return enter.Refused
+	}
+	admit, err := l.Reserve(ctx, Ask{ID: id, Tokens: 1000, CostMicros: 50,
+		Checks: []Check{{Scope: scope, Policy: key}}})
+	require.NoError(t, err)
+	if admit.Refused != nil {
+		enter.Reservation.Settle(ctx, 0, 0)
+		return admit.Refused
+	}
+	admit.Reservation.Settle(ctx, 800, 40)
+	enter.Reservation.Settle(ctx, 0, 0)
+	return nil
+}
+
+var benchKey = Policy{RPM: 1 << 40, TPM: 1 << 50, Concurrency: 1 << 20, Budget: budget(1e15, PeriodMonth)}
+
+// One request with every kind of limit costs the request's path one round trip, and
+// settles within it: a request's settlement travels ahead of the next call in the same
+// pipeline.
+func TestARequestsSettlementTravelsWithTheNextAdmission(t *testing.T) {
+	g := newGateways(t)
+	c := newClient(t, g.srv)
+	count := &roundTrips{}
+	c.AddHook(count)
+	// A flusher that never fires on its own: whatever is sent, calls carried it.
+	l := New(NewRedis(c, g.prefix), Options{Now: newClock(t0).Now, SettleEvery: time.Hour})
+	for i := range 10 { // the scripts loaded, the counters made
+		require.Nil(t, request(t, l, "warm-"+strconv.Itoa(i), benchKey))
+	}
+	ctx := context.Background()
+	require.NoError(t, g.admin.ConfigResetStat(ctx).Err())
+	trips0, cmds0 := count.trips.Load(), count.cmds.Load()
+	const n = 200
+	for i := range n {
+		require.Nil(t, request(t, l, "req-"+strconv.Itoa(i), benchKey))
+	}
+	trips, sent := count.trips.Load()-trips0, count.cmds.Load()-cmds0
+	inRedis := serverCommands(t, g.admin)
+	t.Logf("per request: %.2f round trips, %.2f script calls, %.2f Redis commands", float64(trips)/n, float64(sent)/n, float64(inRedis)/n)
+	require.Equal(t, int64(n), trips, "one admission round trip a request; settlement adds none")
+	require.Equal(t, int64(2*n), sent, "a reserve and a settle a request, the settle pipelined ahead of the next reserve")
+	require.LessOrEqual(t, inRedis, int64(25*n), "commands Redis runs for a request (29 before issue 30)")
+
+	// What the last request queued goes when the gateway stops.
+	require.NoError(t, l.Close())
+	st := status(t, g.limiter(t, Options{Now: newClock(t0).Now}), Check{Scope: keyScope("bench"), Policy: benchKey})
+	require.Equal(t, int64(0), st.InFlight)
+	require.Equal(t, int64(0), st.ReservedMicros)
+	require.Equal(t, int64(40*(n+10)), st.SpentMicros)
+}
+
+// A key with a concurrency of 1 sending requests back to back, the next the moment the
+// last has ended, is never refused for its own finished request: its settlement goes
+// ahead of the next admission.
+func TestBackToBackRequestsAtConcurrencyOneAreNeverRefused(t *testing.T) {
+	g := newGateways(t)
+	l := g.limiter(t, Options{Now: newClock(t0).Now})
+	key := benchKey
+	key.Concurrency = 1
+	for i := range 300 {
+		require.Nil(t, request(t, l, "b2b-"+strconv.Itoa(i), key), "request %d", i)
+	}
+}
+
+// A slot whose settlement is still on its way to Redis on another connection (taken by
+// another request's pipeline, not answered yet) is freed by the next admission itself.
+func TestASlotWhoseSettlementIsOnItsWayIsFreeForTheNextRequest(t *testing.T) {
+	g := newGateways(t)
+	l := g.limiter(t, Options{Now: newClock(t0).Now, SettleEvery: time.Hour})
+	c := Check{Scope: keyScope("k1"), Policy: Policy{Concurrency: 1}}
+	admit(t, l, ask(0, 0, c)).Settle(context.Background(), 0, 0)
+	onItsWay := l.redis.take() // as if another call had it in flight
+	require.Len(t, onItsWay, 1)
+	next := admit(t, l, ask(0, 0, c))
+	refuse(t, l, ask(0, 0, c)) // the limit still holds
+	// The settlement arrives late: harmless.
+	ctx := context.Background()
+	v, err := settleScript.Run(ctx, l.redis.c, onItsWay[0].keys, onItsWay[0].args...).Int64Slice()
+	l.settled(onItsWay[0], v, err)
+	refuse(t, l, ask(0, 0, c))
+	next.Settle(ctx, 0, 0)
+	admit(t, l, ask(0, 0, c))
+}
+
+// Another gateway sees a settlement within SettleEvery, with no further call from the
+// gateway that made it.
+func TestAnotherGatewaySeesASettlementWithinSettleEvery(t *testing.T) {
+	g := newGateways(t)
+	clk := newClock(t0)
+	a := g.limiter(t, Options{Now: clk.Now, SettleEvery: 2 * time.Millisecond})
+	b := g.limiter(t, Options{Now: clk.Now})
+	c := Check{Scope: keyScope("k1"), Policy: Policy{Concurrency: 1, Budget: budget(1000, PeriodMonth)}}
+	admit(t, a, ask(0, 500, c)).Settle(context.Background(), 0, 300)
+	ended := time.Now()
+	require.Eventually(t, func() bool {
+		st := status(t, b, c)
+		return st.InFlight == 0 && st.SpentMicros == 300 && st.ReservedMicros == 0
+	}, 5*time.Second, time.Millisecond)
+	t.Logf("seen by the other gateway after %v", time.Since(ended))
+}
