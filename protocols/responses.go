@@ -1,7 +1,6 @@
 package protocols
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -44,8 +43,13 @@ func responsesFinish(f []gjson.Result) string {
 var responsesUsage = familyAUsage{"input_tokens", "input_tokens_details.cached_tokens",
 	"input_tokens_details.cache_write_tokens", "output_tokens", "output_tokens_details.reasoning_tokens"}
 
+// event reads every event's type, sequence_number and delta with the member walker in
+// one pass over its top level; only lifecycle events, a few a stream, go on to gjson for
+// the model and usage inside the response object they carry.
 func (r responses) event(s *EventStream, ev Event) eventView {
-	if r.IsError(ev) {
+	top := readResponsesEvent(ev.Data)
+	typ := stringText(top.typ)
+	if responsesIsError(ev.Name, typ) {
 		// A failed response still reports what it used, and that count is its last.
 		if u := getView(ev.Data, "response.usage"); u.IsObject() {
 			s.Obs.setFamilyAUsage(u, responsesUsage)
@@ -53,21 +57,21 @@ func (r responses) event(s *EventStream, ev Event) eventView {
 		}
 		return eventView{isError: true}
 	}
-	f := gjson.GetMany(view(ev.Data), "type", "sequence_number", "delta")
-	if f[1].Type == gjson.Number {
-		s.LastSequence = f[1].Int()
+	// Read as gjson reads a number (the walker's value is the same bytes on valid JSON).
+	if seq := gjson.Parse(view(top.seq)); seq.Type == gjson.Number {
+		s.LastSequence = seq.Int()
 	}
 	terminal := false
-	switch f[0].Str {
+	switch typ {
 	case "response.output_text.delta", "response.function_call_arguments.delta", "response.refusal.delta":
-		s.Obs.OutputChars += textLen(f[2])
+		s.Obs.OutputChars += stringLen(top.delta)
 	case "response.reasoning_summary_text.delta", "response.reasoning_text.delta":
-		s.Obs.ThinkingChars += textLen(f[2])
+		s.Obs.ThinkingChars += stringLen(top.delta)
 	case "response.completed", "response.failed", "response.incomplete":
 		s.Obs.Complete, terminal = true, true
 		s.Obs.FinishReason = strings.Clone(responsesFinish(gjson.GetMany(view(ev.Data), "response.incomplete_details.reason", "response.status")))
 	}
-	if r.eventModelPath(ev) == "" {
+	if !responsesLifecycle(ev.Name, typ) {
 		return eventView{}
 	}
 	// Only the terminal lifecycle events carry the final usage; earlier ones, when they
@@ -79,22 +83,68 @@ func (r responses) event(s *EventStream, ev Event) eventView {
 	return eventView{model: getView(ev.Data, "response.model")}
 }
 
-func (responses) IsError(ev Event) bool {
-	t := string(ev.Name)
+// responsesTop is the top-level members of a Responses event the shape reads, as written:
+// the first of each, as gjson finds them; nil when absent.
+type responsesTop struct{ typ, seq, delta []byte }
+
+// readResponsesEvent walks a Responses event's top level once. The walk ends as soon as
+// nothing more it could find is needed: a delta only counts in the delta events.
+func readResponsesEvent(data []byte) (t responsesTop) {
+	w, ok := walkObject(data)
+	if !ok {
+		return t
+	}
+	for {
+		key, start, end, ok := w.next()
+		if !ok {
+			return t
+		}
+		switch keyText(key) {
+		case "type":
+			if t.typ == nil {
+				t.typ = data[start:end]
+			}
+		case "sequence_number":
+			if t.seq == nil {
+				t.seq = data[start:end]
+			}
+		case "delta":
+			if t.delta == nil {
+				t.delta = data[start:end]
+			}
+		}
+		if t.typ != nil && t.seq != nil && (t.delta != nil || !strings.HasSuffix(stringText(t.typ), ".delta")) {
+			return t
+		}
+	}
+}
+
+// responsesIsError: the event's name says, or its type when it has no name.
+func responsesIsError(name []byte, typ string) bool {
+	t := string(name)
 	if t == "" {
-		t = gjson.GetBytes(ev.Data, "type").Str
+		t = typ
 	}
 	return t == "error" || t == "response.failed"
 }
 
-// eventModelPath: only lifecycle events (response.created, response.completed, …) carry
-// the response object; item and delta events have more dots in their names.
-func (responses) eventModelPath(ev Event) string {
-	name := ev.Name
-	if name == nil {
-		name = []byte(gjson.GetBytes(ev.Data, "type").Str)
+// responsesLifecycle: only lifecycle events (response.created, response.completed, …)
+// carry the response object; item and delta events have more dots in their names. The
+// event's name says, or its type when it has none.
+func responsesLifecycle(name []byte, typ string) bool {
+	t := typ
+	if name != nil {
+		t = string(name)
 	}
-	if bytes.HasPrefix(name, []byte("response.")) && bytes.Count(name, []byte(".")) == 1 {
+	return strings.HasPrefix(t, "response.") && strings.Count(t, ".") == 1
+}
+
+func (responses) IsError(ev Event) bool {
+	return responsesIsError(ev.Name, stringText(readResponsesEvent(ev.Data).typ))
+}
+
+func (responses) eventModelPath(ev Event) string {
+	if responsesLifecycle(ev.Name, stringText(readResponsesEvent(ev.Data).typ)) {
 		return "response.model"
 	}
 	return ""
