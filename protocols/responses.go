@@ -57,9 +57,8 @@ func (r responses) event(s *EventStream, ev Event) eventView {
 		}
 		return eventView{isError: true}
 	}
-	// Read as gjson reads a number (the walker's value is the same bytes on valid JSON).
-	if seq := gjson.Parse(view(top.seq)); seq.Type == gjson.Number {
-		s.LastSequence = seq.Int()
+	if seq, ok := sequenceNumber(top.seq); ok {
+		s.LastSequence = seq
 	}
 	terminal := false
 	switch typ {
@@ -117,6 +116,27 @@ func readResponsesEvent(data []byte) (t responsesTop) {
 			return t
 		}
 	}
+}
+
+// sequenceNumber reads a sequence_number as gjson reads a number's Int; ok is false for
+// any other value. A plain integer of up to 15 digits, every one in practice, is exact
+// in a float64 and read directly.
+func sequenceNumber(v []byte) (n int64, ok bool) {
+	if len(v) == 0 || len(v) > 15 {
+		return gjsonNumber(v)
+	}
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return gjsonNumber(v)
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, true
+}
+
+func gjsonNumber(v []byte) (int64, bool) {
+	r := gjson.Parse(view(v))
+	return r.Int(), r.Type == gjson.Number
 }
 
 // responsesIsError: the event's name says, or its type when it has no name.
