@@ -152,6 +152,9 @@ var messagesEvents = []string{
 	`[]`,
 	`"error"`,
 	`{"type":"error"`, // not JSON: only read without panicking
+	`{"type":"content_block_delta","delta":`,
+	`{"type":"content_block_delta","delta":{"text":"cut`,
+	`{"type":"content_block_delta","delta":{"text":"a"`,
 }
 
 // responsesEvents are the data of Responses events, plain and odd.
@@ -343,4 +346,26 @@ func FuzzResponsesEvent(f *testing.F) {
 	f.Fuzz(func(t *testing.T, pick uint8, name string, data []byte) {
 		compareEvent(t, KindResponses, eventNamed(fuzzName(responsesNames, pick, name), data))
 	})
+}
+
+// BenchmarkShapeEvent is the shape's reading of its most frequent event, the one that
+// carries a text delta, alone: what the walker replaced, without the stream around it.
+func BenchmarkShapeEvent(b *testing.B) {
+	for _, c := range []struct {
+		name  string
+		shape Shape
+		ev    Event
+	}{
+		{"chat", chatCompletions{}, Event{Data: []byte(`{"id":"chatcmpl-CZ8rT1vQy3","object":"chat.completion.chunk","created":1767225600,"model":"gpt-4o-2024-08-06","service_tier":"default","system_fingerprint":"fp_cbf1785567","choices":[{"index":0,"delta":{"content":" token7"},"logprobs":null,"finish_reason":null}],"usage":null,"obfuscation":"Qm2"}`)}},
+		{"messages", messages{}, Event{Name: []byte("content_block_delta"), Data: []byte(`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":" token7"}}`)}},
+		{"responses", responses{}, Event{Name: []byte("response.output_text.delta"), Data: []byte(`{"type":"response.output_text.delta","sequence_number":11,"item_id":"msg_0c4f7d1e","output_index":0,"content_index":0,"delta":" token7","logprobs":[],"obfuscation":"Zk"}`)}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			s := &EventStream{}
+			for b.Loop() {
+				c.shape.event(s, c.ev)
+			}
+		})
+	}
 }

@@ -109,13 +109,15 @@ func readMessagesEvent(data []byte, withDelta bool) (typ []byte, d messagesDelta
 		return nil, d
 	}
 	for {
-		key, start, end, ok := w.next()
+		key, start, ok := w.nextKey()
 		if !ok {
 			return typ, d
 		}
+		var end int
 		switch keyText(key) {
 		case "type":
-			if typ == nil {
+			end = skipJSONValue(data, start)
+			if typ == nil && end >= 0 {
 				typ = data[start:end]
 				if !withDelta {
 					return typ, d
@@ -123,36 +125,45 @@ func readMessagesEvent(data []byte, withDelta bool) (typ []byte, d messagesDelta
 			}
 		case "delta":
 			if withDelta {
-				d.read(data[start:end])
+				end = d.read(data, start) // read where it lies, not skipped first
+			} else {
+				end = skipJSONValue(data, start)
 			}
+		default:
+			end = skipJSONValue(data, start)
 		}
+		if end < 0 {
+			return typ, d
+		}
+		w.resume(end)
 	}
 }
 
-// read takes the text members of one delta object that no earlier delta supplied.
-func (d *messagesDelta) read(delta []byte) {
-	w, ok := walkObject(delta)
-	if !ok {
-		return
+// read takes the text members of the delta value at b[start] that no earlier delta
+// supplied, and returns where the value ends (-1 when it is broken).
+func (d *messagesDelta) read(b []byte, start int) (end int) {
+	if start >= len(b) || b[start] != '{' {
+		return skipJSONValue(b, start)
 	}
+	w := memberWalk{b: b, i: start + 1}
 	// A value is never empty, so nil is "not seen yet".
 	for {
 		key, s, e, ok := w.next()
 		if !ok {
-			return
+			return w.objectEnd()
 		}
 		switch keyText(key) {
 		case "text":
 			if d.text == nil {
-				d.text = delta[s:e]
+				d.text = b[s:e]
 			}
 		case "partial_json":
 			if d.partialJSON == nil {
-				d.partialJSON = delta[s:e]
+				d.partialJSON = b[s:e]
 			}
 		case "thinking":
 			if d.thinking == nil {
-				d.thinking = delta[s:e]
+				d.thinking = b[s:e]
 			}
 		}
 	}
