@@ -48,7 +48,7 @@ var responsesUsage = familyAUsage{"input_tokens", "input_tokens_details.cached_t
 // the model and usage inside the response object they carry.
 func (r responses) event(s *EventStream, ev Event) eventView {
 	top := readResponsesEvent(ev.Data)
-	typ := stringText(top.typ)
+	typ := top.typ
 	if responsesIsError(ev.Name, typ) {
 		// A failed response still reports what it used, and that count is its last.
 		if u := getView(ev.Data, "response.usage"); u.IsObject() {
@@ -83,8 +83,11 @@ func (r responses) event(s *EventStream, ev Event) eventView {
 }
 
 // responsesTop is the top-level members of a Responses event the shape reads, as written:
-// the first of each, as gjson finds them; nil when absent.
-type responsesTop struct{ typ, seq, delta []byte }
+// the first of each, as gjson finds them; nil when absent. typ is the type's text.
+type responsesTop struct {
+	typ        string
+	seq, delta []byte
+}
 
 // readResponsesEvent walks a Responses event's top level once. The walk ends as soon as
 // nothing more it could find is needed: a delta only counts in the delta events.
@@ -93,6 +96,7 @@ func readResponsesEvent(data []byte) (t responsesTop) {
 	if !ok {
 		return t
 	}
+	typeSeen, needDelta := false, true
 	for {
 		key, start, end, ok := w.next()
 		if !ok {
@@ -100,8 +104,9 @@ func readResponsesEvent(data []byte) (t responsesTop) {
 		}
 		switch keyText(key) {
 		case "type":
-			if t.typ == nil {
-				t.typ = data[start:end]
+			if !typeSeen {
+				typeSeen, t.typ = true, stringText(data[start:end])
+				needDelta = strings.HasSuffix(t.typ, ".delta")
 			}
 		case "sequence_number":
 			if t.seq == nil {
@@ -112,7 +117,7 @@ func readResponsesEvent(data []byte) (t responsesTop) {
 				t.delta = data[start:end]
 			}
 		}
-		if t.typ != nil && t.seq != nil && (t.delta != nil || !strings.HasSuffix(stringText(t.typ), ".delta")) {
+		if typeSeen && t.seq != nil && (t.delta != nil || !needDelta) {
 			return t
 		}
 	}
@@ -156,15 +161,16 @@ func responsesLifecycle(name []byte, typ string) bool {
 	if name != nil {
 		t = string(name)
 	}
-	return strings.HasPrefix(t, "response.") && strings.Count(t, ".") == 1
+	rest, ok := strings.CutPrefix(t, "response.")
+	return ok && strings.IndexByte(rest, '.') < 0
 }
 
 func (responses) IsError(ev Event) bool {
-	return responsesIsError(ev.Name, stringText(readResponsesEvent(ev.Data).typ))
+	return responsesIsError(ev.Name, readResponsesEvent(ev.Data).typ)
 }
 
 func (responses) eventModelPath(ev Event) string {
-	if responsesLifecycle(ev.Name, stringText(readResponsesEvent(ev.Data).typ)) {
+	if responsesLifecycle(ev.Name, readResponsesEvent(ev.Data).typ) {
 		return "response.model"
 	}
 	return ""
