@@ -112,16 +112,67 @@ func BenchmarkResponseSplice(b *testing.B) {
 	}
 }
 
+// messagesStream builds a streamed Messages answer of n text deltas, as the upstream
+// sends it: n+5 events.
+func messagesStream(n int) []byte {
+	var b bytes.Buffer
+	b.WriteString("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_01XFDUDYJgAACzvnptvVoYEL\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-sonnet-4-5-20250929\",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":472,\"cache_creation_input_tokens\":0,\"cache_read_input_tokens\":2048,\"cache_creation\":{\"ephemeral_5m_input_tokens\":0,\"ephemeral_1h_input_tokens\":0},\"output_tokens\":2,\"service_tier\":\"standard\"}}}\n\n")
+	b.WriteString("event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n")
+	for i := range n {
+		fmt.Fprintf(&b, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\" token%d\"}}\n\n", i)
+	}
+	b.WriteString("event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n")
+	b.WriteString("event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\",\"stop_sequence\":null},\"usage\":{\"input_tokens\":472,\"cache_creation_input_tokens\":0,\"cache_read_input_tokens\":2048,\"output_tokens\":31}}\n\n")
+	b.WriteString("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
+	return b.Bytes()
+}
+
+// responsesStream builds a streamed Responses answer of n text deltas, as the upstream
+// sends it: n+8 events.
+func responsesStream(n int) []byte {
+	var b bytes.Buffer
+	resp := func(status, output, usage string) string {
+		return `{"id":"resp_0c4f7d1e2a9b8c3d","object":"response","created_at":1767225600,"status":"` + status + `","background":false,"error":null,"incomplete_details":null,"instructions":null,"max_output_tokens":null,"model":"gpt-5.1-codex","output":` + output + `,"parallel_tool_calls":true,"previous_response_id":null,"reasoning":{"effort":"medium","summary":null},"store":false,"temperature":1.0,"text":{"format":{"type":"text"},"verbosity":"medium"},"tool_choice":"auto","tools":[],"top_p":1.0,"truncation":"disabled","usage":` + usage + `,"user":null,"metadata":{}}`
+	}
+	seq := 0
+	event := func(name, rest string) {
+		fmt.Fprintf(&b, "event: %s\ndata: {\"type\":\"%s\",\"sequence_number\":%d,%s}\n\n", name, name, seq, rest)
+		seq++
+	}
+	event("response.created", `"response":`+resp("in_progress", "[]", "null"))
+	event("response.in_progress", `"response":`+resp("in_progress", "[]", "null"))
+	event("response.output_item.added", `"output_index":0,"item":{"id":"msg_0c4f7d1e","type":"message","status":"in_progress","content":[],"role":"assistant"}`)
+	event("response.content_part.added", `"item_id":"msg_0c4f7d1e","output_index":0,"content_index":0,"part":{"type":"output_text","annotations":[],"logprobs":[],"text":""}`)
+	var text strings.Builder
+	for i := range n {
+		fmt.Fprintf(&text, " token%d", i)
+		event("response.output_text.delta", fmt.Sprintf(`"item_id":"msg_0c4f7d1e","output_index":0,"content_index":0,"delta":" token%d","logprobs":[],"obfuscation":"Zk"`, i))
+	}
+	part := `{"type":"output_text","annotations":[],"logprobs":[],"text":"` + text.String() + `"}`
+	item := `{"id":"msg_0c4f7d1e","type":"message","status":"completed","content":[` + part + `],"role":"assistant"}`
+	event("response.output_text.done", `"item_id":"msg_0c4f7d1e","output_index":0,"content_index":0,"text":"`+text.String()+`","logprobs":[]`)
+	event("response.content_part.done", `"item_id":"msg_0c4f7d1e","output_index":0,"content_index":0,"part":`+part)
+	event("response.output_item.done", `"output_index":0,"item":`+item)
+	event("response.completed", `"response":`+resp("completed", "["+item+"]", `{"input_tokens":2511,"input_tokens_details":{"cached_tokens":2048},"output_tokens":87,"output_tokens_details":{"reasoning_tokens":64},"total_tokens":2598}`))
+	return b.Bytes()
+}
+
+// BenchmarkEventStream rewrites whole streams; the 48-event ones, one per shape, are the
+// streams make bench sends, and report the cost per event.
 func BenchmarkEventStream(b *testing.B) {
 	streams := []struct {
-		name string
-		kind protocols.Kind
-		drop bool
-		data []byte
+		name   string
+		kind   protocols.Kind
+		drop   bool
+		data   []byte
+		events int
 	}{
-		{"chat-200-chunks", protocols.KindChat, true, chatStream(200)},
-		{"responses", protocols.KindResponses, false, readFixture(b, "responses.upstream.sse")},
-		{"messages", protocols.KindMessages, false, readFixture(b, "messages.upstream.sse")},
+		{"chat-200-chunks", protocols.KindChat, true, chatStream(200), 204},
+		{"responses", protocols.KindResponses, false, readFixture(b, "responses.upstream.sse"), 12},
+		{"messages", protocols.KindMessages, false, readFixture(b, "messages.upstream.sse"), 11},
+		{"chat-48-events", protocols.KindChat, true, chatStream(44), 48},
+		{"responses-48-events", protocols.KindResponses, false, responsesStream(40), 48},
+		{"messages-48-events", protocols.KindMessages, false, messagesStream(43), 48},
 	}
 	const readSize = 4 << 10 // what one upstream Read typically returns
 	for _, st := range streams {
@@ -140,6 +191,7 @@ func BenchmarkEventStream(b *testing.B) {
 					}
 				}
 			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*st.events), "ns/event")
 		})
 	}
 }

@@ -62,8 +62,13 @@ func (o *Observation) mergeMessagesUsage(u gjson.Result) {
 	o.UsageReported = true
 }
 
+// event reads the frequent events (content_block_delta, and the start, stop and ping
+// events around it) with the member walker in one pass over their top level; only the
+// two that carry usage, once a stream each, are looked up with gjson.
 func (m messages) event(s *EventStream, ev Event) eventView {
-	if m.IsError(ev) {
+	isDelta := string(ev.Name) == "content_block_delta"
+	typ, delta := readMessagesEvent(ev.Data, isDelta)
+	if string(ev.Name) == "error" || stringText(typ) == "error" {
 		return eventView{isError: true}
 	}
 	switch string(ev.Name) {
@@ -73,9 +78,8 @@ func (m messages) event(s *EventStream, ev Event) eventView {
 		}
 		return eventView{model: getView(ev.Data, "message.model")}
 	case "content_block_delta":
-		d := gjson.GetMany(view(ev.Data), "delta.text", "delta.partial_json", "delta.thinking")
-		s.Obs.OutputChars += textLen(d[0]) + textLen(d[1])
-		s.Obs.ThinkingChars += textLen(d[2])
+		s.Obs.OutputChars += stringLen(delta.text) + stringLen(delta.partialJSON)
+		s.Obs.ThinkingChars += stringLen(delta.thinking)
 	case "message_delta":
 		// message_start's output count is a placeholder; message_delta's is the final one.
 		f := gjson.GetMany(view(ev.Data), "usage", "delta.stop_reason")
@@ -92,8 +96,85 @@ func (m messages) event(s *EventStream, ev Event) eventView {
 	return eventView{}
 }
 
+// messagesDelta is the text members of a content_block_delta's delta, as written.
+type messagesDelta struct{ text, partialJSON, thinking []byte }
+
+// readMessagesEvent finds the first top-level `type` of a Messages event and, when
+// withDelta, its delta's text members. Each is the one gjson's "delta.text" (and so on)
+// would find: the first that any `delta` object holds, in the order the deltas come.
+// Without withDelta the walk ends at `type`, usually the first member.
+func readMessagesEvent(data []byte, withDelta bool) (typ []byte, d messagesDelta) {
+	w, ok := walkObject(data)
+	if !ok {
+		return nil, d
+	}
+	for {
+		key, start, ok := w.nextKey()
+		if !ok {
+			return typ, d
+		}
+		var end int
+		switch keyText(key) {
+		case "type":
+			end = skipJSONValue(data, start)
+			if typ == nil && end >= 0 {
+				typ = data[start:end]
+				if !withDelta {
+					return typ, d
+				}
+			}
+		case "delta":
+			if withDelta {
+				end = d.read(data, start) // read where it lies, not skipped first
+			} else {
+				end = skipJSONValue(data, start)
+			}
+		default:
+			end = skipJSONValue(data, start)
+		}
+		if end < 0 {
+			return typ, d
+		}
+		w.resume(end)
+	}
+}
+
+// read takes the text members of the delta value at b[start] that no earlier delta
+// supplied, and returns where the value ends (-1 when it is broken).
+func (d *messagesDelta) read(b []byte, start int) (end int) {
+	if start >= len(b) || b[start] != '{' {
+		return skipJSONValue(b, start)
+	}
+	w := memberWalk{b: b, i: start + 1}
+	// A value is never empty, so nil is "not seen yet".
+	for {
+		key, s, e, ok := w.next()
+		if !ok {
+			return w.objectEnd()
+		}
+		switch keyText(key) {
+		case "text":
+			if d.text == nil {
+				d.text = b[s:e]
+			}
+		case "partial_json":
+			if d.partialJSON == nil {
+				d.partialJSON = b[s:e]
+			}
+		case "thinking":
+			if d.thinking == nil {
+				d.thinking = b[s:e]
+			}
+		}
+	}
+}
+
 func (messages) IsError(ev Event) bool {
-	return string(ev.Name) == "error" || gjson.GetBytes(ev.Data, "type").Str == "error"
+	if string(ev.Name) == "error" {
+		return true
+	}
+	typ, _ := readMessagesEvent(ev.Data, false)
+	return stringText(typ) == "error"
 }
 
 func (messages) eventModelPath(ev Event) string {

@@ -1,7 +1,6 @@
 package protocols
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -33,68 +32,247 @@ func (responses) Answer(kind Kind, body []byte) (gjson.Result, Observation) {
 
 // responsesFinish is why a response ended: its incomplete reason (max_output_tokens,
 // content_filter), else its status.
-func responsesFinish(f []gjson.Result) string {
-	if f[0].Str != "" {
-		return f[0].Str
+func responsesFinish(f []gjson.Result) string { return responsesFinishText(f[0].Str, f[1].Str) }
+
+func responsesFinishText(reason, status string) string {
+	if reason != "" {
+		return reason
 	}
-	return f[1].Str
+	return status
 }
 
 // responsesUsage names the counts of a Responses usage object.
 var responsesUsage = familyAUsage{"input_tokens", "input_tokens_details.cached_tokens",
 	"input_tokens_details.cache_write_tokens", "output_tokens", "output_tokens_details.reasoning_tokens"}
 
+// event reads every event's type, sequence_number and delta with the member walker in
+// one pass over its top level; lifecycle events, and errors, then walk the response
+// object they carry once for its model, usage and status.
 func (r responses) event(s *EventStream, ev Event) eventView {
-	if r.IsError(ev) {
+	top := readResponsesEvent(ev.Data)
+	typ := top.typ
+	if responsesIsError(ev.Name, typ) {
 		// A failed response still reports what it used, and that count is its last.
-		if u := getView(ev.Data, "response.usage"); u.IsObject() {
+		if u := readResponseObject(ev.Data).usageResult(); u.IsObject() {
 			s.Obs.setFamilyAUsage(u, responsesUsage)
 			s.Obs.UsageFinal = true
 		}
 		return eventView{isError: true}
 	}
-	f := gjson.GetMany(view(ev.Data), "type", "sequence_number", "delta")
-	if f[1].Type == gjson.Number {
-		s.LastSequence = f[1].Int()
+	if seq, ok := sequenceNumber(top.seq); ok {
+		s.LastSequence = seq
 	}
-	terminal := false
-	switch f[0].Str {
+	terminal, read := false, false
+	var resp responseFields
+	switch typ {
 	case "response.output_text.delta", "response.function_call_arguments.delta", "response.refusal.delta":
-		s.Obs.OutputChars += textLen(f[2])
+		s.Obs.OutputChars += stringLen(top.delta)
 	case "response.reasoning_summary_text.delta", "response.reasoning_text.delta":
-		s.Obs.ThinkingChars += textLen(f[2])
+		s.Obs.ThinkingChars += stringLen(top.delta)
 	case "response.completed", "response.failed", "response.incomplete":
 		s.Obs.Complete, terminal = true, true
-		s.Obs.FinishReason = strings.Clone(responsesFinish(gjson.GetMany(view(ev.Data), "response.incomplete_details.reason", "response.status")))
+		resp, read = readResponseObject(ev.Data), true
+		s.Obs.FinishReason = strings.Clone(responsesFinishText(stringText(resp.reason), stringText(resp.status)))
 	}
-	if r.eventModelPath(ev) == "" {
+	if !responsesLifecycle(ev.Name, typ) {
 		return eventView{}
+	}
+	if !read {
+		resp = readResponseObject(ev.Data)
 	}
 	// Only the terminal lifecycle events carry the final usage; earlier ones, when they
 	// carry any, count so far.
-	if u := getView(ev.Data, "response.usage"); u.IsObject() {
+	if u := resp.usageResult(); u.IsObject() {
 		s.Obs.setFamilyAUsage(u, responsesUsage)
 		s.Obs.UsageFinal = terminal
 	}
-	return eventView{model: getView(ev.Data, "response.model")}
+	return eventView{model: resp.modelResult()}
 }
 
-func (responses) IsError(ev Event) bool {
-	t := string(ev.Name)
+// responseFields is what the shape reads of the response object a lifecycle event
+// carries, as written: each the value gjson's "response.model" (and so on) finds, the
+// first that any top-level `response` object holds, in order; nil when none does.
+type responseFields struct {
+	usage, model, status, reason []byte
+	modelAt                      int // where model starts in the event's data
+}
+
+// readResponseObject walks the top level of a lifecycle event and each `response` object
+// in it once, however long the instructions or output it echoes.
+func readResponseObject(data []byte) (f responseFields) {
+	w, ok := walkObject(data)
+	if !ok {
+		return f
+	}
+	for {
+		key, start, ok := w.nextKey()
+		if !ok {
+			return f
+		}
+		var end int
+		if keyText(key) == "response" && start < len(data) && data[start] == '{' {
+			end = f.read(data, start)
+		} else {
+			end = skipJSONValue(data, start)
+		}
+		if end < 0 {
+			return f
+		}
+		w.resume(end)
+	}
+}
+
+// read takes the members of the response object at b[start] that no earlier one
+// supplied, and returns where it ends (-1 when it is broken).
+func (f *responseFields) read(b []byte, start int) int {
+	w := memberWalk{b: b, i: start + 1}
+	for {
+		key, s, e, ok := w.next()
+		if !ok {
+			return w.objectEnd()
+		}
+		switch keyText(key) {
+		case "usage":
+			if f.usage == nil {
+				f.usage = b[s:e]
+			}
+		case "model":
+			if f.model == nil {
+				f.model, f.modelAt = b[s:e], s
+			}
+		case "status":
+			if f.status == nil {
+				f.status = b[s:e]
+			}
+		case "incomplete_details":
+			if f.reason == nil {
+				f.reason, _ = member(b[s:e], "reason") // nil unless an object with a reason
+			}
+		}
+	}
+}
+
+// usageResult is the usage object as setFamilyAUsage reads it; not an object otherwise.
+func (f responseFields) usageResult() gjson.Result {
+	if len(f.usage) == 0 || f.usage[0] != '{' {
+		return gjson.Result{}
+	}
+	return gjson.Result{Type: gjson.JSON, Raw: view(f.usage)}
+}
+
+// modelResult is the model value, of whatever type, as the splice takes it: gjson's Raw
+// and Index for it.
+func (f responseFields) modelResult() gjson.Result {
+	if len(f.model) == 0 {
+		return gjson.Result{}
+	}
+	r := gjson.Result{Raw: view(f.model), Index: f.modelAt}
+	switch f.model[0] {
+	case '"':
+		r.Type = gjson.String
+	case '{', '[':
+		r.Type = gjson.JSON
+	case 't':
+		r.Type = gjson.True
+	case 'f':
+		r.Type = gjson.False
+	case 'n':
+		r.Type = gjson.Null
+	default:
+		r.Type = gjson.Number
+	}
+	return r
+}
+
+// responsesTop is the top-level members of a Responses event the shape reads, as written:
+// the first of each, as gjson finds them; nil when absent. typ is the type's text.
+type responsesTop struct {
+	typ        string
+	seq, delta []byte
+}
+
+// readResponsesEvent walks a Responses event's top level once. The walk ends as soon as
+// nothing more it could find is needed: a delta only counts in the delta events.
+func readResponsesEvent(data []byte) (t responsesTop) {
+	w, ok := walkObject(data)
+	if !ok {
+		return t
+	}
+	typeSeen, needDelta := false, true
+	for {
+		key, start, end, ok := w.next()
+		if !ok {
+			return t
+		}
+		switch keyText(key) {
+		case "type":
+			if !typeSeen {
+				typeSeen, t.typ = true, stringText(data[start:end])
+				needDelta = strings.HasSuffix(t.typ, ".delta")
+			}
+		case "sequence_number":
+			if t.seq == nil {
+				t.seq = data[start:end]
+			}
+		case "delta":
+			if t.delta == nil {
+				t.delta = data[start:end]
+			}
+		}
+		if typeSeen && t.seq != nil && (t.delta != nil || !needDelta) {
+			return t
+		}
+	}
+}
+
+// sequenceNumber reads a sequence_number as gjson reads a number's Int; ok is false for
+// any other value. A plain integer of up to 15 digits, every one in practice, is exact
+// in a float64 and read directly.
+func sequenceNumber(v []byte) (n int64, ok bool) {
+	if len(v) == 0 || len(v) > 15 {
+		return gjsonNumber(v)
+	}
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return gjsonNumber(v)
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, true
+}
+
+func gjsonNumber(v []byte) (int64, bool) {
+	r := gjson.Parse(view(v))
+	return r.Int(), r.Type == gjson.Number
+}
+
+// responsesIsError: the event's name says, or its type when it has no name.
+func responsesIsError(name []byte, typ string) bool {
+	t := string(name)
 	if t == "" {
-		t = gjson.GetBytes(ev.Data, "type").Str
+		t = typ
 	}
 	return t == "error" || t == "response.failed"
 }
 
-// eventModelPath: only lifecycle events (response.created, response.completed, …) carry
-// the response object; item and delta events have more dots in their names.
-func (responses) eventModelPath(ev Event) string {
-	name := ev.Name
-	if name == nil {
-		name = []byte(gjson.GetBytes(ev.Data, "type").Str)
+// responsesLifecycle: only lifecycle events (response.created, response.completed, …)
+// carry the response object; item and delta events have more dots in their names. The
+// event's name says, or its type when it has none.
+func responsesLifecycle(name []byte, typ string) bool {
+	t := typ
+	if name != nil {
+		t = string(name)
 	}
-	if bytes.HasPrefix(name, []byte("response.")) && bytes.Count(name, []byte(".")) == 1 {
+	rest, ok := strings.CutPrefix(t, "response.")
+	return ok && strings.IndexByte(rest, '.') < 0
+}
+
+func (responses) IsError(ev Event) bool {
+	return responsesIsError(ev.Name, readResponsesEvent(ev.Data).typ)
+}
+
+func (responses) eventModelPath(ev Event) string {
+	if responsesLifecycle(ev.Name, readResponsesEvent(ev.Data).typ) {
 		return "response.model"
 	}
 	return ""
