@@ -342,10 +342,8 @@ func (e *backendError) Unwrap() error { return e.err }
 // errors are the context's.
 func (l *Limiter) Reserve(ctx context.Context, a Ask) (Decision, error) {
 	now := l.now()
-	r := &Reservation{l: l, id: a.ID, tokens: max(a.Tokens, 0), cost: max(a.CostMicros, 0)}
-	r.plan(a, now, l.seeder)
+	r := l.planned(a, now)
 	if len(r.items) == 0 {
-		r.settled.Store(true)
 		return Decision{Reservation: r}, nil
 	}
 	if l.fallback == nil {
@@ -377,6 +375,17 @@ func (l *Limiter) Reserve(ctx context.Context, a Ask) (Decision, error) {
 	return l.reserveOn(ctx, l.fallback, r, a, now)
 }
 
+// planned is a's reservation with its items planned; one with none has nothing to
+// reserve and is settled already.
+func (l *Limiter) planned(a Ask, now time.Time) *Reservation {
+	r := &Reservation{l: l, id: a.ID, tokens: max(a.Tokens, 0), cost: max(a.CostMicros, 0)}
+	r.plan(a, now, l.seeder)
+	if len(r.items) == 0 {
+		r.settled.Store(true)
+	}
+	return r
+}
+
 // Shared reports whether the Limiter's counters are shared with other gateways (Redis).
 func (l *Limiter) Shared() bool { return l.redis != nil }
 
@@ -391,10 +400,8 @@ func (l *Limiter) ReserveLocal(ctx context.Context, a Ask) (Decision, error) {
 		return l.Reserve(ctx, a)
 	}
 	now := l.now()
-	r := &Reservation{l: l, id: a.ID, tokens: max(a.Tokens, 0), cost: max(a.CostMicros, 0)}
-	r.plan(a, now, l.seeder)
+	r := l.planned(a, now)
 	if len(r.items) == 0 {
-		r.settled.Store(true)
 		return Decision{Reservation: r}, nil
 	}
 	return l.reserveOn(ctx, l.local, r, a, now)
