@@ -77,26 +77,8 @@ func (l *limitsResult) summarize(r *results) {
 		return t
 	}
 	for _, t := range limitColumns {
-		v := &limitsVariant{Counters: map[string]string{"switchyard": "none", limitsMemory: "memory", limitsRedis: "redis"}[t]}
-		seen := false
-		if lat := r.Latency; lat != nil && lat.Targets[t] != nil {
-			lt := lat.Targets[t]
-			v.AddedP50Us, v.AddedP99Us = lt.AddedP50, lt.AddedP99
-			v.CPUc1Us, v.AllocPerRequest, v.RedisCPUc1Us = lt.CPUPerRequestUs, lt.AllocPerRequest, lt.RedisCPUPerRequestUs
-			seen = true
-		}
-		if tp := r.Throughput; tp != nil && tp.Targets[t] != nil {
-			tt := tp.Targets[t]
-			v.CPUUs, v.RedisCPUUs = tt.CPUPerRequestUs, tt.RedisCPUPerRequestUs
-			v.RedisCmds, v.RedisScripts = tt.RedisCommandsPerRequest, tt.RedisScriptsPerRequest
-			v.RPS, v.LatencyP99Us = tt.RPS, tt.Latency.P99
-			seen = true
-		}
-		if st := r.Stream; st != nil && st.Targets[t] != nil {
-			v.CPUPerStreamUs, v.RedisCPUPerStreamUs = st.Targets[t].CPUPerStreamUs, st.Targets[t].RedisCPUPerStreamUs
-			seen = true
-		}
-		if seen {
+		if v, seen := variantOf(r, t); seen {
+			v.Counters = map[string]string{"switchyard": "none", limitsMemory: "memory", limitsRedis: "redis"}[t]
 			l.Variants[name(t)] = v
 		}
 	}
@@ -121,6 +103,30 @@ func (l *limitsResult) summarize(r *results) {
 		v.CheckP99Us = round(v.AddedP99Us-off.AddedP99Us, 1)
 		v.CheckCPUUs = round(v.CPUUs-off.CPUUs, 1)
 	}
+}
+
+// variantOf is a Switchyard target's figures from the latency, throughput and (chat)
+// stream phases; seen is false when no phase measured it.
+func variantOf(r *results, t string) (v *limitsVariant, seen bool) {
+	v = &limitsVariant{}
+	if lat := r.Latency; lat != nil && lat.Targets[t] != nil {
+		lt := lat.Targets[t]
+		v.AddedP50Us, v.AddedP99Us = lt.AddedP50, lt.AddedP99
+		v.CPUc1Us, v.AllocPerRequest, v.RedisCPUc1Us = lt.CPUPerRequestUs, lt.AllocPerRequest, lt.RedisCPUPerRequestUs
+		seen = true
+	}
+	if tp := r.Throughput; tp != nil && tp.Targets[t] != nil {
+		tt := tp.Targets[t]
+		v.CPUUs, v.RedisCPUUs = tt.CPUPerRequestUs, tt.RedisCPUPerRequestUs
+		v.RedisCmds, v.RedisScripts = tt.RedisCommandsPerRequest, tt.RedisScriptsPerRequest
+		v.RPS, v.LatencyP99Us = tt.RPS, tt.Latency.P99
+		seen = true
+	}
+	if st := r.Stream; st != nil && st.Targets[t] != nil {
+		v.CPUPerStreamUs, v.RedisCPUPerStreamUs = st.Targets[t].CPUPerStreamUs, st.Targets[t].RedisCPUPerStreamUs
+		seen = true
+	}
+	return v, seen
 }
 
 func (v *limitsVariant) ratios(base *limitsVariant) *limitRatios {

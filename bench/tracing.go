@@ -94,54 +94,22 @@ func startTracingVariant(ctx context.Context, o options, tmp, upAddr string) (*t
 // tracingResult is what traces cost: Switchyard with every request traced and exported,
 // against Switchyard without `tracing` (whose own cost of not tracing is nil checks).
 type tracingResult struct {
-	Exports       int64 `json:"otlp_exports"`
-	ExportedBytes int64 `json:"otlp_bytes"`
-	Off           tracingFigures
-	On            tracingFigures
-	// OnOverOff are On's figures divided by Off's.
-	OnOverOff tracingFigures `json:"on_over_off"`
-}
-
-type tracingFigures struct {
-	AddedP50Us      float64 `json:"added_latency_p50_us"`
-	CPUc1Us         float64 `json:"cpu_per_request_concurrency_1_us"`
-	AllocPerRequest float64 `json:"alloc_bytes_per_request"`
-	CPUUs           float64 `json:"cpu_per_request_us"`
-	RPS             float64 `json:"requests_per_second"`
-	CPUPerStreamUs  float64 `json:"cpu_per_stream_us"`
-}
-
-func figuresOf(r *results, name string) (f tracingFigures, ok bool) {
-	if lat := r.Latency; lat != nil && lat.Targets[name] != nil {
-		t := lat.Targets[name]
-		f.AddedP50Us, f.CPUc1Us, f.AllocPerRequest, ok = t.AddedP50, t.CPUPerRequestUs, t.AllocPerRequest, true
-	}
-	if tp := r.Throughput; tp != nil && tp.Targets[name] != nil {
-		f.CPUUs, f.RPS, ok = tp.Targets[name].CPUPerRequestUs, tp.Targets[name].RPS, true
-	}
-	if st := r.Stream; st != nil && st.Targets[name] != nil {
-		f.CPUPerStreamUs, ok = st.Targets[name].CPUPerStreamUs, true
-	}
-	return f, ok
+	Exports       int64          `json:"otlp_exports"`
+	ExportedBytes int64          `json:"otlp_bytes"`
+	Off           *limitsVariant `json:"off"`
+	On            *limitsVariant `json:"on"`
+	OnOverOff     *limitRatios   `json:"on_over_off"`
 }
 
 // summarizeTracing compares the tracing variant with Switchyard as in the main table.
 func summarizeTracing(r *results, sink *otlpSink) *tracingResult {
-	off, okOff := figuresOf(r, "switchyard")
-	on, okOn := figuresOf(r, tracingOn)
+	off, okOff := variantOf(r, "switchyard")
+	on, okOn := variantOf(r, tracingOn)
 	if !okOff || !okOn {
 		return nil
 	}
-	q := func(a, b float64) float64 { return round(ratio(a, b), 3) }
-	return &tracingResult{
-		Exports: sink.exports.Load(), ExportedBytes: sink.bytes.Load(),
-		Off: off, On: on,
-		OnOverOff: tracingFigures{
-			AddedP50Us: q(on.AddedP50Us, off.AddedP50Us), CPUc1Us: q(on.CPUc1Us, off.CPUc1Us),
-			AllocPerRequest: q(on.AllocPerRequest, off.AllocPerRequest), CPUUs: q(on.CPUUs, off.CPUUs),
-			RPS: q(on.RPS, off.RPS), CPUPerStreamUs: q(on.CPUPerStreamUs, off.CPUPerStreamUs),
-		},
-	}
+	return &tracingResult{Exports: sink.exports.Load(), ExportedBytes: sink.bytes.Load(),
+		Off: off, On: on, OnOverOff: on.ratios(off)}
 }
 
 func (t *tracingResult) markdown() string {
@@ -152,11 +120,13 @@ func (t *tracingResult) markdown() string {
 	row := func(measure, off, on string, r float64) {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", measure, off, on, times(r))
 	}
-	row("Added latency p50, concurrency 1", us(t.Off.AddedP50Us), us(t.On.AddedP50Us), t.OnOverOff.AddedP50Us)
-	row("CPU per request, concurrency 1", us(t.Off.CPUc1Us), us(t.On.CPUc1Us), t.OnOverOff.CPUc1Us)
-	row("Bytes allocated per request", fmt.Sprintf("%.0f B", t.Off.AllocPerRequest), fmt.Sprintf("%.0f B", t.On.AllocPerRequest), t.OnOverOff.AllocPerRequest)
-	row("CPU per request, concurrency 32", us(t.Off.CPUUs), us(t.On.CPUUs), t.OnOverOff.CPUUs)
-	row("Requests per second, concurrency 32", fmt.Sprintf("%.0f", t.Off.RPS), fmt.Sprintf("%.0f", t.On.RPS), t.OnOverOff.RPS)
-	row("CPU per stream", us(t.Off.CPUPerStreamUs), us(t.On.CPUPerStreamUs), t.OnOverOff.CPUPerStreamUs)
+	off, on, q := t.Off, t.On, t.OnOverOff
+	row("Added latency p50, concurrency 1", us(off.AddedP50Us), us(on.AddedP50Us), q.AddedP50)
+	row("CPU per request, concurrency 1", us(off.CPUc1Us), us(on.CPUc1Us), q.CPUc1)
+	row("Bytes allocated per request", fmt.Sprintf("%.0f B", off.AllocPerRequest), fmt.Sprintf("%.0f B", on.AllocPerRequest),
+		round(ratio(on.AllocPerRequest, off.AllocPerRequest), 3))
+	row("CPU per request, concurrency 32", us(off.CPUUs), us(on.CPUUs), q.CPU)
+	row("Requests per second, concurrency 32", fmt.Sprintf("%.0f", off.RPS), fmt.Sprintf("%.0f", on.RPS), q.Throughput)
+	row("CPU per stream", us(off.CPUPerStreamUs), us(on.CPUPerStreamUs), q.CPUPerStream)
 	return b.String()
 }

@@ -395,6 +395,7 @@ func (h *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Ha
 		// What admission reserves for a request without a cap of its own.
 		DeclaredOutputCap: rt.model.MaxOutputTokens,
 		Timeout:           rt.model.RequestTimeout,
+		KeepFinishReason:  logOf(r).trace != nil,
 	}
 	requestID := requestID(r)
 	// Admission: the request's worst case is reserved against every limit on its path
@@ -499,12 +500,7 @@ func (Errors) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Hand
 	err, _ := r.Context().Value(caddyhttp.ErrorCtxKey).(error)
 	var apiErr *protocols.APIError
 	if !errors.As(err, &apiErr) {
-		status := http.StatusInternalServerError
-		var he caddyhttp.HandlerError
-		if errors.As(err, &he) && he.StatusCode != 0 {
-			status = he.StatusCode
-		}
-		apiErr = protocols.ErrGeneric(protocols.FamilyOfPath(r.URL.Path), status)
+		apiErr = protocols.ErrGeneric(protocols.FamilyOfPath(r.URL.Path), statusOf(err))
 	}
 	apiErr.Write(w, requestID(r))
 	return nil

@@ -22,9 +22,12 @@ import (
 type chatCompletions struct{}
 
 func (chatCompletions) Answer(_ Kind, body []byte) (gjson.Result, Observation) {
-	model, obs := answerFamilyA(body, chatUsage)
-	obs.FinishReason = gjson.GetBytes(body, "choices.0.finish_reason").Str
-	return model, obs
+	return answerFamilyA(body, chatUsage)
+}
+
+// FinishReason is the first choice's finish_reason.
+func (chatCompletions) FinishReason(body []byte) string {
+	return gjson.GetBytes(body, "choices.0.finish_reason").Str
 }
 
 // chatUsage names the counts of a chat usage object.

@@ -66,7 +66,8 @@ func responsesEventByGjson(s *EventStream, ev Event) eventView {
 		s.Obs.ThinkingChars += textLen(f[2])
 	case "response.completed", "response.failed", "response.incomplete":
 		s.Obs.Complete, terminal = true, true
-		s.Obs.FinishReason = strings.Clone(responsesFinish(gjson.GetMany(view(ev.Data), "response.incomplete_details.reason", "response.status")))
+		f := gjson.GetMany(view(ev.Data), "response.incomplete_details.reason", "response.status")
+		s.Obs.FinishReason = strings.Clone(responsesFinishText(f[0].Str, f[1].Str))
 	}
 	if responsesModelPathByGjson(ev) == "" {
 		return eventView{}

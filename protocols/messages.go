@@ -33,7 +33,6 @@ func (messages) Answer(kind Kind, body []byte) (gjson.Result, Observation) {
 		obs.mergeMessagesUsage(u)
 		obs.UsageFinal = true
 	}
-	obs.FinishReason = strings.Clone(getView(body, "stop_reason").Str) // body is reused
 	// Thinking text, in case the upstream does not split thinking tokens out.
 	for _, t := range gjson.GetBytes(body, `content.#(type=="thinking")#.thinking`).Array() {
 		obs.ThinkingChars += textLen(t)
@@ -168,6 +167,9 @@ func (d *messagesDelta) read(b []byte, start int) (end int) {
 		}
 	}
 }
+
+// FinishReason is the message's stop_reason.
+func (messages) FinishReason(body []byte) string { return gjson.GetBytes(body, "stop_reason").Str }
 
 func (messages) IsError(ev Event) bool {
 	if string(ev.Name) == "error" {

@@ -25,14 +25,15 @@ func (responses) Answer(kind Kind, body []byte) (gjson.Result, Observation) {
 	if kind == KindResponsesInputTokens {
 		return gjson.Result{}, Observation{Complete: true} // a token count: no model, nothing to bill
 	}
-	model, obs := answerFamilyA(body, responsesUsage)
-	obs.FinishReason = responsesFinish(gjson.GetManyBytes(body, "incomplete_details.reason", "status"))
-	return model, obs
+	return answerFamilyA(body, responsesUsage)
 }
 
-// responsesFinish is why a response ended: its incomplete reason (max_output_tokens,
+// FinishReason is why a response ended: its incomplete reason (max_output_tokens,
 // content_filter), else its status.
-func responsesFinish(f []gjson.Result) string { return responsesFinishText(f[0].Str, f[1].Str) }
+func (responses) FinishReason(body []byte) string {
+	f := gjson.GetManyBytes(body, "incomplete_details.reason", "status")
+	return responsesFinishText(f[0].Str, f[1].Str)
+}
 
 func responsesFinishText(reason, status string) string {
 	if reason != "" {

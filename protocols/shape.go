@@ -17,6 +17,9 @@ type Shape interface {
 	// Answer reads a whole JSON answer of kind: where its model value is (Index > 0
 	// when found) and what it reports.
 	Answer(kind Kind, body []byte) (model gjson.Result, obs Observation)
+	// FinishReason is why the model stopped, as a whole JSON answer says: one lookup
+	// more over the body, made only for those who ask (a traced request).
+	FinishReason(body []byte) string
 	// IsError reports an in-band error event.
 	IsError(ev Event) bool
 	// ErrorEvent is the native in-band error event that ends a stream which already
@@ -93,7 +96,8 @@ type Observation struct {
 	Complete bool
 	// FinishReason is why the model stopped, as the upstream wrote it (the first
 	// choice's finish_reason, Messages' stop_reason, a Responses answer's incomplete
-	// reason or status); empty when it did not say.
+	// reason or status); empty when it did not say. A stream's is observed as it
+	// passes; a whole answer's only when asked for (Shape.FinishReason).
 	FinishReason string
 	// Billable says the operation generates output worth metering (token counts do not).
 	Billable bool
@@ -112,6 +116,7 @@ func textLen(r gjson.Result) int64 {
 type noShape struct{}
 
 func (noShape) Answer(Kind, []byte) (gjson.Result, Observation)           { return gjson.Result{}, Observation{} }
+func (noShape) FinishReason([]byte) string                                { return "" }
 func (noShape) IsError(Event) bool                                        { return false }
 func (noShape) ErrorEvent(e *APIError, _ int64) []byte                    { return chatCompletions{}.ErrorEvent(e, 0) }
 func (noShape) event(*EventStream, Event) eventView                       { return eventView{} }

@@ -27,7 +27,11 @@ func (a *attempt) relayJSON() bool {
 	}
 	a.clock.stop()
 	b = a.scrub.ScrubSecrets(b)
-	model, obs := protocols.ShapeOf(req.Op.Kind).Answer(req.Op.Kind, b)
+	shape := protocols.ShapeOf(req.Op.Kind)
+	model, obs := shape.Answer(req.Op.Kind, b)
+	if req.KeepFinishReason {
+		obs.FinishReason = shape.FinishReason(b)
+	}
 	if a.ctx.Err() != nil {
 		// The client left after the upstream had the whole body: the work is done and
 		// billed upstream, so it is billed here too, and Serve reports the client gone.

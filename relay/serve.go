@@ -48,6 +48,9 @@ type Request struct {
 	// later. It is also called, once, for an answer read on after the client left (once
 	// the upstream had the whole body, the work is done and billed upstream regardless).
 	Finalize func(*Outcome)
+	// KeepFinishReason asks for a whole answer's finish reason too, one lookup more over
+	// its body (a stream's is observed anyway): traces want it, nothing else does.
+	KeepFinishReason bool
 }
 
 // Attempt records one try on one candidate.
