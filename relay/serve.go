@@ -89,7 +89,7 @@ type Outcome struct {
 	ClientGone bool
 	// Obs is what the answer's shape observed: usage, text sizes, completeness.
 	Obs protocols.Observation
-	// Served is set before Finalize runs; Latency is from the start of Serve to Finalize.
+	// Latency runs from the start of Serve to the end of the answer, when Finalize runs.
 	Latency time.Duration
 
 	start     time.Time
@@ -143,10 +143,10 @@ func Serve(ctx context.Context, w http.ResponseWriter, req *Request, upstreams [
 	// The deadline runs from the whole body on: a slow upload does not use up the time
 	// the candidates are given.
 	req.Body.whenPassed(func(*protocols.ParsedRequest) { s.deadline.begin(time.Now()) })
-	s.opts = make([]routing.Option, len(upstreams))
+	s.opts = make([]routing.LiveCandidate, len(upstreams))
 	preferred := -1
 	for i, up := range upstreams {
-		s.opts[i] = routing.Option{Candidate: up.Candidate, Health: up.HealthFor(req.Op)}
+		s.opts[i] = routing.LiveCandidate{Candidate: up.Candidate, Health: up.HealthFor(req.Op)}
 		if req.Preferred != "" && up.Identity == req.Preferred {
 			preferred = i
 		}
@@ -189,7 +189,7 @@ type serving struct {
 	w         http.ResponseWriter
 	req       *Request
 	upstreams []*Upstream
-	opts      []routing.Option
+	opts      []routing.LiveCandidate
 	deadline  *deadline
 	out       *Outcome
 	err       *protocols.APIError
@@ -328,7 +328,7 @@ func cooldownHint(a Attempt) time.Duration {
 
 // noChannel is the answer when no candidate could serve: 503 with a Retry-After that is
 // when the soonest candidate leaves its cooldown (at least one second).
-func noChannel(req *Request, opts []routing.Option) *protocols.APIError {
+func noChannel(req *Request, opts []routing.LiveCandidate) *protocols.APIError {
 	now := time.Now()
 	wait := routing.SoonestReady(opts, now).Sub(now).Seconds()
 	return protocols.ErrNoChannel(req.Op.Family, req.ServiceModel, int(math.Ceil(wait)))
