@@ -15,15 +15,17 @@ import (
 // costs nothing worth the bookkeeping.
 const ForwardWhileArrivingMin = 64 << 10
 
-// How long an upstream is kept waiting on a body that the client is still sending. A
-// forwarder gives up once no byte has come for forwardStall, or once the body has taken
-// longer than forwardStall plus its length at forwardMinRate. The attempt is then made
-// again with the whole body once it is in, as for a small body: a slow client costs its
-// own time, never a held upstream connection. Variables only so tests can shorten them.
-var (
-	forwardStall   = time.Second
-	forwardMinRate = 1 << 20 // bytes a second
-)
+// patience is how long an upstream is kept waiting on a body that the client is still
+// sending. A forwarder gives up once no byte has come for stall, or once the body has
+// taken longer than stall plus its length at minRate bytes a second. The attempt is then
+// made again with the whole body once it is in, as for a small body: a slow client costs
+// its own time, never a held upstream connection.
+type patience struct {
+	stall   time.Duration
+	minRate int
+}
+
+var defaultPatience = patience{stall: time.Second, minRate: 1 << 20}
 
 // ArrivingBody is a request body that the gateway forwards while it is still coming in.
 // It is read into a buffer that starts small and doubles as bytes arrive (up to its
@@ -61,17 +63,21 @@ type ArrivingBody struct {
 	// Where the model value lies, as ReadUntilModel found it.
 	modelAt, modelEnd int
 
-	mu      sync.Mutex
-	start   time.Time // when reading began
-	lastAt  time.Time // when the last bytes arrived
-	arrived int
-	safe    int // buf[:safe] is known to begin a good body, short of its closing brace
-	state   arrivalState
-	err     *protocols.APIError
-	parsed  *protocols.ParsedRequest
-	changed chan struct{} // closed, and replaced, at every change of the above
-	onGood  []func(*protocols.ParsedRequest)
-	done    chan struct{} // closed once the body has been read and judged
+	mu    sync.Mutex
+	start time.Time // when reading began
+	// patience bounds a forwarder's wait on this body; recycle gives its buffers back
+	// (both replaced by tests only).
+	patience patience
+	recycle  func(bufs ...*[]byte)
+	lastAt   time.Time // when the last bytes arrived
+	arrived  int
+	safe     int // buf[:safe] is known to begin a good body, short of its closing brace
+	state    arrivalState
+	err      *protocols.APIError
+	parsed   *protocols.ParsedRequest
+	changed  chan struct{} // closed, and replaced, at every change of the above
+	onGood   []func(*protocols.ParsedRequest)
+	done     chan struct{} // closed once the body has been read and judged
 	// readingOn is set while a goroutine of its own reads the body; passed is the whole
 	// body once Finish or Wait gave it.
 	readingOn atomic.Bool
@@ -105,7 +111,8 @@ func NewArrivingBodyWithin(op protocols.Operation, declared int, mem *BodyMemory
 	now := time.Now()
 	pooled := takeBodyBuffer(size)
 	a := &ArrivingBody{op: op, declared: declared, buf: *pooled, pooled: pooled, mem: mem, charged: charge,
-		start: now, lastAt: now, changed: make(chan struct{}), done: make(chan struct{})}
+		start: now, lastAt: now, changed: make(chan struct{}), done: make(chan struct{}),
+		patience: defaultPatience, recycle: recycleBodyBuffers}
 	a.holders.Store(1)
 	a.scan = protocols.NewBodyScan(op.Family)
 	return a, nil
@@ -148,7 +155,7 @@ func (a *ArrivingBody) release() {
 		// A reader that should not be left would now see no body rather than another
 		// client's bytes (and the race detector would name it in tests).
 		a.parsed.Body, a.buf = nil, nil
-		recycleBodyBuffers(append(a.outgrown, a.pooled)...)
+		a.recycle(append(a.outgrown, a.pooled)...)
 	}
 	a.mem.Give(a.charged)
 }
@@ -375,7 +382,7 @@ var (
 func (a *ArrivingBody) Forward(upstreamModel string, declaredCap int64) *Forwarder {
 	f := &Forwarder{a: a, upstreamModel: upstreamModel, declaredCap: declaredCap, value: protocols.AppendJSONString(nil, upstreamModel),
 		modelAt: a.modelAt, end: a.modelEnd, closed: make(chan struct{}), hold: a.newHold()}
-	f.giveUpAt = a.start.Add(forwardStall + time.Duration(a.declared)*time.Second/time.Duration(forwardMinRate))
+	f.giveUpAt = a.start.Add(a.patience.stall + time.Duration(a.declared)*time.Second/time.Duration(a.patience.minRate))
 	f.length = -1
 	// A chat stream's request for usage changes a body's length, and so does the declared
 	// cap a Family A generation without one gets (Family B's max_tokens is required); any
@@ -437,12 +444,12 @@ func (f *Forwarder) readHeld(p []byte) (int, error) {
 		if n := f.copyKnownGood(p, buf, safe); n > 0 {
 			return n, nil
 		}
-		patience := min(time.Until(lastAt.Add(forwardStall)), time.Until(f.giveUpAt))
-		if patience <= 0 {
+		wait := min(time.Until(lastAt.Add(f.a.patience.stall)), time.Until(f.giveUpAt))
+		if wait <= 0 {
 			f.wholeAgain.Store(true)
 			return 0, ErrBodyStalled
 		}
-		timer := time.NewTimer(patience)
+		timer := time.NewTimer(wait)
 		select {
 		case <-changed:
 		case <-timer.C:

@@ -236,21 +236,14 @@ func TestClosingAForwarderEndsItsWait(t *testing.T) {
 	}
 }
 
-// patienceForTest shortens how long a forwarder waits on a slow client.
-func patienceForTest(t *testing.T, stall time.Duration, minRate int) {
-	oldStall, oldRate := forwardStall, forwardMinRate
-	forwardStall, forwardMinRate = stall, minRate
-	t.Cleanup(func() { forwardStall, forwardMinRate = oldStall, oldRate })
-}
-
 func TestAForwarderGivesUpOnAClientTooSlowToWaitFor(t *testing.T) {
 	body := []byte(`{"model":"m","input":"` + strings.Repeat("x", 200<<10) + `"}`)
 	op := protocols.Operation{Kind: protocols.KindResponses, Family: protocols.FamilyA}
 
 	t.Run("no byte for the stall limit", func(t *testing.T) {
-		patienceForTest(t, 150*time.Millisecond, 1<<30)
 		release := make(chan struct{})
 		a := NewArrivingBody(op, len(body))
+		a.patience = patience{stall: 150 * time.Millisecond, minRate: 1 << 30}
 		src := trickle(body, 4, 1000, release, nil)
 		_, ok := a.ReadUntilModel(src)
 		require.True(t, ok)
@@ -275,7 +268,6 @@ func TestAForwarderGivesUpOnAClientTooSlowToWaitFor(t *testing.T) {
 	t.Run("bytes keep coming, too slowly for the body's length", func(t *testing.T) {
 		// At 100 KiB/s a 200 KiB body may take at most 2 s plus the stall limit; this
 		// client sends a byte every 50 ms, never stalling.
-		patienceForTest(t, 300*time.Millisecond, 100<<10)
 		pr, pw := io.Pipe()
 		go func() {
 			if _, err := pw.Write(body[:100<<10]); err != nil {
@@ -290,6 +282,7 @@ func TestAForwarderGivesUpOnAClientTooSlowToWaitFor(t *testing.T) {
 		}()
 		defer pw.CloseWithError(errors.New("test over"))
 		a := NewArrivingBody(op, len(body))
+		a.patience = patience{stall: 300 * time.Millisecond, minRate: 100 << 10}
 		_, ok := a.ReadUntilModel(pr)
 		require.True(t, ok)
 		a.FinishWhileForwarding(pr, func(*protocols.ParsedRequest) *protocols.APIError { return nil })

@@ -52,8 +52,8 @@ func takeBodyBuffer(n int) *[]byte {
 }
 
 // recycleBodyBuffers gives back a body's buffers (its last and those it outgrew) once
-// nothing reads any of them. A variable only so that tests can watch what comes back.
-var recycleBodyBuffers = func(bufs ...*[]byte) {
+// nothing reads any of them.
+func recycleBodyBuffers(bufs ...*[]byte) {
 	for _, b := range bufs {
 		if class, size, ok := bodyClass(cap(*b)); ok && size == cap(*b) {
 			bodyBuffers[class].Put(b)

@@ -42,16 +42,19 @@ func TestBodyBuffersAreAtMostAQuarterLargerThanAsked(t *testing.T) {
 	}
 }
 
-// watchRecycling records the buffers given back, and fills each with 'X' as the next
-// request would overwrite it, so a read that was still under way would see it.
-func watchRecycling(t *testing.T) func() int {
-	var mu sync.Mutex
-	count := 0
-	old := recycleBodyBuffers
-	recycleBodyBuffers = func(bufs ...*[]byte) {
-		mu.Lock()
-		defer mu.Unlock()
-		count++ // one body's buffers come back together
+// recycleWatch records the buffers bodies give back, and fills each with 'X' as the
+// next request would overwrite it, so a read that was still under way would see it.
+type recycleWatch struct {
+	mu    sync.Mutex
+	count int
+}
+
+// of makes a's buffers come back through w; it returns a.
+func (w *recycleWatch) of(a *ArrivingBody) *ArrivingBody {
+	a.recycle = func(bufs ...*[]byte) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.count++ // one body's buffers come back together
 		for _, b := range bufs {
 			full := (*b)[:cap(*b)]
 			for i := range full {
@@ -59,12 +62,14 @@ func watchRecycling(t *testing.T) func() int {
 			}
 		}
 	}
-	t.Cleanup(func() { recycleBodyBuffers = old })
-	return func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return count
-	}
+	return a
+}
+
+// recycled is how many bodies have given their buffers back.
+func (w *recycleWatch) recycled() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.count
 }
 
 // arrivedWhole reads body as a large body is read: model first, then the rest beside
@@ -93,19 +98,20 @@ func readingOver(t *testing.T, a *ArrivingBody) {
 }
 
 func TestABodyBufferServesAgainOnlyOnceNothingReadsIt(t *testing.T) {
-	recycled := watchRecycling(t)
+	var w recycleWatch
 	body := []byte(`{"model":"m","input":"` + strings.Repeat("y", 200<<10) + `"}`)
 	want, _ := prepareRequestBody(protocols.Operation{Kind: protocols.KindResponses, Family: protocols.FamilyA}, body, "up")
 
 	t.Run("held by each upstream body until it is closed", func(t *testing.T) {
-		before := recycled()
+		before := w.recycled()
 		a, _, parsed, err := arrivedWhole(t, body, nil)
+		w.of(a)
 		require.Nil(t, err)
 		f := a.Forward("up", 0)
 		whole, _ := parsed.Upstream(a.op, "up", 0)
 		h := a.Hold(whole.Reader())
 		a.Release(true)
-		assert.Equal(t, before, recycled(), "given back while two upstream bodies could still read it")
+		assert.Equal(t, before, w.recycled(), "given back while two upstream bodies could still read it")
 
 		// The transport reads after the handler has let go, as it may after RoundTrip.
 		got, readErr := io.ReadAll(f)
@@ -113,27 +119,28 @@ func TestABodyBufferServesAgainOnlyOnceNothingReadsIt(t *testing.T) {
 		assert.Equal(t, string(want), string(got))
 		require.NoError(t, f.Close())
 		require.NoError(t, f.Close())
-		assert.Equal(t, before, recycled())
+		assert.Equal(t, before, w.recycled())
 		got, readErr = io.ReadAll(h)
 		require.NoError(t, readErr)
 		assert.Equal(t, string(want), string(got))
 		require.NoError(t, h.Close())
-		assert.Equal(t, before+1, recycled(), "the last reader let go: the buffer serves again")
+		assert.Equal(t, before+1, w.recycled(), "the last reader let go: the buffer serves again")
 		require.NoError(t, h.Close())
-		assert.Equal(t, before+1, recycled(), "given back twice")
+		assert.Equal(t, before+1, w.recycled(), "given back twice")
 		_, readErr = h.Read(make([]byte, 10))
 		assert.Error(t, readErr, "a closed body still reads")
 	})
 
 	t.Run("not when the handler may still quote it", func(t *testing.T) {
-		before := recycled()
+		before := w.recycled()
 		a, model, parsed, err := arrivedWhole(t, body, nil)
+		w.of(a)
 		require.Nil(t, err)
 		whole, _ := parsed.Upstream(a.op, "up", 0)
 		h := a.Hold(whole.Reader())
 		a.Release(false)
 		require.NoError(t, h.Close())
-		assert.Equal(t, before, recycled(), "given back while the handler keeps a view into it")
+		assert.Equal(t, before, w.recycled(), "given back while the handler keeps a view into it")
 		// The model read before the rest of the body is a view into the buffer: a log
 		// line or an error written after the handler returned still says what the
 		// client sent, not what the next request did (the recycling above writes 'X').
@@ -141,39 +148,42 @@ func TestABodyBufferServesAgainOnlyOnceNothingReadsIt(t *testing.T) {
 	})
 
 	t.Run("not when the body was refused", func(t *testing.T) {
-		before := recycled()
+		before := w.recycled()
 		// A field named as one the gateway reads but for its case is refused, and the
 		// error names it by a view into the body.
 		refused := []byte(`{"model":"m","input":"` + strings.Repeat("y", 200<<10) + `","Stream":true}`)
 		a, _, _, err := arrivedWhole(t, refused, nil)
+		w.of(a)
 		require.NotNil(t, err)
 		f := a.Forward("up", 0)
 		a.Release(true)
 		require.NoError(t, f.Close())
-		assert.Equal(t, before, recycled(), "a refused body's error may still point into its buffer")
+		assert.Equal(t, before, w.recycled(), "a refused body's error may still point into its buffer")
 		assert.Equal(t, "Stream", err.Param, "the error, written after the handler returned, names the field the client sent")
 	})
 
 	t.Run("not when the checks after the scan refused it", func(t *testing.T) {
-		before := recycled()
+		before := w.recycled()
 		a, _, _, err := arrivedWhole(t, body, func(*protocols.ParsedRequest) *protocols.APIError {
 			return protocols.ErrBodyUnreadable(protocols.FamilyA)
 		})
+		w.of(a)
 		require.NotNil(t, err)
 		f := a.Forward("up", 0)
 		a.Release(true)
 		require.NoError(t, f.Close())
-		assert.Equal(t, before, recycled(), "a refused body's buffer served another request")
+		assert.Equal(t, before, w.recycled(), "a refused body's buffer served another request")
 	})
 }
 
 func TestClosingAnUpstreamBodyWaitsForTheReadUnderWay(t *testing.T) {
-	recycled := watchRecycling(t)
+	var w recycleWatch
 	body := []byte(`{"model":"m","input":"` + strings.Repeat("z", 300<<10) + `"}`)
 	want, _ := prepareRequestBody(protocols.Operation{Kind: protocols.KindResponses, Family: protocols.FamilyA}, body, "up")
 	for round := range 50 {
-		before := recycled()
+		before := w.recycled()
 		a, _, parsed, err := arrivedWhole(t, body, nil)
+		w.of(a)
 		require.Nil(t, err)
 		var bodies []io.ReadCloser
 		if round%2 == 0 {
@@ -208,6 +218,6 @@ func TestClosingAnUpstreamBodyWaitsForTheReadUnderWay(t *testing.T) {
 		<-done
 		require.LessOrEqual(t, len(got), len(want))
 		assert.Equal(t, string(want[:len(got)]), string(got), "round %d read another request's bytes", round)
-		assert.Eventually(t, func() bool { return recycled() == before+1 }, time.Second, time.Millisecond)
+		assert.Eventually(t, func() bool { return w.recycled() == before+1 }, time.Second, time.Millisecond)
 	}
 }

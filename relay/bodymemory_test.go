@@ -105,7 +105,7 @@ func TestABodyThatPromisesMuchTakesMemoryOnlyForWhatArrives(t *testing.T) {
 }
 
 func TestAnArrivingBodyGrowsWithWhatArrivesUpToItsLength(t *testing.T) {
-	recycled := watchRecycling(t)
+	var w recycleWatch
 	op := protocols.Operation{Kind: protocols.KindResponses, Family: protocols.FamilyA}
 	body := []byte(`{"model":"m-early","input":"` + strings.Repeat("y", 300<<10) + `"}`)
 	m := NewBodyMemory(1<<30, 0)
@@ -118,8 +118,9 @@ func TestAnArrivingBodyGrowsWithWhatArrivesUpToItsLength(t *testing.T) {
 	a.Release(false)
 	assert.Zero(t, m.Held())
 
-	before := recycled()
+	before := w.recycled()
 	a, apiErr = NewArrivingBodyWithin(op, len(body), m)
+	w.of(a)
 	require.Nil(t, apiErr)
 	src := bytes.NewReader(body)
 	model, ok := a.ReadUntilModel(src)
@@ -137,7 +138,7 @@ func TestAnArrivingBodyGrowsWithWhatArrivesUpToItsLength(t *testing.T) {
 
 	a.Release(true)
 	assert.Zero(t, m.Held(), "the ceiling was not given back")
-	assert.Equal(t, before+1, recycled(), "the body's buffers serve again together, once")
+	assert.Equal(t, before+1, w.recycled(), "the body's buffers serve again together, once")
 }
 
 func TestAnArrivingBodyThatCannotGrowIsRefusedAndGivesItsMemoryBack(t *testing.T) {

@@ -66,7 +66,7 @@ func (u *Upstream) Probe(ctx context.Context) routing.ProbeOutcome {
 	out := routing.ProbeOutcome{Result: routing.ProbeFail}
 	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
 		// Honoured, up to an hour: a larger number is more likely a mistake than a plan.
-		out.RetryAfter = time.Duration(min(routing.RetryAfterSeconds(resp.Header), maxProbeRetryAfter.Seconds()) * float64(time.Second))
+		out.RetryAfter = time.Duration(min(routing.RetryAfterSeconds(resp.Header, time.Now()), maxProbeRetryAfter.Seconds()) * float64(time.Second))
 	}
 	return out
 }

@@ -9,9 +9,6 @@ import (
 	"time"
 )
 
-// timeUntil is time.Until, replaceable in tests.
-var timeUntil = time.Until
-
 // Reason names why an attempt on a candidate did not complete a request.
 type Reason string
 
@@ -55,9 +52,9 @@ func FailoverStatus(code int) bool {
 	return false
 }
 
-// RetryAfterSeconds reads an upstream's retry hint, preferring the millisecond header.
-// It returns 0 when neither is set or parsable.
-func RetryAfterSeconds(h http.Header) float64 {
+// RetryAfterSeconds reads an upstream's retry hint, preferring the millisecond header; a
+// date is read as the time left from now. It returns 0 when neither is set or parsable.
+func RetryAfterSeconds(h http.Header, now time.Time) float64 {
 	if ms := h.Get("Retry-After-Ms"); ms != "" {
 		if v, err := strconv.ParseFloat(ms, 64); err == nil && v > 0 && !math.IsInf(v, 1) {
 			return v / 1000
@@ -68,7 +65,7 @@ func RetryAfterSeconds(h http.Header) float64 {
 			return v
 		}
 		if t, err := http.ParseTime(s); err == nil {
-			if d := timeUntil(t).Seconds(); d > 0 {
+			if d := t.Sub(now).Seconds(); d > 0 {
 				return d
 			}
 		}

@@ -33,9 +33,6 @@ func TestFailoverStatus(t *testing.T) {
 
 func TestRetryAfterSeconds(t *testing.T) {
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
-	orig := timeUntil
-	timeUntil = func(t time.Time) time.Duration { return t.Sub(now) }
-	t.Cleanup(func() { timeUntil = orig })
 
 	cases := []struct {
 		name string
@@ -62,7 +59,7 @@ func TestRetryAfterSeconds(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			assert.InDelta(t, tc.want, RetryAfterSeconds(tc.h), 1e-9)
+			assert.InDelta(t, tc.want, RetryAfterSeconds(tc.h, now), 1e-9)
 		})
 	}
 }
