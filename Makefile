@@ -47,7 +47,7 @@ test:
 	echo "$(GO) test -tags purego -count=1 ./protocols/  (the scanner without its assembly)"; \
 	$(GO) test -tags purego -count=1 ./protocols/
 
-# The fuzz targets (README "Fuzzing"): each runs for FUZZTIME; CI uses the default, a
+# The fuzz targets (docs/benchmarks.md "Fuzzing"): each runs for FUZZTIME; CI uses the default, a
 # count of inputs rather than a duration (5 to 30 s each here): Go 1.26's fuzz
 # coordinator can fail a target with a spurious "context deadline exceeded" as a
 # duration ends (go.dev/issue/75804, fixed in Go 1.27), and a count sets no deadline.
@@ -62,7 +62,7 @@ fuzz:
 		$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) ./protocols/ || exit 1; \
 	done
 
-# The load benchmark (bench/, README "Load benchmark"): Switchyard against a stock Caddy
+# The load benchmark (bench/, docs/benchmarks.md "Load benchmark"): Switchyard against a stock Caddy
 # reverse_proxy of the same Caddy version and the upstream itself, all on 127.0.0.1.
 # About five minutes (limits off, and on in memory and in a throwaway redis-server when
 # there is one); prints the tables and writes bench/results/latest.json.

@@ -15,13 +15,13 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The README's verification example, run: a receiver recomputes the HMAC over
+// The verification example of docs/operations.md, run: a receiver recomputes the HMAC over
 // "<t>.<body>" with the shared secret.
 func TestSignatureVerifies(t *testing.T) {
 	body := []byte(`{"id":7,"kind":"budget"}`)
 	at := time.Unix(1_764_000_000, 0)
 	header := Sign("whsec_test", at, body)
-	// The same value as the README's shell example:
+	// The same value as docs/operations.md's shell example:
 	//   printf '%s' '1764000000.{"id":7,"kind":"budget"}' | openssl dgst -sha256 -hmac whsec_test
 	assert.Equal(t, "t=1764000000,v1=b50d43646feda2128d4a57876603c5d091b693e404d7158aa5583c0cd1dafff7", header)
 

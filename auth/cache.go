@@ -12,7 +12,7 @@ import (
 // Defaults of the cache's background work.
 const (
 	// DefaultRefreshInterval bounds how long another gateway's change (a revocation)
-	// takes to reach this one: one interval plus a query, within the 400 ms the README states.
+	// takes to reach this one: one interval plus a query, within the 400 ms docs/store-and-scale-out.md states.
 	DefaultRefreshInterval = 250 * time.Millisecond
 	// DefaultTouchInterval is how often last-used times are written, in one batch.
 	DefaultTouchInterval = 5 * time.Second

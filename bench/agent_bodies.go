@@ -8,7 +8,7 @@ import (
 )
 
 // The request bodies coding agents send, written for the benchmark in the shapes Claude
-// Code and Codex put on the wire (see the client notes in the README): a long system or
+// Code and Codex put on the wire (see the client notes in docs/clients.md): a long system or
 // developer prompt, a dozen tool definitions with JSON schemas, and turns whose tool
 // results carry file contents. The words are our own; the structure, field order and the
 // kind of text (prose, source code with tabs, quotes and line numbers) are what a

@@ -122,7 +122,7 @@ func main() {
 	p := fullPlan
 	if *quick {
 		p = quickPlan
-		// A quick run is no measurement: keep it away from the figures the README quotes.
+		// A quick run is no measurement: keep it away from the figures docs/benchmarks.md quotes.
 		if filepath.Base(o.out) == "latest.json" {
 			o.out = filepath.Join(filepath.Dir(o.out), "quick.json")
 		}

@@ -360,7 +360,7 @@ func kib(b float64) string { return fmt.Sprintf("%.1f KiB", b/1024) }
 
 func times(v float64) string { return fmt.Sprintf("%.2f×", v) }
 
-// markdown is the table the README quotes.
+// markdown is the table docs/benchmarks.md quotes.
 func (r *results) markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Load benchmark, %s, %d cores (%s), Caddy %s, %s; other processes took %.0f%% of the CPU\n\n",

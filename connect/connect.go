@@ -2,7 +2,7 @@
 // Codex CLI, Claude Code, and the OpenAI and Anthropic SDKs, for the models one key may
 // call, with each model's context window and output cap where the client can be told
 // them. The CLI (`caddy switchyard connect`), the console's "Connect a tool" view and the
-// README all show what Generate returns. It knows nothing of Caddy.
+// docs/clients.md all show what Generate returns. It knows nothing of Caddy.
 //
 // A key is never written: a set-up names the environment variable that holds it.
 package connect

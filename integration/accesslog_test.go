@@ -21,7 +21,7 @@ import (
 )
 
 // exampleLogSnippet is the `(keyless_log)` snippet of Caddyfile.example, the log
-// configuration the README gives, with its output sent to the file at path.
+// configuration docs/operations.md gives, with its output sent to the file at path.
 func exampleLogSnippet(t *testing.T, path string) string {
 	t.Helper()
 	b, err := os.ReadFile("../Caddyfile.example")

@@ -2,7 +2,7 @@ package integration
 
 // Claude Code (npm @anthropic-ai/claude-code) against the gateway: `claude -p` with
 // ANTHROPIC_BASE_URL at the gateway and ANTHROPIC_MODEL set to a service model, as the
-// README's "Connect your tools" section sets it up.
+// docs/clients.md's "Connect your tools" section sets it up.
 
 import (
 	"os"

@@ -3,7 +3,7 @@ package integration
 // Codex CLI (npm @openai/codex) against the gateway: `codex exec` with the set-up
 // `caddy switchyard connect codex --write` wrote (a custom model provider whose base_url
 // is the gateway's /v1, the key from an environment variable, a profile per model with
-// its context window), as the README's "Connect your tools" section sets it up.
+// its context window), as docs/clients.md's "Connect your tools" section sets it up.
 
 import (
 	"bytes"

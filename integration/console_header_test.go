@@ -9,7 +9,7 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// The console mounted as the README shows refuses a change that lacks its header, even
+// The console mounted as docs/security.md shows refuses a change that lacks its header, even
 // with the operator's login: a page on another site can make the operator's browser send
 // the login, never the header. (The console package's tests cover every route; this one
 // proves the gateway's console requires the header at all.)

@@ -267,7 +267,7 @@ func needBrowser(t *testing.T) (node string) {
 }
 
 // startConsoleGateway runs the gateway with a SQLite store in the test's temporary
-// directory and the console mounted at /console/ behind basic auth, as the README
+// directory and the console mounted at /console/ behind basic auth, as docs/security.md
 // shows an operator to do. It returns the gateway and the database file.
 func startConsoleGateway(t *testing.T, up *upstream) (*gateway, string) {
 	t.Helper()

@@ -98,7 +98,7 @@ func (g *greedyUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	output := n * capTokens
 	// A token per character of the whole body: more than any tokenizer makes of plain
-	// text, and four times the gateway's estimate for ASCII, the bound the README states.
+	// text, and four times the gateway's estimate for ASCII, the bound docs/limits-and-billing.md states.
 	input := int64(utf8.RuneCount(body.Bytes()))
 	g.mu.Lock()
 	g.seen = append(g.seen, greedyRequest{path: r.URL.Path, input: input, output: output})

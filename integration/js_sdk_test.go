@@ -2,7 +2,7 @@ package integration
 
 // The official JavaScript SDKs (npm openai 7.x and @anthropic-ai/sdk 1.x) against the
 // gateway, from clients/sdks.mjs. The script is configured only through each SDK's own
-// environment variables, exactly as the README tells a user to do.
+// environment variables, exactly as docs/clients.md tells a user to do.
 
 import (
 	"encoding/json"

@@ -17,7 +17,7 @@ import (
 // propagationChat is a chat request for the model the gateways of this test declare.
 const propagationChat = `{"model":"shared-chat","messages":[{"role":"user","content":"hi"}]}`
 
-// revocationBound is what the README promises for a revocation to reach another gateway
+// revocationBound is what docs/store-and-scale-out.md promises for a revocation to reach another gateway
 // sharing the store: one poll interval, plus what one poll and the request that notices it
 // take (a few milliseconds on a quiet machine; the rest is margin for a busy one).
 const revocationBound = auth.DefaultRefreshInterval + 150*time.Millisecond

@@ -107,7 +107,7 @@ func TestGatewayStartsAndCatchesUpThroughAStoreOutage(t *testing.T) {
 	require.Eventually(t, func() bool { return len(stored()) >= len(answered) }, 10*time.Second, pollEvery)
 	drained := time.Since(back)
 	t.Logf("%d usage records in PostgreSQL %v after it came back", len(answered), drained.Round(time.Millisecond))
-	assert.Less(t, drained, time.Second, "the journal drains within a second (README)")
+	assert.Less(t, drained, time.Second, "the journal drains within a second (docs/store-and-scale-out.md)")
 
 	rows := stored()
 	assert.Len(t, rows, len(answered), "nothing stored that no client was answered")
@@ -150,7 +150,7 @@ func TestGatewayStartsAndCatchesUpThroughAStoreOutage(t *testing.T) {
 	require.Eventually(t, func() bool { return len(stored()) >= len(answered) }, 10*time.Second, pollEvery)
 	drained = time.Since(back)
 	t.Logf("%d usage records in PostgreSQL %v after it came back from the second outage", len(answered), drained.Round(time.Millisecond))
-	assert.Less(t, drained, time.Second, "the journal drains within a second (README)")
+	assert.Less(t, drained, time.Second, "the journal drains within a second (docs/store-and-scale-out.md)")
 	rows = stored()
 	assert.Len(t, rows, len(answered))
 	for _, id := range answered {

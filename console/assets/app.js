@@ -900,7 +900,7 @@
     const rows = Array.isArray(data.deliveries) ? data.deliveries : [];
     const note = $('alerts-note');
     note.hidden = data.configured && rows.length > 0;
-    note.textContent = data.configured ? 'No alert sent yet.' : 'No alerts are configured (see alerts in the README).';
+    note.textContent = data.configured ? 'No alert sent yet.' : 'No alerts are configured (see Alerts in docs/operations.md).';
     // Only a webhook's scheme and host are ever sent to the page.
     $('alerts-webhooks').replaceChildren(...hooks.map((h) => el('li', { testid: 'alerts-webhook' },
       el('code', { text: h.endpoint }), el('span', { className: 'muted', text: ' ' + h.format + ': ' + (h.events || []).join(', ') }))));
