@@ -21,8 +21,12 @@ const fixtureSeparator = "\n----------\n"
 
 // TestCaddyfileAdaptFixtures adapts every testdata/caddyfile_adapt/*.caddyfiletest (a
 // Caddyfile, a line of dashes, the expected JSON) and compares, as Caddy's own adapt
-// tests do. After a deliberate change, `go test ./caddymodule -run Adapt -update`
-// rewrites the expected JSON; review the diff before committing it.
+// tests do. There is one fixture per directive (directive_<name>), per block of the
+// switchyard global option (option_switchyard_<block>) and per block nested deeper
+// (block_<parent>_<block>), so the one to read or extend is found by its name. A warning
+// from the adapter (an unformatted Caddyfile, say) fails the fixture too.
+// After a deliberate change, `go test ./caddymodule -run Adapt -update` rewrites the
+// expected JSON; review the diff before committing it.
 func TestCaddyfileAdaptFixtures(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("testdata", "caddyfile_adapt", "*.caddyfiletest"))
 	require.NoError(t, err)

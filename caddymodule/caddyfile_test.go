@@ -3,7 +3,6 @@ package caddymodule
 import (
 	"encoding/json"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -36,6 +35,34 @@ func validate(t *testing.T, src string) error {
 	var c caddy.Config
 	require.NoError(t, json.Unmarshal(cfg, &c))
 	return caddy.Validate(&c)
+}
+
+// errorCase is a Caddyfile that must be refused and the words its error must hold.
+type errorCase struct {
+	src  string
+	want []string
+}
+
+// refusedNaming loads each case with load (adaptErr or validate) and checks that it is
+// refused with an error that names what is wrong.
+func refusedNaming(t *testing.T, cases map[string]errorCase, load func(*testing.T, string) error) {
+	t.Helper()
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			err := load(t, c.src)
+			require.Error(t, err)
+			for _, w := range c.want {
+				assert.Contains(t, err.Error(), w)
+			}
+		})
+	}
+}
+
+// adaptErr is adapt's error alone, for refusedNaming.
+func adaptErr(t *testing.T, src string) error {
+	t.Helper()
+	_, err := adapt(t, src)
+	return err
 }
 
 // adaptedApp is the switchyard app an adapted Caddyfile configures, not provisioned.
@@ -85,26 +112,6 @@ func TestExampleCaddyfileValidates(t *testing.T) {
 	require.NoError(t, validate(t, string(src)))
 }
 
-func TestHandlerOrderNeedsNoRouteBlock(t *testing.T) {
-	// Written in a scrambled order, the handlers still run auth → model → proxy.
-	cfg, err := adapt(t, `{
-	switchyard {
-		key k sk-0123456789abcdef0123
-	}
-}
-http://127.0.0.1:9 {
-	switchyard_proxy
-	switchyard_model
-	switchyard_auth
-}`)
-	require.NoError(t, err)
-	s := string(cfg)
-	auth, model, proxy := strings.Index(s, `"switchyard_auth"`), strings.Index(s, `"switchyard_model"`), strings.Index(s, `"switchyard_proxy"`)
-	require.True(t, auth > 0 && model > 0 && proxy > 0, "%s", s)
-	assert.Less(t, auth, model)
-	assert.Less(t, model, proxy)
-}
-
 func TestCandidateCredentialPlaceholderIsKeptOutOfTheConfig(t *testing.T) {
 	t.Setenv("SWITCHYARD_TEST_UPSTREAM_KEY", "sk-upstream-from-env-123")
 	src := `{
@@ -136,10 +143,7 @@ func TestBadConfigNamesModelCandidateAndField(t *testing.T) {
 		return head + "\t\tmodel gpt-x {\n\t\t\tcandidate east {\n" + body + "\t\t\t}\n\t\t}\n" + tail
 	}
 	full := "\t\t\t\tprotocol family_a\n\t\t\t\turl http://127.0.0.1:9/v1\n\t\t\t\tupstream_model up\n"
-	cases := map[string]struct {
-		src  string
-		want []string
-	}{
+	cases := map[string]errorCase{
 		"unknown protocol": {
 			candidate("\t\t\t\tprotocol openai\n\t\t\t\turl http://127.0.0.1:9/v1\n\t\t\t\tupstream_model up\n"),
 			[]string{`"gpt-x"`, `"east"`, "protocol"},
@@ -228,15 +232,7 @@ func TestBadConfigNamesModelCandidateAndField(t *testing.T) {
 		},
 	}
 	t.Setenv("SWITCHYARD_TEST_UNSET_CREDENTIAL", "")
-	for name, c := range cases {
-		t.Run(name, func(t *testing.T) {
-			err := validate(t, c.src)
-			require.Error(t, err)
-			for _, w := range c.want {
-				assert.Contains(t, err.Error(), w)
-			}
-		})
-	}
+	refusedNaming(t, cases, validate)
 }
 
 // A candidate may have no credential at all (a local upstream without auth), and a
@@ -256,72 +252,16 @@ func TestCredentialMayBeAbsentButNotEmpty(t *testing.T) {
 	assert.Contains(t, err.Error(), `model "m", candidate "c": credential: {env.SWITCHYARD_TEST_CREDENTIAL} resolves to an empty value`)
 }
 
-func TestSimulatorDirective(t *testing.T) {
-	d := caddyfile.NewTestDispenser(`switchyard_simulator {
-		api_key sk-sim
-	}`)
-	var s Simulator
-	require.NoError(t, s.UnmarshalCaddyfile(d))
-	assert.Equal(t, "sk-sim", s.APIKey)
-
-	d = caddyfile.NewTestDispenser(`switchyard_simulator {
-		colour blue
-	}`)
-	assert.ErrorContains(t, new(Simulator).UnmarshalCaddyfile(d), "colour")
-}
-
-// switchyardJSON adapts a Caddyfile and returns the switchyard app as generic JSON, so
-// the tests see the keys the app is configured with.
-func switchyardJSON(t *testing.T, src string) map[string]any {
-	t.Helper()
-	cfg, err := adapt(t, src)
-	require.NoError(t, err)
-	var parsed struct {
-		Apps struct {
-			Switchyard map[string]any `json:"switchyard"`
-		} `json:"apps"`
+// A directive refuses what it does not take, naming it; what each one adapts to is in
+// testdata/caddyfile_adapt/directive_*.caddyfiletest.
+func TestDirectivesRefuseWhatTheyDoNotTake(t *testing.T) {
+	site := func(body string) string { return ":8080 {\n" + body + "}\n" }
+	cases := map[string]errorCase{
+		"simulator unknown option": {site("\tswitchyard_simulator {\n\t\tcolour blue\n\t}\n"), []string{"colour"}},
+		"auth with an argument":    {site("\tswitchyard_auth strict\n"), []string{"switchyard_auth", "strict"}},
+		"console with a block":     {site("\tswitchyard_console {\n\t\ttitle Ops\n\t}\n"), []string{"switchyard_console", "takes no options"}},
 	}
-	require.NoError(t, json.Unmarshal(cfg, &parsed))
-	require.NotNil(t, parsed.Apps.Switchyard, "%s", cfg)
-	return parsed.Apps.Switchyard
-}
-
-func TestHealthAndAffinityBlocksAdapt(t *testing.T) {
-	app := switchyardJSON(t, `{
-	switchyard {
-		health {
-			failure_threshold 5
-			window 1m
-			cooldown 2s
-			max_cooldown 10m
-			half_open_probes 3
-			probe off
-			probe_interval 2s
-			probe_max_interval 30s
-		}
-		affinity {
-			header X-Conversation
-			ttl 30m
-			max_entries 5000
-		}
-	}
-}`)
-	// Durations are nanoseconds in Caddy's JSON.
-	assert.Equal(t, map[string]any{
-		"failure_threshold":  5.0,
-		"window":             float64(time.Minute),
-		"cooldown":           float64(2 * time.Second),
-		"max_cooldown":       float64(10 * time.Minute),
-		"half_open_probes":   3.0,
-		"probe":              "off",
-		"probe_interval":     float64(2 * time.Second),
-		"probe_max_interval": float64(30 * time.Second),
-	}, app["health"])
-	assert.Equal(t, map[string]any{
-		"header":      "X-Conversation",
-		"ttl":         float64(30 * time.Minute),
-		"max_entries": 5000.0,
-	}, app["affinity"])
+	refusedNaming(t, cases, adaptErr)
 }
 
 func TestHealthAndAffinityBlocksIntoApp(t *testing.T) {
@@ -354,39 +294,6 @@ func TestHealthAndAffinityBlocksIntoApp(t *testing.T) {
 	assert.False(t, app.Affinity.Disabled)
 }
 
-func TestAffinityOffAdapts(t *testing.T) {
-	app := switchyardJSON(t, "{\n\tswitchyard {\n\t\taffinity off\n\t}\n}\n")
-	assert.Equal(t, map[string]any{"disabled": true}, app["affinity"])
-
-	// Without the options, neither key appears.
-	app = switchyardJSON(t, "{\n\tswitchyard {\n\t\tmax_request_body 1MB\n\t}\n}\n")
-	assert.NotContains(t, app, "health")
-	assert.NotContains(t, app, "affinity")
-}
-
-func TestCandidateStreamTimeoutsAdapt(t *testing.T) {
-	app := switchyardJSON(t, `{
-	switchyard {
-		model m {
-			candidate c {
-				protocol family_a
-				url https://api.example.com/v1
-				upstream_model real
-				first_byte_timeout 45s
-				idle_timeout 2m
-			}
-		}
-	}
-}`)
-	models, _ := app["models"].([]any)
-	require.Len(t, models, 1)
-	cands, _ := models[0].(map[string]any)["candidates"].([]any)
-	require.Len(t, cands, 1)
-	c := cands[0].(map[string]any)
-	assert.Equal(t, float64(45*time.Second), c["first_byte_timeout"])
-	assert.Equal(t, float64(2*time.Minute), c["idle_timeout"])
-}
-
 func TestBadHealthAffinityAndTimeoutValuesNameTheOption(t *testing.T) {
 	global := func(body string) string { return "{\n\tswitchyard {\n" + body + "\t}\n}\n" }
 	health := func(line string) string { return global("\t\thealth {\n\t\t\t" + line + "\n\t\t}\n") }
@@ -395,10 +302,7 @@ func TestBadHealthAffinityAndTimeoutValuesNameTheOption(t *testing.T) {
 		return global("\t\tmodel gpt-x {\n\t\t\tcandidate east {\n\t\t\t\tprotocol family_a\n\t\t\t\turl http://127.0.0.1:9/v1\n\t\t\t\tupstream_model up\n\t\t\t\t" +
 			line + "\n\t\t\t}\n\t\t}\n")
 	}
-	cases := map[string]struct {
-		src  string
-		want []string
-	}{
+	cases := map[string]errorCase{
 		"threshold not a number":   {health("failure_threshold many"), []string{"failure_threshold", `"many"`}},
 		"threshold zero":           {health("failure_threshold 0"), []string{"failure_threshold"}},
 		"threshold missing":        {health("failure_threshold"), []string{"failure_threshold"}},
@@ -430,19 +334,13 @@ func TestBadHealthAffinityAndTimeoutValuesNameTheOption(t *testing.T) {
 		"idle_timeout negative":    {candidate("idle_timeout -1s"), []string{`"east"`, "idle_timeout"}},
 		"idle_timeout two values":  {candidate("idle_timeout 1s 2s"), []string{`"east"`, "idle_timeout"}},
 	}
-	for name, c := range cases {
-		t.Run(name, func(t *testing.T) {
-			_, err := adapt(t, c.src)
-			require.Error(t, err)
-			for _, w := range c.want {
-				assert.Contains(t, err.Error(), w)
-			}
-		})
-	}
+	refusedNaming(t, cases, adaptErr)
 }
 
-func TestModelWindowAndOutputCapAdapt(t *testing.T) {
-	const src = `{
+// The adapted numbers are in option_switchyard_model.caddyfiletest; provisioned, they
+// reach the catalog the handlers read.
+func TestModelWindowAndOutputCapReachTheCatalog(t *testing.T) {
+	got, ok := provisionedApp(t, `{
 	switchyard {
 		model m {
 			context_window 200000
@@ -454,25 +352,10 @@ func TestModelWindowAndOutputCapAdapt(t *testing.T) {
 			}
 		}
 	}
-}`
-	app := switchyardJSON(t, src)
-	models, _ := app["models"].([]any)
-	require.Len(t, models, 1)
-	m := models[0].(map[string]any)
-	assert.Equal(t, 200000.0, m["context_window"])
-	assert.Equal(t, 64000.0, m["max_output_tokens"])
-
-	// Provisioned, the numbers reach the catalog the handlers read.
-	got, ok := provisionedApp(t, src).catalog.Lookup("m")
+}`).catalog.Lookup("m")
 	require.True(t, ok)
 	assert.Equal(t, int64(200000), got.ContextWindow)
 	assert.Equal(t, int64(64000), got.MaxOutputTokens)
-
-	// Neither is required.
-	app = switchyardJSON(t, "{\n\tswitchyard {\n\t\tmodel m {\n\t\t\tcandidate c {\n\t\t\t\tprotocol family_a\n\t\t\t\turl https://api.example.com/v1\n\t\t\t\tupstream_model real\n\t\t\t}\n\t\t}\n\t}\n}\n")
-	m = app["models"].([]any)[0].(map[string]any)
-	assert.NotContains(t, m, "context_window")
-	assert.NotContains(t, m, "max_output_tokens")
 }
 
 // `caddy validate` refuses limits that are not positive whole numbers, and an output cap
@@ -482,10 +365,7 @@ func TestBadModelLimitsNameModelAndField(t *testing.T) {
 		return "{\n\tswitchyard {\n\t\tmodel gpt-x {\n" + lines +
 			"\t\t\tcandidate east {\n\t\t\t\tprotocol family_a\n\t\t\t\turl http://127.0.0.1:9/v1\n\t\t\t\tupstream_model up\n\t\t\t}\n\t\t}\n\t}\n}\n"
 	}
-	cases := map[string]struct {
-		src  string
-		want []string
-	}{
+	cases := map[string]errorCase{
 		"window zero":             {model("\t\t\tcontext_window 0\n"), []string{`"gpt-x"`, "context_window", `"0"`, "positive"}},
 		"window negative":         {model("\t\t\tcontext_window -5\n"), []string{`"gpt-x"`, "context_window", `"-5"`}},
 		"window with a unit":      {model("\t\t\tcontext_window 200k\n"), []string{`"gpt-x"`, "context_window", `"200k"`}},
@@ -497,15 +377,7 @@ func TestBadModelLimitsNameModelAndField(t *testing.T) {
 		"cap above the window":    {model("\t\t\tcontext_window 8000\n\t\t\tmax_output_tokens 16000\n"), []string{`"gpt-x"`, "max_output_tokens", "16000", "context_window", "8000"}},
 		"cap above, window after": {model("\t\t\tmax_output_tokens 16000\n\t\t\tcontext_window 8000\n"), []string{`"gpt-x"`, "max_output_tokens", "above"}},
 	}
-	for name, c := range cases {
-		t.Run(name, func(t *testing.T) {
-			err := validate(t, c.src)
-			require.Error(t, err)
-			for _, w := range c.want {
-				assert.Contains(t, err.Error(), w)
-			}
-		})
-	}
+	refusedNaming(t, cases, validate)
 	// At the window is allowed.
 	require.NoError(t, validate(t, model("\t\t\tcontext_window 8000\n\t\t\tmax_output_tokens 8000\n")))
 }
@@ -535,14 +407,6 @@ func TestBadModelLimitsInJSONAreRefusedAtProvision(t *testing.T) {
 			assert.Contains(t, err.Error(), c.want)
 		})
 	}
-}
-
-func TestTheDefaultBodyLimitsAdapt(t *testing.T) {
-	app := switchyardJSON(t, "{\n\tswitchyard {\n\t\tdefault_read_body_idle 3s 64KiB\n\t}\n}\n")
-	assert.Equal(t, float64(3*time.Second), app["default_body_idle"])
-	assert.Equal(t, float64(64<<10), app["default_body_min_rate"])
-	off := switchyardJSON(t, "{\n\tswitchyard {\n\t\tdefault_read_body_idle -1s\n\t}\n}\n")
-	assert.Less(t, off["default_body_idle"], float64(0))
 }
 
 // Each candidate gets the retry block's policy unless it sets its own count; each model

@@ -39,15 +39,6 @@ func vertexCaddyfile(channelBlock string) string {
 		"\t\t\t\tchannel vertex {\n" + channelBlock + "\t\t\t\t}\n\t\t\t}\n\t\t}\n\t}\n}\n"
 }
 
-func TestVertexChannelAdapts(t *testing.T) {
-	cfg, err := adapt(t, vertexCaddyfile("\t\t\t\t\tproject my-proj\n\t\t\t\t\tregion us-east5\n\t\t\t\t\tcredentials_file /etc/sa.json\n\t\t\t\t\tendpoint http://127.0.0.1:9\n"))
-	require.NoError(t, err)
-	app := adaptedApp(t, cfg)
-	require.Len(t, app.Models, 1)
-	assert.JSONEq(t, `{"name":"vertex","project":"my-proj","region":"us-east5","credentials_file":"/etc/sa.json","endpoint":"http://127.0.0.1:9"}`,
-		string(app.Models[0].Candidates[0].ChannelRaw))
-}
-
 func TestVertexCaddyfileErrorsNameTheOption(t *testing.T) {
 	cases := map[string]struct{ block, want string }{
 		"unknown option": {"\t\t\t\t\tzone us-east5\n", `unknown option "zone"`},
