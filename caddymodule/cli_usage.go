@@ -1,0 +1,83 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/switchyard-gw/switchyard/metering"
+)
+
+// usageCommand is `caddy switchyard usage`.
+func (c *cli) usageCommand() *cobra.Command {
+	var from, to, key, model, group string
+	usageCmd := &cobra.Command{
+		Use:   "usage",
+		Short: "Sums metered usage by day, key and model (default: the last 30 days, by day)",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			q := queryOf(map[string]string{"from": from, "to": to, "key": key, "model": model, "group": group})
+			return c.call("GET", "/switchyard/usage?"+q.Encode(), nil, c.printUsage)
+		},
+	}
+	usageCmd.Flags().StringVar(&from, "from", "", "first day, YYYY-MM-DD (UTC)")
+	usageCmd.Flags().StringVar(&to, "to", "", "last day, YYYY-MM-DD (UTC), included")
+	usageCmd.Flags().StringVar(&key, "key", "", "only this key id")
+	usageCmd.Flags().StringVar(&model, "model", "", "only this model")
+	usageCmd.Flags().StringVar(&group, "group", "day", "sum by any of day,key,model,candidate,channel (empty: totals only)")
+	return usageCmd
+}
+
+func (c *cli) printUsage(answer map[string]json.RawMessage) error {
+	var rows []metering.Row
+	var total metering.Row
+	var groups []string
+	if err := json.Unmarshal(answer["rows"], &rows); err != nil {
+		return err
+	}
+	_ = json.Unmarshal(answer["total"], &total)
+	_ = json.Unmarshal(answer["group"], &groups)
+	var from, to string
+	_ = json.Unmarshal(answer["from"], &from)
+	_ = json.Unmarshal(answer["to"], &to)
+	fmt.Fprintf(c.out, "usage from %s to %s\n\n", from, to)
+	tw := tabwriter.NewWriter(c.out, 2, 4, 2, ' ', tabwriter.AlignRight)
+	header := ""
+	for _, g := range groups {
+		header += strings.ToUpper(g) + "\t"
+	}
+	fmt.Fprintln(tw, header+"REQUESTS\tINPUT\tCACHED\tCACHE WRITE\tOUTPUT\tREASONING\tCOST\tESTIMATED\t")
+	line := func(r metering.Row, label []string) {
+		fmt.Fprintf(tw, "%s%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t\n", strings.Join(label, ""), r.Requests, r.Input, r.CachedIn,
+			r.CacheWrite, r.Output, r.Reasoning, money(r.CostMicros), r.Estimated)
+	}
+	for _, r := range rows {
+		var label []string
+		for _, g := range groups {
+			label = append(label, map[string]string{"day": r.Day, "key": r.KeyID, "model": r.Model,
+				"candidate": r.Candidate, "channel": r.Channel}[g]+"\t")
+		}
+		line(r, label)
+	}
+	label := make([]string, len(groups))
+	for i := range label {
+		label[i] = "\t"
+	}
+	if len(label) > 0 {
+		label[0] = "TOTAL\t"
+	}
+	line(total, label)
+	return tw.Flush()
+}
+
+// money shows micro-units as a decimal amount with six places, exactly.
+func money(micros int64) string {
+	sign := ""
+	if micros < 0 {
+		sign, micros = "-", -micros
+	}
+	return fmt.Sprintf("%s%d.%06d", sign, micros/1_000_000, micros%1_000_000)
+}
