@@ -1,11 +1,14 @@
 package caddymodule
 
 import (
+	"bytes"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"testing"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -70,4 +73,42 @@ func TestAdminRouteWithoutAnApp(t *testing.T) {
 	assert.Equal(t, http.StatusServiceUnavailable, status(t, srv, "GET", "/switchyard/keys"))
 	assert.Equal(t, http.StatusServiceUnavailable, status(t, srv, "GET", "/switchyard/projects/p1"))
 	assert.Equal(t, http.StatusServiceUnavailable, status(t, srv, "GET", "/switchyard/connect/openai"))
+}
+
+// The CLI reads what the admin route answers: a project with a budget, a key in it, a
+// rotation, a change of limits that keeps what it does not name, and the audit trail.
+func TestCLIAgainstTheAdminRoute(t *testing.T) {
+	srv := adminServer(t, exampleApp(t))
+	run := func(args ...string) string {
+		t.Helper()
+		var out bytes.Buffer
+		root := &cobra.Command{Use: "switchyard", SilenceUsage: true, SilenceErrors: true}
+		buildCLIWith(root, &out)
+		root.SetArgs(append(args, "--address", srv.URL))
+		require.NoError(t, root.Execute(), "%q: %s", args, out.String())
+		return out.String()
+	}
+	out := run("projects", "create", "p1", "--name", "Platform", "--budget", "50/month")
+	assert.Contains(t, out, "name:       Platform")
+	assert.Contains(t, out, "limits:     budget 50/month")
+
+	out = run("keys", "create", "--name", "ci", "--project", "p1")
+	assert.Contains(t, out, "project:    p1")
+	assert.Contains(t, out, "secret (shown this once, store it now): sk-sy-")
+	id := regexp.MustCompile(`id:\s+(\S+)`).FindStringSubmatch(out)
+	require.Len(t, id, 2, out)
+
+	out = run("keys", "rotate", id[1], "--grace", "1h")
+	assert.Contains(t, out, "replaces "+id[1]+", now active until ")
+
+	out = run("projects", "limits", "p1", "--rpm", "5")
+	assert.Contains(t, out, "limits:     budget 50/month, 5 rpm", "the budget the flags left out is kept")
+
+	out = run("projects", "show", "p1")
+	assert.Contains(t, out, "keys (2):")
+	assert.Contains(t, out, id[1])
+
+	out = run("audit")
+	assert.Contains(t, out, id[1])
+	assert.Contains(t, out, "p1")
 }

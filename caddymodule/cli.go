@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"sort"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/switchyard-gw/switchyard/auth"
+	"github.com/switchyard-gw/switchyard/console"
 )
 
 func init() {
@@ -112,8 +114,20 @@ func (c *cli) baseURL() string {
 	return strings.TrimSuffix(addr, "/")
 }
 
-// call sends one request and hands the decoded answer to show, or prints the API's error.
-func (c *cli) call(method, path string, body any, show func(map[string]json.RawMessage) error) error {
+// adminPath is the admin API path of the segments under /switchyard/, each escaped, so
+// that an id holding '/', '?', '%' or a space names itself and no other route.
+func adminPath(segments ...string) string {
+	escaped := make([]string, len(segments))
+	for i, seg := range segments {
+		escaped[i] = url.PathEscape(seg)
+	}
+	return "/switchyard/" + strings.Join(escaped, "/")
+}
+
+// call sends one request and hands show the answer, decoded into the type the API
+// encoded it from (--json: prints it as it came); an error answer is returned as the
+// error.
+func call[T any](c *cli, method, path string, body any, show func(*T) error) error {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -138,20 +152,23 @@ func (c *cli) call(method, path string, body any, show func(map[string]json.RawM
 	if err != nil {
 		return err
 	}
-	var answer map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &answer); err != nil {
-		return fmt.Errorf("unexpected answer (HTTP %d): %s", resp.StatusCode, bytes.TrimSpace(raw))
-	}
+	unexpected := fmt.Errorf("unexpected answer (HTTP %d): %s", resp.StatusCode, bytes.TrimSpace(raw))
 	if resp.StatusCode >= 400 {
-		var msg string
-		_ = json.Unmarshal(answer["error"], &msg)
-		return fmt.Errorf("%s (HTTP %d)", auth.PrintableName(msg), resp.StatusCode)
+		var refused console.ErrorAnswer
+		if json.Unmarshal(raw, &refused) != nil {
+			return unexpected
+		}
+		return fmt.Errorf("%s (HTTP %d)", auth.PrintableName(refused.Error), resp.StatusCode)
+	}
+	var answer T
+	if json.Unmarshal(raw, &answer) != nil {
+		return unexpected
 	}
 	if c.asJSON {
 		_, err := c.out.Write(raw)
 		return err
 	}
-	return show(answer)
+	return show(&answer)
 }
 
 func orDash(s string) string {

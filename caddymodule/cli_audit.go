@@ -1,18 +1,18 @@
 package caddymodule
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/url"
 	"strconv"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/switchyard-gw/switchyard/auth"
+	"github.com/switchyard-gw/switchyard/console"
 )
 
+// auditCommand is `caddy switchyard audit`.
 func (c *cli) auditCommand() *cobra.Command {
 	var limit int
 	var before int64
@@ -25,7 +25,7 @@ func (c *cli) auditCommand() *cobra.Command {
 			if before > 0 {
 				q.Set("before", strconv.FormatInt(before, 10))
 			}
-			return c.call("GET", "/switchyard/audit?"+q.Encode(), nil, c.printAudit)
+			return call(c, "GET", adminPath("audit")+"?"+q.Encode(), nil, c.printAudit)
 		},
 	}
 	cmd.Flags().IntVar(&limit, "limit", 50, "how many entries (at most 500)")
@@ -33,36 +33,23 @@ func (c *cli) auditCommand() *cobra.Command {
 	return cmd
 }
 
-// cliAuditEntry is one change in the audit trail.
-type cliAuditEntry struct {
-	ID     int64     `json:"id"`
-	At     time.Time `json:"at"`
-	Actor  string    `json:"actor"`
-	Action string    `json:"action"`
-	Target string    `json:"target"`
-	Detail string    `json:"detail"`
-}
-
-func (c *cli) printAudit(answer map[string]json.RawMessage) error {
-	var entries []cliAuditEntry
-	if err := json.Unmarshal(answer["entries"], &entries); err != nil {
-		return err
-	}
+func (c *cli) printAudit(answer *console.AuditAnswer) error {
 	tw := tabwriter.NewWriter(c.out, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tWHEN\tWHO\tWHAT\tON\tDETAIL")
-	for _, e := range entries {
+	var last int64
+	for _, e := range answer.Entries {
+		if e == nil {
+			continue
+		}
+		last = e.ID
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", e.ID, e.At.UTC().Format("2006-01-02 15:04:05Z"), auth.PrintableName(e.Actor),
 			auth.PrintableName(e.Action), auth.PrintableName(e.Target), auth.PrintableName(e.Detail))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if len(entries) > 0 {
-		var more bool
-		_ = json.Unmarshal(answer["more"], &more)
-		if more {
-			fmt.Fprintf(c.out, "\nolder entries: --before %d\n", entries[len(entries)-1].ID)
-		}
+	if len(answer.Entries) > 0 && answer.More {
+		fmt.Fprintf(c.out, "\nolder entries: --before %d\n", last)
 	}
 	return nil
 }

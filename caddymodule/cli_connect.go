@@ -13,6 +13,7 @@ import (
 
 	"github.com/switchyard-gw/switchyard/auth"
 	"github.com/switchyard-gw/switchyard/connect"
+	"github.com/switchyard-gw/switchyard/console"
 )
 
 // connectCommand is `caddy switchyard connect <client>`.
@@ -91,14 +92,14 @@ func (c *cli) fetchSetup(client, baseURL, keyEnv, keyID, model string) (*connect
 	if model != "" {
 		q.Set("model", model)
 	}
-	resp, err := c.client.Get(c.baseURL() + "/switchyard/connect/" + url.PathEscape(client) + "?" + q.Encode())
+	resp, err := c.client.Get(c.baseURL() + adminPath("connect", client) + "?" + q.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("the gateway's admin endpoint did not answer (%v); is it running, and is --address right?", err)
 	}
 	defer resp.Body.Close()
 	var answer struct {
-		Setup *connect.Setup `json:"setup"`
-		Error string         `json:"error"`
+		console.SetupAnswer
+		console.ErrorAnswer
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&answer); err != nil {
 		return nil, fmt.Errorf("unexpected answer from the admin endpoint (HTTP %d)", resp.StatusCode)

@@ -1,13 +1,10 @@
 package caddymodule
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -49,7 +46,7 @@ func (c *cli) keysCommand() *cobra.Command {
 			if l != nil {
 				body["limits"] = l
 			}
-			return c.call("POST", "/switchyard/keys", body, c.printSecret)
+			return call(c, "POST", adminPath("keys"), body, c.printSecret)
 		},
 	}
 	create.Flags().StringVar(&name, "name", "", "a name people will recognise (required)")
@@ -65,7 +62,7 @@ func (c *cli) keysCommand() *cobra.Command {
 		Short: "Shows or changes a key's limits (flags left out keep their value)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return c.changeLimits(cmd, &keyLimits, "/switchyard/keys/"+url.PathEscape(args[0]), "key", c.printKey)
+			return changeLimits(c, cmd, &keyLimits, adminPath("keys", args[0]), keyLimitsOf, c.printKey)
 		},
 	}
 	keyLimits.register(keyLimitsCmd, true)
@@ -81,88 +78,74 @@ func (c *cli) keysCommand() *cobra.Command {
 			case len(args) == 1 && cmd.ArgsLenAtDash() != 1:
 				return errors.New("give the project id, or - to take the key out of its project")
 			}
-			return c.call("PUT", "/switchyard/keys/"+url.PathEscape(args[0])+"/project", map[string]any{"project_id": to}, c.printKey)
+			return call(c, "PUT", adminPath("keys", args[0], "project"), map[string]any{"project_id": to}, c.printKey)
 		},
 	}
 
 	list := &cobra.Command{
 		Use: "list", Short: "Lists every key", Args: cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error { return c.call("GET", "/switchyard/keys", nil, c.printKeys) },
+		RunE: func(*cobra.Command, []string) error { return call(c, "GET", adminPath("keys"), nil, c.printKeys) },
 	}
 	show := &cobra.Command{
 		Use: "show <id>", Short: "Shows one key", Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			return c.call("GET", "/switchyard/keys/"+args[0], nil, c.printKey)
+			return call(c, "GET", adminPath("keys", args[0]), nil, c.printKey)
 		},
 	}
 	rotate := &cobra.Command{
 		Use: "rotate <id>", Short: "Replaces a key with a new one and prints its secret once", Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			return c.call("POST", "/switchyard/keys/"+args[0]+"/rotate", map[string]any{"grace": grace}, c.printSecret)
+			return call(c, "POST", adminPath("keys", args[0], "rotate"), map[string]any{"grace": grace}, c.printSecret)
 		},
 	}
 	rotate.Flags().StringVar(&grace, "grace", "", "how long the old key keeps working, for example 1h (default: it stops now)")
 	revoke := &cobra.Command{
 		Use: "revoke <id>", Short: "Stops a key at once", Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			return c.call("POST", "/switchyard/keys/"+args[0]+"/revoke", nil, c.printKey)
+			return call(c, "POST", adminPath("keys", args[0], "revoke"), nil, c.printKey)
 		},
 	}
 	keys.AddCommand(create, list, show, keyLimitsCmd, keyProject, rotate, revoke)
 	return keys
 }
 
-type cliKey struct {
-	ID         string    `json:"id"`
-	Name       string    `json:"name"`
-	Prefix     string    `json:"prefix"`
-	Status     string    `json:"status"`
-	Models     []string  `json:"models"`
-	CreatedAt  time.Time `json:"created_at"`
-	LastUsedAt time.Time `json:"last_used_at"`
-	ExpiresAt  time.Time `json:"expires_at"`
-	ReplacedBy string    `json:"replaced_by"`
-	ProjectID  string    `json:"project_id"`
-	// Limits and Standing are the key's own limits and its use of them.
-	Limits   *limits.Policy    `json:"limits"`
-	Standing *console.Standing `json:"standing"`
-}
+func keyLimitsOf(a *console.KeyAnswer) *limits.Policy { return a.Key.Limits }
 
-// printable escapes what the gateway sent that a terminal would act on rather than show
-// (control characters, escape sequences, bidirectional overrides), whatever the field:
-// names stored before they were checked may hold them.
-func (k *cliKey) printable() {
-	for _, s := range []*string{&k.ID, &k.Name, &k.Prefix, &k.Status, &k.ReplacedBy, &k.ProjectID} {
+// printableKey is k with what the gateway sent that a terminal would act on rather than
+// show (control characters, escape sequences, bidirectional overrides) escaped, whatever
+// the field: names stored before they were checked may hold them.
+func printableKey(k console.KeyView) console.KeyView {
+	var shown auth.Key
+	if k.Key != nil {
+		shown = *k.Key
+	}
+	for _, s := range []*string{&shown.ID, &shown.Name, &shown.Prefix, &k.Status, &shown.ReplacedBy, &shown.ProjectID} {
 		*s = auth.PrintableName(*s)
 	}
-	for i := range k.Models {
-		k.Models[i] = auth.PrintableName(k.Models[i])
+	models := make([]string, len(shown.Models))
+	for i, m := range shown.Models {
+		models[i] = auth.PrintableName(m)
 	}
+	shown.Models = models
+	k.Key = &shown
+	return k
 }
 
-func (c *cli) printKeys(answer map[string]json.RawMessage) error {
-	var keys []cliKey
-	if err := json.Unmarshal(answer["keys"], &keys); err != nil {
-		return err
-	}
+func (c *cli) printKeys(answer *console.KeysAnswer) error {
 	tw := tabwriter.NewWriter(c.out, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tNAME\tPREFIX\tSTATUS\tPROJECT\tSPEND\tMODELS\tCREATED\tLAST USED\tEXPIRES")
-	for _, k := range keys {
-		k.printable()
+	for _, k := range answer.Keys {
+		k = printableKey(k)
 		fmt.Fprintf(tw, "%s\t%s\t%s…\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, k.Prefix, k.Status, orDash(k.ProjectID),
-			spendText(k.Standing), modelsText(k.Models), when(k.CreatedAt), when(k.LastUsedAt), when(k.ExpiresAt))
+			spendText(k.Standing), modelsText(k.Key.Models), when(k.CreatedAt), when(k.LastUsedAt), when(k.ExpiresAt))
 	}
 	return tw.Flush()
 }
 
-func (c *cli) printKey(answer map[string]json.RawMessage) error {
-	var k cliKey
-	if err := json.Unmarshal(answer["key"], &k); err != nil {
-		return err
-	}
-	k.printable()
+func (c *cli) printKey(answer *console.KeyAnswer) error {
+	k := printableKey(answer.Key)
 	fmt.Fprintf(c.out, "id:         %s\nname:       %s\nprefix:     %s…\nstatus:     %s\nmodels:     %s\ncreated:    %s\nlast used:  %s\nexpires:    %s\n",
-		k.ID, k.Name, k.Prefix, k.Status, modelsText(k.Models), when(k.CreatedAt), when(k.LastUsedAt), when(k.ExpiresAt))
+		k.ID, k.Name, k.Prefix, k.Status, modelsText(k.Key.Models), when(k.CreatedAt), when(k.LastUsedAt), when(k.ExpiresAt))
 	if k.ReplacedBy != "" {
 		fmt.Fprintf(c.out, "replaced by: %s\n", k.ReplacedBy)
 	}
@@ -171,26 +154,22 @@ func (c *cli) printKey(answer map[string]json.RawMessage) error {
 	return nil
 }
 
-func (c *cli) printSecret(answer map[string]json.RawMessage) error {
+func (c *cli) printSecret(answer *console.KeyAnswer) error {
+	if answer.Secret == "" {
+		return errors.New("the gateway's answer holds no secret")
+	}
 	if err := c.printKey(answer); err != nil {
 		return err
 	}
-	var secret string
-	if err := json.Unmarshal(answer["secret"], &secret); err != nil {
-		return err
-	}
-	if old, ok := answer["replaced"]; ok {
-		var k cliKey
-		if json.Unmarshal(old, &k) == nil {
-			k.printable()
-			fmt.Fprintf(c.out, "\nreplaces %s, now %s", k.ID, k.Status)
-			if !k.ExpiresAt.IsZero() && k.Status == "active" {
-				fmt.Fprintf(c.out, " until %s", when(k.ExpiresAt))
-			}
-			fmt.Fprintln(c.out)
+	if answer.Replaced != nil {
+		k := printableKey(*answer.Replaced)
+		fmt.Fprintf(c.out, "\nreplaces %s, now %s", k.ID, k.Status)
+		if !k.ExpiresAt.IsZero() && k.Status == "active" {
+			fmt.Fprintf(c.out, " until %s", when(k.ExpiresAt))
 		}
+		fmt.Fprintln(c.out)
 	}
-	fmt.Fprintf(c.out, "\nsecret (shown this once, store it now): %s\n", secret)
+	fmt.Fprintf(c.out, "\nsecret (shown this once, store it now): %s\n", answer.Secret)
 	return nil
 }
 

@@ -1,7 +1,6 @@
 package caddymodule
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -126,11 +125,11 @@ func (f *limitFlags) given(cmd *cobra.Command) bool {
 }
 
 // changeLimits is `keys limits` and `projects limits`: without flags it shows the
-// limits; with flags it reads the current ones, changes what the flags say and puts the
-// result back.
-func (c *cli) changeLimits(cmd *cobra.Command, f *limitFlags, path, what string, show func(map[string]json.RawMessage) error) error {
+// limits; with flags it reads the current ones (limitsOf finds them in the answer),
+// changes what the flags say and puts the result back.
+func changeLimits[T any](c *cli, cmd *cobra.Command, f *limitFlags, path string, limitsOf func(*T) *limits.Policy, show func(*T) error) error {
 	if !f.given(cmd) {
-		return c.call("GET", path, nil, show)
+		return call(c, "GET", path, nil, show)
 	}
 	if _, err := f.apply(cmd, nil); err != nil {
 		return err // a malformed flag is refused before anything is read or changed
@@ -140,14 +139,8 @@ func (c *cli) changeLimits(cmd *cobra.Command, f *limitFlags, path, what string,
 		// The answer is decoded here, not printed: --json applies to the change's answer.
 		asJSON := c.asJSON
 		c.asJSON = false
-		err := c.call("GET", path, nil, func(answer map[string]json.RawMessage) error {
-			var v struct {
-				Limits *limits.Policy `json:"limits"`
-			}
-			if err := json.Unmarshal(answer[what], &v); err != nil {
-				return err
-			}
-			cur = v.Limits
+		err := call(c, "GET", path, nil, func(answer *T) error {
+			cur = limitsOf(answer)
 			return nil
 		})
 		c.asJSON = asJSON
@@ -163,7 +156,7 @@ func (c *cli) changeLimits(cmd *cobra.Command, f *limitFlags, path, what string,
 	if l == nil {
 		body = map[string]any{}
 	}
-	return c.call("PUT", path+"/limits", body, show)
+	return call(c, "PUT", path+"/limits", body, show)
 }
 
 // printStanding prints spend against the budget and what is left of each rate.

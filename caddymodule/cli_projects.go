@@ -1,11 +1,8 @@
 package caddymodule
 
 import (
-	"encoding/json"
 	"fmt"
-	"net/url"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -17,7 +14,7 @@ import (
 func (c *cli) projectsCommand() *cobra.Command {
 	projects := &cobra.Command{Use: "projects", Short: "Create, list and limit projects (groups of keys)"}
 	var name string
-	var createLimits, changeLimits limitFlags
+	var createLimits, projectLimits limitFlags
 	create := &cobra.Command{
 		Use:   "create <id> [--name <name>] [limit flags]",
 		Short: "Creates a project",
@@ -31,7 +28,7 @@ func (c *cli) projectsCommand() *cobra.Command {
 			if l != nil {
 				body["limits"] = l
 			}
-			return c.call("POST", "/switchyard/projects", body, c.printProject)
+			return call(c, "POST", adminPath("projects"), body, c.printProject)
 		},
 	}
 	create.Flags().StringVar(&name, "name", "", "a name people will recognise (default: the id)")
@@ -39,13 +36,13 @@ func (c *cli) projectsCommand() *cobra.Command {
 	list := &cobra.Command{
 		Use: "list", Short: "Lists every project with its spend", Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			return c.call("GET", "/switchyard/projects", nil, c.printProjects)
+			return call(c, "GET", adminPath("projects"), nil, c.printProjects)
 		},
 	}
 	show := &cobra.Command{
 		Use: "show <id>", Short: "Shows a project, its limits, spend and keys", Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			return c.call("GET", "/switchyard/projects/"+url.PathEscape(args[0]), nil, c.printProject)
+			return call(c, "GET", adminPath("projects", args[0]), nil, c.printProject)
 		},
 	}
 	limitsCmd := &cobra.Command{
@@ -53,52 +50,45 @@ func (c *cli) projectsCommand() *cobra.Command {
 		Short: "Shows or changes a project's limits (flags left out keep their value)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return c.changeLimits(cmd, &changeLimits, "/switchyard/projects/"+url.PathEscape(args[0]), "project", c.printProject)
+			return changeLimits(c, cmd, &projectLimits, adminPath("projects", args[0]), projectLimitsOf, c.printProject)
 		},
 	}
-	changeLimits.register(limitsCmd, true)
+	projectLimits.register(limitsCmd, true)
 	projects.AddCommand(create, list, show, limitsCmd)
 	return projects
 }
 
-// cliProject is a project as the API shows it.
-type cliProject struct {
-	ID        string            `json:"id"`
-	Name      string            `json:"name"`
-	Limits    *limits.Policy    `json:"limits"`
-	Standing  *console.Standing `json:"standing"`
-	KeyCount  int               `json:"key_count"`
-	CreatedAt time.Time         `json:"created_at"`
-	Keys      []cliKey          `json:"keys"`
+func projectLimitsOf(a *console.ProjectAnswer) *limits.Policy { return a.Project.Limits }
+
+// projectNames are a project's id and name, escaped as printableKey escapes a key's.
+func projectNames(v console.ProjectView) (id, name string) {
+	if v.Project == nil {
+		return "", ""
+	}
+	return auth.PrintableName(v.ID), auth.PrintableName(v.Name)
 }
 
-func (c *cli) printProjects(answer map[string]json.RawMessage) error {
-	var projects []cliProject
-	if err := json.Unmarshal(answer["projects"], &projects); err != nil {
-		return err
-	}
+func (c *cli) printProjects(answer *console.ProjectsAnswer) error {
 	tw := tabwriter.NewWriter(c.out, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tNAME\tKEYS\tSPEND\tLIMITS")
-	for _, p := range projects {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", auth.PrintableName(p.ID), auth.PrintableName(p.Name), p.KeyCount,
-			spendText(p.Standing), limitsText(p.Limits))
+	for _, p := range answer.Projects {
+		id, name := projectNames(p)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", id, name, p.ActiveKeys, spendText(p.Standing), limitsText(p.Limits))
 	}
 	return tw.Flush()
 }
 
-func (c *cli) printProject(answer map[string]json.RawMessage) error {
-	var p cliProject
-	if err := json.Unmarshal(answer["project"], &p); err != nil {
-		return err
-	}
-	fmt.Fprintf(c.out, "id:         %s\nname:       %s\nlimits:     %s\n", auth.PrintableName(p.ID), auth.PrintableName(p.Name), limitsText(p.Limits))
+func (c *cli) printProject(answer *console.ProjectAnswer) error {
+	p := answer.Project
+	id, name := projectNames(p.ProjectView)
+	fmt.Fprintf(c.out, "id:         %s\nname:       %s\nlimits:     %s\n", id, name, limitsText(p.Limits))
 	c.printStanding(p.Standing)
 	if p.Keys != nil {
 		fmt.Fprintf(c.out, "\nkeys (%d):\n", len(p.Keys))
 		tw := tabwriter.NewWriter(c.out, 2, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "  ID\tNAME\tSTATUS\tSPEND\tLIMITS")
 		for _, k := range p.Keys {
-			k.printable()
+			k = printableKey(k)
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, k.Status, spendText(k.Standing), limitsText(k.Limits))
 		}
 		return tw.Flush()

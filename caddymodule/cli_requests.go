@@ -1,7 +1,6 @@
 package caddymodule
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/url"
 	"strings"
@@ -23,7 +22,7 @@ func (c *cli) requestsCommand() *cobra.Command {
 		RunE: func(*cobra.Command, []string) error {
 			q := queryOf(map[string]string{"key": key, "project": project, "model": model, "candidate": candidate,
 				"status": status, "since": since, "until": until, "limit": limit, "cursor": cursor})
-			return c.call("GET", "/switchyard/requests?"+q.Encode(), nil, c.printRequests)
+			return call(c, "GET", adminPath("requests")+"?"+q.Encode(), nil, c.printRequests)
 		},
 	}
 	cmd.Flags().StringVar(&key, "key", "", "only this key id")
@@ -38,11 +37,8 @@ func (c *cli) requestsCommand() *cobra.Command {
 	return cmd
 }
 
-func (c *cli) printRequests(answer map[string]json.RawMessage) error {
-	var rows []metering.RequestRow
-	if err := json.Unmarshal(answer["requests"], &rows); err != nil {
-		return err
-	}
+func (c *cli) printRequests(answer *metering.RequestPage) error {
+	rows := answer.Requests
 	tw := tabwriter.NewWriter(c.out, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "WHEN\tREQUEST\tKEY\tMODEL\tCANDIDATE\tSTATUS\tTTFT\tDURATION\tIN\tOUT\tCOST\tFLAGS")
 	for _, r := range rows {
@@ -63,10 +59,8 @@ func (c *cli) printRequests(answer map[string]json.RawMessage) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	var next string
-	_ = json.Unmarshal(answer["next"], &next)
-	if next != "" {
-		fmt.Fprintf(c.out, "\nolder requests: --cursor %s\n", next)
+	if answer.Next != "" {
+		fmt.Fprintf(c.out, "\nolder requests: --cursor %s\n", answer.Next)
 	}
 	return nil
 }

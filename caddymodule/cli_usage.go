@@ -1,13 +1,13 @@
 package caddymodule
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
+	"github.com/switchyard-gw/switchyard/console"
 	"github.com/switchyard-gw/switchyard/metering"
 )
 
@@ -20,7 +20,7 @@ func (c *cli) usageCommand() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			q := queryOf(map[string]string{"from": from, "to": to, "key": key, "model": model, "group": group})
-			return c.call("GET", "/switchyard/usage?"+q.Encode(), nil, c.printUsage)
+			return call(c, "GET", adminPath("usage")+"?"+q.Encode(), nil, c.printUsage)
 		},
 	}
 	usageCmd.Flags().StringVar(&from, "from", "", "first day, YYYY-MM-DD (UTC)")
@@ -31,19 +31,9 @@ func (c *cli) usageCommand() *cobra.Command {
 	return usageCmd
 }
 
-func (c *cli) printUsage(answer map[string]json.RawMessage) error {
-	var rows []metering.Row
-	var total metering.Row
-	var groups []string
-	if err := json.Unmarshal(answer["rows"], &rows); err != nil {
-		return err
-	}
-	_ = json.Unmarshal(answer["total"], &total)
-	_ = json.Unmarshal(answer["group"], &groups)
-	var from, to string
-	_ = json.Unmarshal(answer["from"], &from)
-	_ = json.Unmarshal(answer["to"], &to)
-	fmt.Fprintf(c.out, "usage from %s to %s\n\n", from, to)
+func (c *cli) printUsage(answer *console.UsageAnswer) error {
+	rows, total, groups := answer.Rows, answer.Total, answer.Group
+	fmt.Fprintf(c.out, "usage from %s to %s\n\n", answer.From, answer.To)
 	tw := tabwriter.NewWriter(c.out, 2, 4, 2, ' ', tabwriter.AlignRight)
 	header := ""
 	for _, g := range groups {
