@@ -171,6 +171,30 @@ func call[T any](c *cli, method, path string, body any, show func(*T) error) err
 	return show(&answer)
 }
 
+// queryFlag is a string flag of a query command: given and not empty, it is sent as the
+// query parameter of its name.
+type queryFlag struct{ name, value, usage string }
+
+// queryCommand makes cmd a command that takes no arguments and GETs route with its
+// flags as the query, showing the answer.
+func queryCommand[T any](c *cli, cmd *cobra.Command, route string, flags []queryFlag, show func(*T) error) *cobra.Command {
+	values := make([]string, len(flags))
+	for i, f := range flags {
+		cmd.Flags().StringVar(&values[i], f.name, f.value, f.usage)
+	}
+	cmd.Args = cobra.NoArgs
+	cmd.RunE = func(*cobra.Command, []string) error {
+		q := url.Values{}
+		for i, f := range flags {
+			if values[i] != "" {
+				q.Set(f.name, values[i])
+			}
+		}
+		return call(c, "GET", adminPath(route)+"?"+q.Encode(), nil, show)
+	}
+	return cmd
+}
+
 func orDash(s string) string {
 	if s == "" {
 		return "-"

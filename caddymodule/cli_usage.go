@@ -13,22 +13,16 @@ import (
 
 // usageCommand is `caddy switchyard usage`.
 func (c *cli) usageCommand() *cobra.Command {
-	var from, to, key, model, group string
-	usageCmd := &cobra.Command{
+	return queryCommand(c, &cobra.Command{
 		Use:   "usage",
 		Short: "Sums metered usage by day, key and model (default: the last 30 days, by day)",
-		Args:  cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			q := queryOf(map[string]string{"from": from, "to": to, "key": key, "model": model, "group": group})
-			return call(c, "GET", adminPath("usage")+"?"+q.Encode(), nil, c.printUsage)
-		},
-	}
-	usageCmd.Flags().StringVar(&from, "from", "", "first day, YYYY-MM-DD (UTC)")
-	usageCmd.Flags().StringVar(&to, "to", "", "last day, YYYY-MM-DD (UTC), included")
-	usageCmd.Flags().StringVar(&key, "key", "", "only this key id")
-	usageCmd.Flags().StringVar(&model, "model", "", "only this model")
-	usageCmd.Flags().StringVar(&group, "group", "day", "sum by any of day,key,model,candidate,channel (empty: totals only)")
-	return usageCmd
+	}, "usage", []queryFlag{
+		{"from", "", "first day, YYYY-MM-DD (UTC)"},
+		{"to", "", "last day, YYYY-MM-DD (UTC), included"},
+		{"key", "", "only this key id"},
+		{"model", "", "only this model"},
+		{"group", "day", "sum by any of day,key,model,candidate,channel (empty: totals only)"},
+	}, c.printUsage)
 }
 
 func (c *cli) printUsage(answer *console.UsageAnswer) error {
