@@ -95,7 +95,7 @@ func buildCLIWith(cmd *cobra.Command, out io.Writer) {
 	}
 }
 
-// groups are the builders of the command groups, in the order help lists them.
+// groups are the builders of the command groups: a new group is one more entry here.
 func (c *cli) groups() []func() *cobra.Command {
 	return []func() *cobra.Command{c.keysCommand, c.projectsCommand, c.auditCommand, c.usageCommand, c.requestsCommand, c.connectCommand}
 }
