@@ -4,14 +4,14 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
 )
 
 func init() {
-	caddy.RegisterModule(HealthAPI{})
-	caddy.RegisterModule(KeysAPI{})
+	caddy.RegisterModule(AdminAPI{})
 }
 
 // adminApp finds the switchyard app of the configuration being loaded, or nil when it has
@@ -28,85 +28,96 @@ func adminApp(ctx caddy.Context) (*App, error) {
 	return a.(*App), nil
 }
 
-// HealthAPI serves the candidates' live health on Caddy's admin endpoint:
-// GET /switchyard/health.
-type HealthAPI struct {
+// AdminAPI is Switchyard's part of Caddy's admin endpoint, everything under /switchyard/:
+// the candidates' live health (GET /switchyard/health), client set-ups
+// (GET /switchyard/connect/{client}), and the console API over the key store: keys,
+// projects, audit, models, usage, requests, latency and alerts. It is what
+// `caddy switchyard …` talks to. Caddy loads every admin.api module it knows, so no
+// configuration names it.
+type AdminAPI struct {
 	app *App
+	// api is the console API, or noStore when the configuration keeps no keys.
+	api http.Handler
+	// connect answers set-ups: the console API whenever there is an app, store or not.
+	connect http.Handler
 }
 
 // CaddyModule returns the Caddy module information.
-func (HealthAPI) CaddyModule() caddy.ModuleInfo {
-	return caddy.ModuleInfo{ID: "admin.api.switchyard_health", New: func() caddy.Module { return new(HealthAPI) }}
+func (AdminAPI) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "admin.api.switchyard", New: func() caddy.Module { return new(AdminAPI) }}
 }
 
-// Provision implements caddy.Provisioner.
-func (h *HealthAPI) Provision(ctx caddy.Context) (err error) {
-	h.app, err = adminApp(ctx)
-	return err
+// Provision implements caddy.Provisioner: the handlers are built once per configuration.
+func (a *AdminAPI) Provision(ctx caddy.Context) error {
+	app, err := adminApp(ctx)
+	if err != nil {
+		return err
+	}
+	a.serveApp(app)
+	return nil
 }
 
-// Routes implements caddy.AdminRouter.
-func (h *HealthAPI) Routes() []caddy.AdminRoute {
-	return []caddy.AdminRoute{{Pattern: "/switchyard/health", Handler: caddy.AdminHandlerFunc(h.serve)}}
+// serveApp builds the handlers over app (nil: the configuration has none).
+func (a *AdminAPI) serveApp(app *App) {
+	a.app, a.api, a.connect = app, noStore, noApp
+	if app != nil {
+		api := app.consoleAPI("").Handler()
+		a.connect = api
+		if app.manager != nil {
+			a.api = api
+		}
+	}
 }
 
-func (h *HealthAPI) serve(w http.ResponseWriter, r *http.Request) error {
+// noApp answers set-ups when the configuration has no switchyard app.
+var noApp = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	_, _ = w.Write([]byte(`{"error":"this configuration has no switchyard app"}` + "\n"))
+})
+
+// consoleRoutes are the first path segments the console API serves on the admin endpoint.
+var consoleRoutes = map[string]bool{
+	"keys": true, "models": true, "usage": true, "requests": true, "latency": true, "alerts": true,
+	"projects": true, "audit": true,
+}
+
+// Routes implements caddy.AdminRouter: one route, dispatched by its first segment.
+func (a *AdminAPI) Routes() []caddy.AdminRoute {
+	return []caddy.AdminRoute{{Pattern: "/switchyard/", Handler: caddy.AdminHandlerFunc(a.serve)}}
+}
+
+func (a *AdminAPI) serve(w http.ResponseWriter, r *http.Request) error {
+	rest := strings.TrimPrefix(r.URL.Path, "/switchyard/")
+	first, _, nested := strings.Cut(rest, "/")
+	switch {
+	case rest == "health":
+		return a.serveHealth(w, r)
+	case first == "connect" && nested:
+		http.StripPrefix("/switchyard", a.connect).ServeHTTP(w, r)
+	case consoleRoutes[first] && (!nested || first == "keys" || first == "projects"):
+		http.StripPrefix("/switchyard", a.api).ServeHTTP(w, r)
+	default:
+		// Paths no route here serves get the admin endpoint's own not-found.
+		http.NotFound(w, r)
+	}
+	return nil
+}
+
+func (a *AdminAPI) serveHealth(w http.ResponseWriter, r *http.Request) error {
 	if r.Method != http.MethodGet {
 		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Message: "use GET"}
 	}
 	rows := []candidateHealth{}
-	if h.app != nil {
-		rows = h.app.healthRows(time.Now())
+	if a.app != nil {
+		rows = a.app.healthRows(time.Now())
 	}
 	w.Header().Set("Content-Type", "application/json")
 	return json.NewEncoder(w).Encode(map[string]any{"candidates": rows})
 }
 
-// KeysAPI serves the keys and models API on Caddy's admin endpoint, under /switchyard/:
-// what `caddy switchyard keys …` talks to.
-type KeysAPI struct {
-	api http.Handler
-}
-
-// CaddyModule returns the Caddy module information.
-func (KeysAPI) CaddyModule() caddy.ModuleInfo {
-	return caddy.ModuleInfo{ID: "admin.api.switchyard_keys", New: func() caddy.Module { return new(KeysAPI) }}
-}
-
-// Provision implements caddy.Provisioner: the API is built once per configuration.
-func (k *KeysAPI) Provision(ctx caddy.Context) error {
-	app, err := adminApp(ctx)
-	if err != nil {
-		return err
-	}
-	k.api = noStore
-	if app != nil && app.manager != nil {
-		k.api = app.consoleAPI("").Handler()
-	}
-	return nil
-}
-
-// Routes implements caddy.AdminRouter.
-func (k *KeysAPI) Routes() []caddy.AdminRoute {
-	h := caddy.AdminHandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
-		http.StripPrefix("/switchyard", k.api).ServeHTTP(w, r)
-		return nil
-	})
-	return []caddy.AdminRoute{
-		{Pattern: "/switchyard/keys", Handler: h},
-		{Pattern: "/switchyard/keys/", Handler: h},
-		{Pattern: "/switchyard/models", Handler: h},
-		{Pattern: "/switchyard/usage", Handler: h},
-		{Pattern: "/switchyard/requests", Handler: h},
-		{Pattern: "/switchyard/latency", Handler: h},
-		{Pattern: "/switchyard/alerts", Handler: h},
-	}
-}
-
 // Interface guards
 var (
-	_ caddy.AdminRouter = (*HealthAPI)(nil)
-	_ caddy.Provisioner = (*HealthAPI)(nil)
-	_ caddy.AdminRouter = (*KeysAPI)(nil)
-	_ caddy.Provisioner = (*KeysAPI)(nil)
+	_ caddy.AdminRouter = (*AdminAPI)(nil)
+	_ caddy.Provisioner = (*AdminAPI)(nil)
 )

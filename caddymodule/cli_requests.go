@@ -1,9 +1,7 @@
 package caddymodule
 
 import (
-	"encoding/json"
 	"fmt"
-	"net/url"
 	"strings"
 	"text/tabwriter"
 
@@ -15,34 +13,24 @@ import (
 
 // requestsCommand is `caddy switchyard requests`: the request log, newest first.
 func (c *cli) requestsCommand() *cobra.Command {
-	var key, project, model, candidate, status, since, until, limit, cursor string
-	cmd := &cobra.Command{
+	return queryCommand(c, &cobra.Command{
 		Use:   "requests",
 		Short: "Lists recent requests, newest first, with their attempts (filters: key, project, model, candidate, status, time)",
-		Args:  cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			q := queryOf(map[string]string{"key": key, "project": project, "model": model, "candidate": candidate,
-				"status": status, "since": since, "until": until, "limit": limit, "cursor": cursor})
-			return c.call("GET", "/switchyard/requests?"+q.Encode(), nil, c.printRequests)
-		},
-	}
-	cmd.Flags().StringVar(&key, "key", "", "only this key id")
-	cmd.Flags().StringVar(&project, "project", "", "only this project id")
-	cmd.Flags().StringVar(&model, "model", "", "only this model")
-	cmd.Flags().StringVar(&candidate, "candidate", "", "only requests this candidate served")
-	cmd.Flags().StringVar(&status, "status", "", "only this HTTP status")
-	cmd.Flags().StringVar(&since, "since", "", "from this time on, RFC 3339 (2026-11-25T14:00:00Z)")
-	cmd.Flags().StringVar(&until, "until", "", "before this time, RFC 3339")
-	cmd.Flags().StringVar(&limit, "limit", "", "rows per page (default 50, at most 500)")
-	cmd.Flags().StringVar(&cursor, "cursor", "", "the next page, as the previous page printed it")
-	return cmd
+	}, "requests", []queryFlag{
+		{"key", "", "only this key id"},
+		{"project", "", "only this project id"},
+		{"model", "", "only this model"},
+		{"candidate", "", "only requests this candidate served"},
+		{"status", "", "only this HTTP status"},
+		{"since", "", "from this time on, RFC 3339 (2026-11-25T14:00:00Z)"},
+		{"until", "", "before this time, RFC 3339"},
+		{"limit", "", "rows per page (default 50, at most 500)"},
+		{"cursor", "", "the next page, as the previous page printed it"},
+	}, c.printRequests)
 }
 
-func (c *cli) printRequests(answer map[string]json.RawMessage) error {
-	var rows []metering.RequestRow
-	if err := json.Unmarshal(answer["requests"], &rows); err != nil {
-		return err
-	}
+func (c *cli) printRequests(answer *metering.RequestPage) error {
+	rows := answer.Requests
 	tw := tabwriter.NewWriter(c.out, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "WHEN\tREQUEST\tKEY\tMODEL\tCANDIDATE\tSTATUS\tTTFT\tDURATION\tIN\tOUT\tCOST\tFLAGS")
 	for _, r := range rows {
@@ -63,10 +51,8 @@ func (c *cli) printRequests(answer map[string]json.RawMessage) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	var next string
-	_ = json.Unmarshal(answer["next"], &next)
-	if next != "" {
-		fmt.Fprintf(c.out, "\nolder requests: --cursor %s\n", next)
+	if answer.Next != "" {
+		fmt.Fprintf(c.out, "\nolder requests: --cursor %s\n", answer.Next)
 	}
 	return nil
 }
@@ -100,15 +86,4 @@ func tryText(t metering.Try) string {
 		parts = append(parts, "served")
 	}
 	return strings.Join(parts, ", ")
-}
-
-// queryOf is a query string of the flags that were given.
-func queryOf(flags map[string]string) url.Values {
-	q := url.Values{}
-	for name, v := range flags {
-		if v != "" {
-			q.Set(name, v)
-		}
-	}
-	return q
 }

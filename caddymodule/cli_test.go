@@ -2,7 +2,6 @@ package caddymodule
 
 import (
 	"bytes"
-	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -37,18 +36,13 @@ func TestKeysListAndShowEscapeStoredNames(t *testing.T) {
 	}))
 	defer srv.Close()
 
-	for _, c := range []struct{ name, method, path string }{
-		{"list", "GET", "/switchyard/keys"},
-		{"show", "GET", "/switchyard/keys/key_1"},
-		{"rotate", "POST", "/switchyard/keys/key_1/rotate"},
-	} {
-		t.Run(c.name, func(t *testing.T) {
+	for _, args := range [][]string{{"keys", "list"}, {"keys", "show", "key_1"}, {"keys", "rotate", "key_1"}} {
+		t.Run(args[1], func(t *testing.T) {
 			var out bytes.Buffer
-			cl := &cli{address: srv.URL, out: &out, client: srv.Client()}
-			show := map[string]func(map[string]json.RawMessage) error{
-				"list": cl.printKeys, "show": cl.printKey, "rotate": cl.printSecret,
-			}[c.name]
-			require.NoError(t, cl.call(c.method, c.path, nil, show))
+			root := &cobra.Command{Use: "switchyard", SilenceUsage: true, SilenceErrors: true}
+			buildCLIWith(root, &out)
+			root.SetArgs(append(args, "--address", srv.URL))
+			require.NoError(t, root.Execute())
 			got := out.String()
 			assert.Contains(t, got, escaped)
 			assert.Contains(t, got, `"m\x1b[0m"`)
@@ -339,4 +333,33 @@ func TestRequestsListEscapesStoredNamesAndShowsAttempts(t *testing.T) {
 	assert.Equal(t, 2, strings.Count(got, "attempt"), "the failed-over request's two attempts")
 	assert.Contains(t, got, "0.001500")
 	assert.Contains(t, got, "--cursor abc")
+}
+
+// An id is one path segment whatever it holds: unescaped, "key_1/revoke" would show
+// a different route's answer, "k?x=1" would lose all after "?", and "100%" or "a b"
+// would not be a URL at all.
+func TestEveryIDInAPathIsEscaped(t *testing.T) {
+	ids := map[string]string{"key_1/revoke": "key_1%2Frevoke", "k?x=1": "k%3Fx=1", "100%": "100%25", "a b": "a%20b"}
+	for id, escaped := range ids {
+		for _, c := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"keys", "show", id}, "GET /switchyard/keys/" + escaped},
+			{[]string{"keys", "limits", id}, "GET /switchyard/keys/" + escaped},
+			{[]string{"keys", "limits", id, "--clear"}, "PUT /switchyard/keys/" + escaped + "/limits {}"},
+			{[]string{"keys", "project", id, "p1"}, `PUT /switchyard/keys/` + escaped + `/project {"project_id":"p1"}`},
+			{[]string{"keys", "rotate", id}, `POST /switchyard/keys/` + escaped + `/rotate {"grace":""}`},
+			{[]string{"keys", "revoke", id}, "POST /switchyard/keys/" + escaped + "/revoke"},
+			{[]string{"projects", "show", id}, "GET /switchyard/projects/" + escaped},
+			{[]string{"projects", "limits", id, "--rpm", "5"}, "GET /switchyard/projects/" + escaped},
+			{[]string{"connect", id, "--base-url", "http://gw"}, "GET /switchyard/connect/" + escaped + "?base_url=http%3A%2F%2Fgw&key_env=SWITCHYARD_API_KEY"},
+		} {
+			f := newFakeAdmin(t, nil)
+			_, _ = f.run(t, c.args...)
+			sent := f.sent()
+			require.NotEmpty(t, sent, "%q", c.args)
+			assert.Equal(t, c.want, sent[0], "%q", c.args)
+		}
+	}
 }

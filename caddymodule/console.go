@@ -14,7 +14,6 @@ import (
 
 func init() {
 	caddy.RegisterModule(Console{})
-	caddy.RegisterModule(ProjectsAPI{})
 }
 
 // consoleAPI is the keys and models API over this app, for the admin endpoint and the
@@ -107,49 +106,8 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 // UnmarshalCaddyfile reads `switchyard_console` (no options).
 func (c *Console) UnmarshalCaddyfile(d *caddyfile.Dispenser) error { return takesNoOptions(d) }
 
-// ProjectsAPI serves projects and the audit trail on Caddy's admin endpoint, beside the
-// keys routes: GET/POST /switchyard/projects, GET /switchyard/projects/{id},
-// PUT /switchyard/projects/{id}/limits and GET /switchyard/audit; what
-// `caddy switchyard projects …` and `caddy switchyard audit` talk to.
-type ProjectsAPI struct {
-	api http.Handler
-}
-
-// CaddyModule returns the Caddy module information.
-func (ProjectsAPI) CaddyModule() caddy.ModuleInfo {
-	return caddy.ModuleInfo{ID: "admin.api.switchyard_projects", New: func() caddy.Module { return new(ProjectsAPI) }}
-}
-
-// Provision implements caddy.Provisioner: the API is built once per configuration.
-func (p *ProjectsAPI) Provision(ctx caddy.Context) error {
-	app, err := adminApp(ctx)
-	if err != nil {
-		return err
-	}
-	p.api = noStore
-	if app != nil && app.manager != nil {
-		p.api = app.consoleAPI("").Handler()
-	}
-	return nil
-}
-
-// Routes implements caddy.AdminRouter.
-func (p *ProjectsAPI) Routes() []caddy.AdminRoute {
-	h := caddy.AdminHandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
-		http.StripPrefix("/switchyard", p.api).ServeHTTP(w, r)
-		return nil
-	})
-	return []caddy.AdminRoute{
-		{Pattern: "/switchyard/projects", Handler: h},
-		{Pattern: "/switchyard/projects/", Handler: h},
-		{Pattern: "/switchyard/audit", Handler: h},
-	}
-}
-
 // Interface guards
 var (
-	_ caddy.AdminRouter           = (*ProjectsAPI)(nil)
-	_ caddy.Provisioner           = (*ProjectsAPI)(nil)
 	_ caddyhttp.MiddlewareHandler = (*Console)(nil)
 	_ caddy.Provisioner           = (*Console)(nil)
 	_ caddyfile.Unmarshaler       = (*Console)(nil)

@@ -127,9 +127,9 @@ func (a *API) changing(next http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// keyView is a key with its status at the time of the answer, its limits as operators
+// KeyView is a key with its status at the time of the answer, its limits as operators
 // write them, and, for an active key, its standing against them.
-type keyView struct {
+type KeyView struct {
 	*auth.Key
 	Status   string         `json:"status"`
 	Limits   *limits.Policy `json:"limits,omitempty"`
@@ -137,15 +137,15 @@ type keyView struct {
 }
 
 // view is k without its standing, for answers about a change.
-func (a *API) view(k *auth.Key) keyView {
+func (a *API) view(k *auth.Key) KeyView {
 	if k == nil {
-		return keyView{}
+		return KeyView{}
 	}
-	return keyView{Key: k, Status: k.Status(a.now()), Limits: auth.NormalizeLimits(k.Limits)}
+	return KeyView{Key: k, Status: k.Status(a.now()), Limits: auth.NormalizeLimits(k.Limits)}
 }
 
 // viewStanding is k with its standing when it is active.
-func (a *API) viewStanding(ctx context.Context, k *auth.Key) keyView {
+func (a *API) viewStanding(ctx context.Context, k *auth.Key) KeyView {
 	v := a.view(k)
 	if v.Status == "active" {
 		v.Standing = a.standing(ctx, limits.ScopeKey, k.ID, k.Limits)
@@ -183,11 +183,11 @@ func (a *API) listKeys(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	out := make([]keyView, len(keys))
+	out := make([]KeyView, len(keys))
 	for i, k := range keys {
 		out[i] = a.viewStanding(r.Context(), k)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"keys": out})
+	writeJSON(w, http.StatusOK, KeysAnswer{Keys: out})
 }
 
 func (a *API) getKey(w http.ResponseWriter, r *http.Request) {
@@ -196,7 +196,7 @@ func (a *API) getKey(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"key": a.viewStanding(r.Context(), k)})
+	writeJSON(w, http.StatusOK, KeyAnswer{Key: a.viewStanding(r.Context(), k)})
 }
 
 type createBody struct {
@@ -259,7 +259,7 @@ func (a *API) createKey(w http.ResponseWriter, r *http.Request) {
 		a.failAbout(w, err, "a project")
 		return
 	}
-	writeJSON(w, http.StatusCreated, map[string]any{"key": a.viewStanding(r.Context(), created.Key), "secret": created.Secret})
+	writeJSON(w, http.StatusCreated, KeyAnswer{Key: a.viewStanding(r.Context(), created.Key), Secret: created.Secret})
 }
 
 func (a *API) rotateKey(w http.ResponseWriter, r *http.Request) {
@@ -283,9 +283,8 @@ func (a *API) rotateKey(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, map[string]any{
-		"key": a.view(rotated.Key), "secret": rotated.Secret, "replaced": a.view(rotated.Replaced),
-	})
+	replaced := a.view(rotated.Replaced)
+	writeJSON(w, http.StatusCreated, KeyAnswer{Key: a.view(rotated.Key), Secret: rotated.Secret, Replaced: &replaced})
 }
 
 func (a *API) revokeKey(w http.ResponseWriter, r *http.Request) {
@@ -294,7 +293,7 @@ func (a *API) revokeKey(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"key": a.view(k)})
+	writeJSON(w, http.StatusOK, KeyAnswer{Key: a.view(k)})
 }
 
 func (a *API) listModels(w http.ResponseWriter, _ *http.Request) {
@@ -302,7 +301,7 @@ func (a *API) listModels(w http.ResponseWriter, _ *http.Request) {
 	if a.Models != nil {
 		models = a.Models()
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"models": models})
+	writeJSON(w, http.StatusOK, ModelsAnswer{Models: models})
 }
 
 // queryUsage sums usage: ?from=YYYY-MM-DD&to=YYYY-MM-DD (to inclusive, UTC days;
@@ -325,9 +324,9 @@ func (a *API) queryUsage(w http.ResponseWriter, r *http.Request) {
 	if rows == nil {
 		rows = []metering.Row{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
-		"from": q.From.Format(time.DateOnly), "to": q.To.Add(-24 * time.Hour).Format(time.DateOnly),
-		"group": q.GroupBy, "rows": rows, "total": metering.Total(rows),
+	writeJSON(w, http.StatusOK, UsageAnswer{
+		From: q.From.Format(time.DateOnly), To: q.To.Add(-24 * time.Hour).Format(time.DateOnly),
+		Group: q.GroupBy, Rows: rows, Total: metering.Total(rows),
 	})
 }
 
@@ -410,7 +409,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func writeError(w http.ResponseWriter, status int, message string) {
-	writeJSON(w, status, map[string]string{"error": message})
+	writeJSON(w, status, ErrorAnswer{Error: message})
 }
 
 // ParseDuration reads a Go duration, or a whole number of days ("30d").

@@ -46,7 +46,7 @@ func (a *API) connectSetup(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"setup": setup})
+	writeJSON(w, http.StatusOK, SetupAnswer{Setup: setup})
 }
 
 // keyModels keeps the models a key may call: all of them when it names none.

@@ -89,9 +89,9 @@ func (a *API) queryLatency(w http.ResponseWriter, r *http.Request) {
 	}
 	to, rows := c.at, c.rows
 	from := to.Add(-window)
-	writeJSON(w, http.StatusOK, map[string]any{
-		"from": from.Format(time.RFC3339), "to": to.Format(time.RFC3339), "window": window.String(),
-		"bounds_ms": metering.LatencyBoundsMs, "rows": latencyViews(rows), "models": latencyViews(perModel(rows)),
+	writeJSON(w, http.StatusOK, LatencyAnswer{
+		From: from.Format(time.RFC3339), To: to.Format(time.RFC3339), Window: window.String(),
+		BoundsMs: metering.LatencyBoundsMs, Rows: latencyViews(rows), Models: latencyViews(perModel(rows)),
 	})
 }
 

@@ -35,7 +35,7 @@ func (a *API) setKeyLimits(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"key": a.viewStanding(r.Context(), k)})
+	writeJSON(w, http.StatusOK, KeyAnswer{Key: a.viewStanding(r.Context(), k)})
 }
 
 // setKeyProject is PUT /keys/{id}/project: {"project_id": "platform"}, or "" to take the
@@ -63,26 +63,26 @@ func (a *API) setKeyProject(w http.ResponseWriter, r *http.Request) {
 		a.failAbout(w, err, "a project")
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"key": a.viewStanding(r.Context(), k)})
+	writeJSON(w, http.StatusOK, KeyAnswer{Key: a.viewStanding(r.Context(), k)})
 }
 
-// projectView is a project with its limits as operators write them, its standing, and
+// ProjectView is a project with its limits as operators write them, its standing, and
 // how many of its keys are active.
-type projectView struct {
+type ProjectView struct {
 	*auth.Project
 	Limits     *limits.Policy `json:"limits,omitempty"`
 	Standing   *Standing      `json:"standing,omitempty"`
 	ActiveKeys int            `json:"key_count"`
 }
 
-// projectDetail is a project with its keys (every status, newest first).
-type projectDetail struct {
-	projectView
-	Keys []keyView `json:"keys"`
+// ProjectDetail is a project with its keys (every status, newest first).
+type ProjectDetail struct {
+	ProjectView
+	Keys []KeyView `json:"keys"`
 }
 
-func (a *API) projectView(r *http.Request, p *auth.Project, keys []*auth.Key) projectView {
-	v := projectView{Project: p, Limits: auth.NormalizeLimits(p.Limits), Standing: a.standing(r.Context(), limits.ScopeProject, p.ID, p.Limits)}
+func (a *API) projectView(r *http.Request, p *auth.Project, keys []*auth.Key) ProjectView {
+	v := ProjectView{Project: p, Limits: auth.NormalizeLimits(p.Limits), Standing: a.standing(r.Context(), limits.ScopeProject, p.ID, p.Limits)}
 	now := a.now()
 	for _, k := range keys {
 		if k.ProjectID == p.ID && k.Active(now) {
@@ -103,11 +103,11 @@ func (a *API) listProjects(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	out := make([]projectView, len(projects))
+	out := make([]ProjectView, len(projects))
 	for i, p := range projects {
 		out[i] = a.projectView(r, p, keys)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"projects": out})
+	writeJSON(w, http.StatusOK, ProjectsAnswer{Projects: out})
 }
 
 // answerProject answers with project id, its standing and its keys.
@@ -117,13 +117,13 @@ func (a *API) answerProject(w http.ResponseWriter, r *http.Request, status int, 
 		a.fail(w, err)
 		return
 	}
-	d := projectDetail{projectView: a.projectView(r, p, keys), Keys: []keyView{}}
+	d := ProjectDetail{ProjectView: a.projectView(r, p, keys), Keys: []KeyView{}}
 	for _, k := range keys {
 		if k.ProjectID == p.ID {
 			d.Keys = append(d.Keys, a.viewStanding(r.Context(), k))
 		}
 	}
-	writeJSON(w, status, map[string]any{"project": d})
+	writeJSON(w, status, ProjectAnswer{Project: d})
 }
 
 func (a *API) getProject(w http.ResponseWriter, r *http.Request) {
@@ -225,5 +225,5 @@ func (a *API) listAudit(w http.ResponseWriter, r *http.Request) {
 	if entries == nil {
 		entries = []*auth.AuditEntry{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"entries": entries, "more": more})
+	writeJSON(w, http.StatusOK, AuditAnswer{Entries: entries, More: more})
 }

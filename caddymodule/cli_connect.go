@@ -9,54 +9,12 @@ import (
 	"os"
 	"strings"
 
-	"github.com/caddyserver/caddy/v2"
 	"github.com/spf13/cobra"
 
 	"github.com/switchyard-gw/switchyard/auth"
 	"github.com/switchyard-gw/switchyard/connect"
+	"github.com/switchyard-gw/switchyard/console"
 )
-
-func init() {
-	caddy.RegisterModule(ConnectAPI{})
-}
-
-// ConnectAPI serves client set-ups on Caddy's admin endpoint:
-// GET /switchyard/connect/{client}, what `caddy switchyard connect` prints. It is the
-// console API's route, so the CLI and the console show the same set-up; unlike the keys
-// routes it answers without a key store, for every model.
-type ConnectAPI struct {
-	api http.Handler
-}
-
-// CaddyModule returns the Caddy module information.
-func (ConnectAPI) CaddyModule() caddy.ModuleInfo {
-	return caddy.ModuleInfo{ID: "admin.api.switchyard_connect", New: func() caddy.Module { return new(ConnectAPI) }}
-}
-
-// Provision implements caddy.Provisioner.
-func (c *ConnectAPI) Provision(ctx caddy.Context) error {
-	app, err := adminApp(ctx)
-	if err != nil {
-		return err
-	}
-	c.api = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = w.Write([]byte(`{"error":"this configuration has no switchyard app"}` + "\n"))
-	})
-	if app != nil {
-		c.api = app.consoleAPI("").Handler()
-	}
-	return nil
-}
-
-// Routes implements caddy.AdminRouter.
-func (c *ConnectAPI) Routes() []caddy.AdminRoute {
-	return []caddy.AdminRoute{{Pattern: "/switchyard/connect/", Handler: caddy.AdminHandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
-		http.StripPrefix("/switchyard", c.api).ServeHTTP(w, r)
-		return nil
-	})}}
-}
 
 // connectCommand is `caddy switchyard connect <client>`.
 func (c *cli) connectCommand() *cobra.Command {
@@ -134,14 +92,14 @@ func (c *cli) fetchSetup(client, baseURL, keyEnv, keyID, model string) (*connect
 	if model != "" {
 		q.Set("model", model)
 	}
-	resp, err := c.client.Get(c.baseURL() + "/switchyard/connect/" + url.PathEscape(client) + "?" + q.Encode())
+	resp, err := c.client.Get(c.baseURL() + adminPath("connect", client) + "?" + q.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("the gateway's admin endpoint did not answer (%v); is it running, and is --address right?", err)
 	}
 	defer resp.Body.Close()
 	var answer struct {
-		Setup *connect.Setup `json:"setup"`
-		Error string         `json:"error"`
+		console.SetupAnswer
+		console.ErrorAnswer
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&answer); err != nil {
 		return nil, fmt.Errorf("unexpected answer from the admin endpoint (HTTP %d)", resp.StatusCode)
@@ -151,9 +109,3 @@ func (c *cli) fetchSetup(client, baseURL, keyEnv, keyID, model string) (*connect
 	}
 	return answer.Setup, nil
 }
-
-// Interface guards
-var (
-	_ caddy.AdminRouter = (*ConnectAPI)(nil)
-	_ caddy.Provisioner = (*ConnectAPI)(nil)
-)
