@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"bytes"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -69,10 +70,26 @@ func TestAdminRouteReachesEachPart(t *testing.T) {
 // store, and set-ups say there is no app.
 func TestAdminRouteWithoutAnApp(t *testing.T) {
 	srv := adminServer(t, nil)
-	assert.Equal(t, http.StatusOK, status(t, srv, "GET", "/switchyard/health"))
-	assert.Equal(t, http.StatusServiceUnavailable, status(t, srv, "GET", "/switchyard/keys"))
-	assert.Equal(t, http.StatusServiceUnavailable, status(t, srv, "GET", "/switchyard/projects/p1"))
-	assert.Equal(t, http.StatusServiceUnavailable, status(t, srv, "GET", "/switchyard/connect/openai"))
+	answer := func(path string) (int, string) {
+		t.Helper()
+		resp, err := srv.Client().Get(srv.URL + path)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(body)
+	}
+	code, body := answer("/switchyard/health")
+	assert.Equal(t, http.StatusOK, code)
+	assert.JSONEq(t, `{"candidates":[]}`, body, "no app: no candidates, not an error")
+	for _, path := range []string{"/switchyard/keys", "/switchyard/projects/p1"} {
+		code, body = answer(path)
+		assert.Equal(t, http.StatusServiceUnavailable, code, path)
+		assert.Contains(t, body, "no key store configured", path)
+	}
+	code, body = answer("/switchyard/connect/openai")
+	assert.Equal(t, http.StatusServiceUnavailable, code)
+	assert.Contains(t, body, "no switchyard app", "a set-up needs the app, not a store: the answer says which is missing")
 }
 
 // The CLI reads what the admin route answers: a project with a budget, a key in it, a
