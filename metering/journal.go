@@ -84,10 +84,14 @@ type Ledger struct {
 	batch int       // records per database batch
 
 	// queue holds Appends waiting for the journal's write (see Append); spare is the
-	// slice the next queue reuses.
+	// slice the next queue reuses. queueMu guards queue alone and is not mu because an
+	// Append must be able to queue while another holds mu through the write call: that
+	// is how one write carries many lines.
 	queueMu sync.Mutex
 	queue   []*queuedAppend
 
+	// mu guards the journal file and the fields below up to recent; it is held through
+	// each write call to the journal.
 	mu        sync.Mutex
 	spare     []*queuedAppend
 	writeBuf  []byte // the combined lines of one write
@@ -115,11 +119,14 @@ type Ledger struct {
 	halt       context.Context
 	cancelHalt context.CancelFunc
 
+	// statsMu guards what the writer has stored. It is not mu so that the writer's
+	// progress and Stats (read by every metrics scrape) never wait on a journal write.
 	statsMu   sync.Mutex
 	committed int64 // journal position known to be in the sink
 	lastErr   error
 
-	refusedMu  sync.Mutex
+	// The set-aside files' indexes need no lock: only the writer goroutine reaches
+	// them (flush runs in run and its drain, nowhere else).
 	refusedIDs map[string]bool // request ids already in the dead-letter file; nil until read
 	damagedAt  map[int64]bool  // journal positions already in the damaged-lines file; nil until read
 }

@@ -44,8 +44,6 @@ const deadLetterFile = "refused.jsonl"
 // request id is already there, so that the file holds each refused request once and an
 // operator re-importing it counts nothing twice. It reports whether it added the line.
 func (l *Ledger) deadLetter(requestID string, line []byte) (bool, error) {
-	l.refusedMu.Lock()
-	defer l.refusedMu.Unlock()
 	path := filepath.Join(l.dir, deadLetterFile)
 	if l.refusedIDs == nil {
 		l.refusedIDs = map[string]bool{}
@@ -97,8 +95,6 @@ func (l *Ledger) setAsideDamaged(damaged []damagedLine) error {
 	if len(damaged) == 0 {
 		return nil
 	}
-	l.refusedMu.Lock()
-	defer l.refusedMu.Unlock()
 	path := filepath.Join(l.dir, damagedFile)
 	if l.damagedAt == nil {
 		seen := map[int64]bool{}
