@@ -383,7 +383,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 		a.MaxBodyMemory = DefaultMaxBodyMemory
 	}
 	a.bodyMemory = relay.NewBodyMemory(a.MaxBodyMemory, relay.DefaultBodyMemoryWait)
-	if err := registerCollectors(ctx.GetMetricsRegistry(), bodyMemoryGauge()); err != nil {
+	if err := a.registerAppMetrics(ctx.GetMetricsRegistry()); err != nil {
 		return err
 	}
 	return nil
@@ -621,7 +621,6 @@ func (a *App) Start() error {
 		}
 		close(a.ledgerReady)
 	}
-	current.Store(a)
 	a.startProbes()
 	a.startAlerts()
 	return nil
@@ -630,7 +629,6 @@ func (a *App) Start() error {
 // Stop implements caddy.App. In-flight requests keep their connections: on a reload
 // Caddy lets them finish, and only idle connections of this configuration are closed.
 func (a *App) Stop() error {
-	current.CompareAndSwap(a, nil)
 	a.stopAlerts()
 	a.stopProbes()
 	for _, u := range a.upstreams {

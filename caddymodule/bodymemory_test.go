@@ -14,7 +14,6 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/tidwall/gjson"
@@ -29,6 +28,8 @@ type bodyGateway struct {
 	app  *App
 	auth *Auth
 	next caddyhttp.Handler
+	// metrics is the registry of the app's configuration, as Caddy's /metrics serves it.
+	metrics prometheus.Gatherer
 }
 
 func newBodyGateway(t *testing.T, ceiling int64) *bodyGateway {
@@ -64,7 +65,7 @@ func newBodyGateway(t *testing.T, ceiling int64) *bodyGateway {
 		return nil
 	})
 	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error { return model.ServeHTTP(w, r, whole) })
-	return &bodyGateway{app: app, auth: &Auth{app: app}, next: next}
+	return &bodyGateway{app: app, auth: &Auth{app: app}, next: next, metrics: ctx.GetMetricsRegistry()}
 }
 
 // send runs a request whose body comes from body, declaring length bytes; the error the
@@ -124,9 +125,7 @@ func TestBodiesPastTheCeilingGet503InTheirFamilyWhileMemoryStaysUnderIt(t *testi
 	const ceiling = 576 << 10
 	g := newBodyGateway(t, ceiling)
 	mem := g.app.bodyMemory
-	prev := current.Swap(g.app)
-	t.Cleanup(func() { current.Store(prev) })
-	gauge := func() int64 { return gaugeValue(t, bodyMemoryGauge()) }
+	gauge := func() int64 { return gaugeValue(t, g.metrics, "switchyard_body_memory_bytes") }
 	mostHeld := int64(0)
 	watch := func() {
 		mostHeld = max(mostHeld, mem.Held())
@@ -199,11 +198,16 @@ func assertBusy(t *testing.T, w *httptest.ResponseRecorder, family protocols.Fam
 	}
 }
 
-// gaugeValue is what a scrape of the gauge c reads.
-func gaugeValue(t *testing.T, c prometheus.Collector) int64 {
-	ch := make(chan prometheus.Metric, 1)
-	c.Collect(ch)
-	var m dto.Metric
-	require.NoError(t, (<-ch).Write(&m))
-	return int64(m.GetGauge().GetValue())
+// gaugeValue is what a scrape of reg reads for the gauge name.
+func gaugeValue(t *testing.T, reg prometheus.Gatherer, name string) int64 {
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() == name {
+			require.Len(t, f.GetMetric(), 1)
+			return int64(f.GetMetric()[0].GetGauge().GetValue())
+		}
+	}
+	require.Failf(t, "no such metric", "%s is not in the registry", name)
+	return 0
 }

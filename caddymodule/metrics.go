@@ -3,7 +3,6 @@ package caddymodule
 import (
 	"errors"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,7 +23,6 @@ type gatewayMetrics struct {
 	ttfb      *prometheus.HistogramVec
 	ttft      *prometheus.HistogramVec
 	duration  *prometheus.HistogramVec
-	circuits  circuitCollector
 	probes    *prometheus.CounterVec
 }
 
@@ -83,7 +81,7 @@ var loadMetrics = sync.OnceValue(func() *gatewayMetrics {
 // register adds the collectors to a configuration's registry; one that is already there
 // (a second handler of the same configuration) is fine.
 func (m *gatewayMetrics) register(reg prometheus.Registerer) error {
-	return registerCollectors(reg, m.requests, m.attempts, m.failovers, m.retries, m.retryWait, m.ttfb, m.ttft, m.duration, m.circuits, m.probes)
+	return registerCollectors(reg, m.requests, m.attempts, m.failovers, m.retries, m.retryWait, m.ttfb, m.ttft, m.duration, m.probes)
 }
 
 // registerCollectors adds process-wide collectors to a configuration's registry; one
@@ -127,42 +125,42 @@ func (m *gatewayMetrics) observe(model string, family protocols.Family, out *rel
 	}
 }
 
-// bodyMemoryGauge reports the request-body bytes the app in force holds against its
-// max_body_memory, read when scraped.
-var bodyMemoryGauge = sync.OnceValue(func() prometheus.Collector {
+// registerAppMetrics adds the collectors that read this app's live state when scraped
+// (circuits, body memory) to its configuration's registry. Caddy gives each configuration
+// a registry of its own, so after a reload the endpoint serves the new app's collectors
+// and the old app's leave with its registry; a second registration in one registry is
+// an error, not something to skip.
+func (a *App) registerAppMetrics(reg prometheus.Registerer) error {
+	for _, c := range []prometheus.Collector{circuitCollector{a}, bodyMemoryGauge(a)} {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// bodyMemoryGauge reports the request-body bytes app holds against its max_body_memory.
+func bodyMemoryGauge(app *App) prometheus.Collector {
 	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "switchyard", Name: "body_memory_bytes",
 		Help: "Request-body bytes held at once, counted against max_body_memory.",
-	}, func() float64 {
-		if app := current.Load(); app != nil {
-			return float64(app.bodyMemory.Held())
-		}
-		return 0
-	})
-})
-
-// current is the most recently started app. The circuit collector is registered once
-// per process (the metrics are process-wide) and reports the configuration in force.
-var current atomic.Pointer[App]
+	}, func() float64 { return float64(app.bodyMemory.Held()) })
+}
 
 // circuitCollector reports each candidate's circuit state when scraped, read from the
-// live health; it costs the request path nothing.
-type circuitCollector struct{}
+// app's live health; it costs the request path nothing.
+type circuitCollector struct{ app *App }
 
 var circuitDesc = prometheus.NewDesc("switchyard_circuit_state",
 	"Circuit state per candidate: 0 closed, 1 half-open, 2 open.", []string{"model", "candidate"}, nil)
 
 func (circuitCollector) Describe(ch chan<- *prometheus.Desc) { ch <- circuitDesc }
 
-func (circuitCollector) Collect(ch chan<- prometheus.Metric) {
-	app := current.Load()
-	if app == nil {
-		return
-	}
+func (cc circuitCollector) Collect(ch chan<- prometheus.Metric) {
 	now := time.Now()
-	for _, m := range app.catalog.Models() {
+	for _, m := range cc.app.catalog.Models() {
 		for _, c := range m.Candidates {
-			state := app.upstreams[c].Health.State(now)
+			state := cc.app.upstreams[c].Health.State(now)
 			ch <- prometheus.MustNewConstMetric(circuitDesc, prometheus.GaugeValue, float64(state), m.ID, c.Name)
 		}
 	}

@@ -149,24 +149,17 @@ func (a *App) openStore(ctx caddy.Context, repl *caddy.Replacer, static *auth.St
 	}
 	// Static keys from the configuration first, then the store.
 	a.verifier = auth.Verifiers{static, s.cache}
-	// Usage goes to the same store, through this gateway's journal.
-	if reader, ok := any(s.store).(metering.Reader); ok {
-		a.usageReader = loggingReader{reader, logger}
-	}
-	if log, ok := any(s.store).(metering.RequestLog); ok {
-		a.requestLog = loggingRequestLog{log, logger}
-	}
-	if reader, ok := any(s.store).(metering.LatencyReader); ok {
-		a.latencyReader = loggingLatencyReader{reader, logger}
-	}
-	if sink, ok := any(s.store).(metering.Sink); ok {
-		// The ledger opens when the app starts, not here: `caddy validate` provisions a
-		// configuration in a process of its own while the gateway may be running, and must
-		// not touch (or lock) that gateway's journal.
-		a.ledgerSink, a.ledgerDir = sink, a.journalDir(driver, dsn)
-		a.ledgerReady = make(chan struct{})
-		a.refusalLog = &refusalSampler{}
-	}
+	// Usage goes to the same store, through this gateway's journal; *store.Store
+	// implements every usage interface (store/ asserts it at compile time).
+	a.usageReader = loggingReader{s.store, logger}
+	a.requestLog = loggingRequestLog{s.store, logger}
+	a.latencyReader = loggingLatencyReader{s.store, logger}
+	// The ledger opens when the app starts, not here: `caddy validate` provisions a
+	// configuration in a process of its own while the gateway may be running, and must
+	// not touch (or lock) that gateway's journal.
+	a.ledgerSink, a.ledgerDir = s.store, a.journalDir(driver, dsn)
+	a.ledgerReady = make(chan struct{})
+	a.refusalLog = &refusalSampler{}
 	return nil
 }
 

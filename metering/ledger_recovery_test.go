@@ -1,7 +1,6 @@
 package metering
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -127,79 +126,6 @@ func TestARestartResumesAtTheStoredPosition(t *testing.T) {
 	assert.Greater(t, positions[second.Stats().JournalID], stored, "the position moved on from where it was")
 }
 
-// A line in the middle of the journal that is not a record (cut short, or overwritten
-// with other bytes) is copied to damaged.jsonl beside the journal, with its position,
-// reported once, and passed over: the records after it are delivered. Writes failing
-// just after the set-aside make the ledger read the damaged lines again, which must
-// neither copy them twice nor report them twice; nor must a restart.
-func TestADamagedJournalLineIsSetAsideAndTheRestDelivered(t *testing.T) {
-	dir, sink := t.TempDir(), newMemorySink()
-	sink.setDown(true)
-	first, err := OpenLedger(context.Background(), dir, sink, Options{Interval: time.Hour})
-	require.NoError(t, err)
-	for i := range 30 {
-		require.NoError(t, first.Append(record(i)))
-	}
-	require.NoError(t, first.Close())
-
-	// Damage the journal: after record 9 a record cut short, after record 19 a line of
-	// bytes that are not text, after record 24 a valid JSON value that is no record.
-	segs, err := filepath.Glob(filepath.Join(dir, segmentPrefix+"*"+segmentSuffix))
-	require.NoError(t, err)
-	require.Len(t, segs, 1)
-	orig, err := os.ReadFile(segs[0])
-	require.NoError(t, err)
-	lines := bytes.SplitAfter(orig, []byte{'\n'})
-	require.Len(t, lines, 31) // 30 lines and the empty rest
-	damage := map[int][]byte{
-		10: []byte(`{"request_id":"sy_cut","key_id":"key_a","mod` + "\n"),
-		20: []byte("\x00\xff\xfe\x01garbage\x00\x00\n"),
-		25: []byte("null\n"),
-	}
-	var journal []byte
-	var wantDamaged [][]byte
-	for i, line := range lines {
-		if d, ok := damage[i]; ok {
-			journal = append(journal, d...)
-			wantDamaged = append(wantDamaged, d)
-		}
-		journal = append(journal, line...)
-	}
-	require.NoError(t, os.WriteFile(segs[0], journal, 0o600))
-
-	var logs logCounter
-	sink.setDown(false)
-	sink.mu.Lock()
-	// The batch after the last damaged line fails a few times, so the ledger reads
-	// damaged lines again after it has set them aside.
-	sink.failHolding, sink.failHoldingN = record(25).RequestID, 3
-	sink.mu.Unlock()
-	second, err := OpenLedger(context.Background(), dir, sink, Options{Interval: 10 * time.Millisecond, BatchRecords: 8, OnError: logs.add})
-	require.NoError(t, err)
-	eventually(t, "the journal to drain", func() bool { return sink.count() == 30 && second.Stats().PendingBytes == 0 })
-	require.NoError(t, second.Close())
-	assertEachDeliveredOnce(t, sink, 30)
-
-	got := damagedLines(t, dir)
-	require.Len(t, got, len(wantDamaged), "each damaged line set aside once")
-	for i, d := range got {
-		assert.Equal(t, wantDamaged[i], d.Bytes, "damaged line %d copied byte for byte", i)
-		assert.Equal(t, d.Bytes, journal[d.Position:d.Position+int64(len(d.Bytes))], "its position in the journal")
-	}
-	assert.Equal(t, 3, logs.count("damaged"), "each damaged line reported once:\n%s", logs.all())
-	assert.NotContains(t, logs.all(), "garbage", "the damaged bytes are in the file, not in the log")
-
-	// A restart does not set them aside again.
-	third, err := OpenLedger(context.Background(), dir, sink, Options{Interval: 10 * time.Millisecond, OnError: logs.add})
-	require.NoError(t, err)
-	require.NoError(t, third.Append(record(30)))
-	eventually(t, "the new record", func() bool { return sink.count() == 31 && third.Stats().PendingBytes == 0 })
-	require.NoError(t, third.Close())
-	assert.Len(t, damagedLines(t, dir), 3)
-	assert.Equal(t, 3, logs.count("damaged"))
-	assertEachDeliveredOnce(t, sink, 31)
-}
-
 // Close while the database is down, whether it refuses connections at once or has
 // stopped answering, returns within its drain limit and loses nothing: the records stay
 // in the journal, and the next ledger over it delivers each of them once.
@@ -289,21 +215,4 @@ func (l *logCounter) all() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return strings.Join(l.lines, "\n")
-}
-
-// damagedLines reads damaged.jsonl in dir.
-func damagedLines(t *testing.T, dir string) []damagedLine {
-	t.Helper()
-	f, err := os.Open(filepath.Join(dir, damagedFile))
-	require.NoError(t, err)
-	defer f.Close()
-	var out []damagedLine
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var d damagedLine
-		require.NoError(t, json.Unmarshal(sc.Bytes(), &d), "damaged.jsonl holds JSON lines")
-		out = append(out, d)
-	}
-	require.NoError(t, sc.Err())
-	return out
 }

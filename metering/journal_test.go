@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -148,36 +147,6 @@ func record(i int) *Record {
 	return &Record{RequestID: fmt.Sprintf("sy_%06d", i), KeyID: "key_a", Model: "m", Usage: Usage{Input: 10, Output: int64(i)}, Time: time.Unix(1_800_000_000, 0)}
 }
 
-func TestLedgerDeliversEveryRecordOnceThroughAnOutage(t *testing.T) {
-	dir, sink := t.TempDir(), newMemorySink()
-	l, err := OpenLedger(context.Background(), dir, sink, Options{Interval: 10 * time.Millisecond, BatchRecords: 64, SegmentBytes: 4 << 10})
-	require.NoError(t, err)
-	for i := 0; i < 300; i++ {
-		require.NoError(t, l.Append(record(i)))
-	}
-	eventually(t, "the first records", func() bool { return sink.count() == 300 })
-
-	sink.setDown(true)
-	callsBefore := sink.callCount()
-	for i := 300; i < 900; i++ {
-		require.NoError(t, l.Append(record(i)), "appends go on while the database is down")
-	}
-	// The writer has tried, and failed, at least twice while the database was down: what
-	// it could not write is still in the journal, not dropped and not set aside.
-	eventually(t, "the writer trying the database while it is down", func() bool { return sink.callCount() >= callsBefore+2 })
-	assert.Equal(t, 300, sink.count())
-	perRecord := len(mustJSON(t, record(899))) + 1
-	assert.GreaterOrEqual(t, l.Stats().PendingBytes, int64(600*perRecord-600), "the journal holds all 600 records the database could not take")
-	assert.NoFileExists(t, filepath.Join(dir, "refused.jsonl"), "an outage sets nothing aside")
-	sink.setDown(false)
-	eventually(t, "recovery", func() bool { return sink.count() == 900 })
-	require.NoError(t, l.Close())
-	assert.Zero(t, l.Stats().PendingBytes)
-
-	segs, _ := filepath.Glob(filepath.Join(dir, "usage-*.jsonl"))
-	assert.LessOrEqual(t, len(segs), 2, "segments already in the database are removed")
-}
-
 func TestLedgerReplaysAfterTheProcessDied(t *testing.T) {
 	dir, sink := t.TempDir(), newMemorySink()
 	sink.setDown(true)
@@ -218,122 +187,6 @@ func TestLedgerCloseFlushes(t *testing.T) {
 	assert.ErrorIs(t, l.Append(record(11)), ErrClosed)
 }
 
-func TestOneRefusedRecordDoesNotHoldBackTheRest(t *testing.T) {
-	dir, sink := t.TempDir(), newMemorySink()
-	l, err := OpenLedger(context.Background(), dir, sink, Options{Interval: 10 * time.Millisecond, BatchRecords: 50})
-	require.NoError(t, err)
-	for i := 0; i < 100; i++ {
-		r := record(i)
-		if i == 37 {
-			r.Model = "poison"
-		}
-		require.NoError(t, l.Append(r))
-	}
-	eventually(t, "the other records", func() bool { return sink.count() == 99 })
-	require.NoError(t, l.Close())
-	assert.Equal(t, []string{"sy_000037"}, refusedIDs(t, dir), "only the refused record is set aside, once")
-	assert.Empty(t, sink.deliveredMoreThanOnce())
-	assert.Zero(t, l.Stats().PendingBytes)
-
-	assert.Error(t, (&Ledger{}).Append(&Record{}), "a record without a request id is refused at once")
-}
-
-// A refused record is set aside once even when moving the position past it fails and
-// the batch is read again.
-func TestARefusedRecordIsSetAsideOnce(t *testing.T) {
-	dir, sink := t.TempDir(), newMemorySink()
-	sink.failEmpty = 3
-	l, err := OpenLedger(context.Background(), dir, sink, Options{Interval: 10 * time.Millisecond})
-	require.NoError(t, err)
-	for i := 0; i < 10; i++ {
-		r := record(i)
-		if i == 4 {
-			r.Model = "poison"
-		}
-		require.NoError(t, l.Append(r))
-	}
-	eventually(t, "the journal to drain", func() bool { return sink.count() == 9 && l.Stats().PendingBytes == 0 })
-	require.NoError(t, l.Close())
-	assert.Equal(t, []string{"sy_000004"}, refusedIDs(t, dir))
-	assert.Empty(t, sink.deliveredMoreThanOnce())
-}
-
-// The case: a database that refuses writes while reads succeed. Nothing it
-// refuses that way is the records' fault, so nothing may be set aside; once it takes
-// writes again every record is stored once.
-func TestNothingIsSetAsideWhileTheDatabaseTakesNoWrites(t *testing.T) {
-	dir, sink := t.TempDir(), newMemorySink()
-	sink.noWrites = true
-	l, err := OpenLedger(context.Background(), dir, sink, Options{Interval: 10 * time.Millisecond, BatchRecords: 8})
-	require.NoError(t, err)
-	for i := 0; i < 40; i++ {
-		require.NoError(t, l.Append(record(i)))
-	}
-	eventually(t, "several failed writes", func() bool { return sink.callCount() >= 4 })
-	sink.mu.Lock()
-	sink.noWrites = false
-	sink.mu.Unlock()
-	eventually(t, "the journal to drain", func() bool { return sink.count() == 40 && l.Stats().PendingBytes == 0 })
-	require.NoError(t, l.Close())
-	assert.Empty(t, refusedIDs(t, dir), "nothing in refused.jsonl")
-	assert.Empty(t, sink.deliveredMoreThanOnce())
-}
-
-// After an outage long enough for the back-off to reach its longest, the journal drains
-// within a couple of seconds of the database returning, and at once when the sink says
-// it is back. Every record is stored once and none is set aside.
-func TestLedgerCatchesUpPromptlyAfterAnOutage(t *testing.T) {
-	for _, notify := range []bool{false, true} {
-		t.Run(map[bool]string{false: "back-off", true: "woken by the sink"}[notify], func(t *testing.T) {
-			dir, mem := t.TempDir(), newMemorySink()
-			var sink Sink = mem
-			if notify {
-				mem.recovered = make(chan struct{})
-				sink = notifyingSink{mem}
-			}
-			mem.setDown(true)
-			l, err := OpenLedger(context.Background(), dir, sink, Options{Interval: 10 * time.Millisecond})
-			require.NoError(t, err)
-			defer l.Close()
-			for i := 0; i < 200; i++ {
-				require.NoError(t, l.Append(record(i)))
-			}
-			// Enough failed attempts for any back-off to have grown to its longest
-			// (250 ms doubling: 0.25, 0.5, 1, 1 s).
-			eventually(t, "the back-off to grow", func() bool { return mem.callCount() >= 6 })
-			mem.setDown(false)
-			back := time.Now()
-			eventually(t, "the journal to drain", func() bool { return mem.count() == 200 })
-			took := time.Since(back)
-			t.Logf("drained %v after the database came back", took)
-			limit := 1500 * time.Millisecond
-			if notify {
-				limit = 300 * time.Millisecond
-			}
-			assert.Less(t, took, limit)
-			assert.Empty(t, refusedIDs(t, dir))
-			assert.Empty(t, mem.deliveredMoreThanOnce())
-		})
-	}
-}
-
-// refusedIDs lists the request ids in the dead-letter file, in its order.
-func refusedIDs(t *testing.T, dir string) []string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, "refused.jsonl"))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	require.NoError(t, err)
-	var ids []string
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		var r Record
-		require.NoError(t, json.Unmarshal([]byte(line), &r))
-		ids = append(ids, r.RequestID)
-	}
-	return ids
-}
-
 func TestOneGatewayPerJournal(t *testing.T) {
 	dir := t.TempDir()
 	first, err := OpenLedger(context.Background(), dir, newMemorySink(), Options{})
@@ -351,46 +204,6 @@ func mustJSON(t *testing.T, v any) []byte {
 	b, err := json.Marshal(v)
 	require.NoError(t, err)
 	return b
-}
-
-// The writer moves records from memory while it keeps up, and from the journal when an
-// outage outlasted what memory keeps: either way each record arrives once, whole.
-func TestRecordsArriveOnceWhetherFromMemoryOrTheJournal(t *testing.T) {
-	sink := newMemorySink()
-	l, err := OpenLedger(context.Background(), t.TempDir(), sink, Options{Interval: 5 * time.Millisecond, BatchRecords: 16})
-	require.NoError(t, err)
-	defer l.Close()
-	for i := 0; i < 40; i++ {
-		require.NoError(t, l.Append(record(i)))
-	}
-	eventually(t, "the first records, from memory", func() bool { return sink.count() == 40 })
-
-	sink.setDown(true)
-	// Memory keeps 4 batches (64 records); 500 during the outage overflow it many times.
-	for i := 40; i < 540; i++ {
-		require.NoError(t, l.Append(record(i)))
-	}
-	bad := record(540)
-	bad.Candidate = "cand\xff" // what the journal's JSON turns into U+FFFD
-	require.NoError(t, l.Append(bad))
-	for i := 541; i < 600; i++ {
-		require.NoError(t, l.Append(record(i)))
-	}
-	sink.setDown(false)
-	eventually(t, "every record after the outage", func() bool { return sink.count() == 600 })
-	assert.Empty(t, sink.deliveredMoreThanOnce())
-	sink.mu.Lock()
-	defer sink.mu.Unlock()
-	for i := 0; i < 600; i++ {
-		got, want := sink.records[record(i).RequestID], record(i)
-		if i == 540 {
-			want = bad
-			want.Candidate = "cand\uFFFD"
-		}
-		require.Equal(t, want.Output, got.Output, "record %d", i)
-		require.Equal(t, want.Candidate, got.Candidate, "record %d", i)
-		require.True(t, want.Time.Equal(got.Time), "record %d", i)
-	}
 }
 
 // Appends from many goroutines at once share writes to the journal, and each record is
