@@ -1,7 +1,6 @@
 package caddymodule
 
 import (
-	"errors"
 	"sync"
 	"time"
 
@@ -78,21 +77,19 @@ var loadMetrics = sync.OnceValue(func() *gatewayMetrics {
 	}
 })
 
-// register adds the collectors to a configuration's registry; one that is already there
-// (a second handler of the same configuration) is fine.
+// register adds the collectors to a configuration's registry (the app's Provision does,
+// once per configuration).
 func (m *gatewayMetrics) register(reg prometheus.Registerer) error {
 	return registerCollectors(reg, m.requests, m.attempts, m.failovers, m.retries, m.retryWait, m.ttfb, m.ttft, m.duration, m.probes)
 }
 
-// registerCollectors adds process-wide collectors to a configuration's registry; one
-// already there (another module of the same configuration added it) is fine.
+// registerCollectors adds process-wide collectors to a configuration's registry. Each
+// configuration has a registry of its own, so the counters carry on across reloads
+// while each one is registered once.
 func registerCollectors(reg prometheus.Registerer, cs ...prometheus.Collector) error {
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
-			var already prometheus.AlreadyRegisteredError
-			if !errors.As(err, &already) {
-				return err
-			}
+			return err
 		}
 	}
 	return nil
