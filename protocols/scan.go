@@ -109,14 +109,18 @@ func (s *objectScanner) scan(b []byte, final bool, visit func(key string, start,
 	i := s.i
 	// stop keeps the place to go on from; at the end of a final body, a place that still
 	// needs bytes is the fault f.
-	stop := func(at int, f *scanFault) (bool, *scanFault) {
+	// f is a value, kind 0 for none: a scan that stops where the bytes so far end, the
+	// common case of a body still arriving, allocates no fault it does not report.
+	stop := func(at int, f scanFault) (bool, *scanFault) {
 		s.i = at
 		if s.state != stateEnd && s.levels.depth > 0 {
 			s.safe = at
 		}
 		// Too deep or too many keys stays so whatever follows: said at once.
-		if final || f != nil && (f.kind == faultTooDeep || f.kind == faultTooManyKeys) {
-			return false, f
+		if f.kind != 0 && (final || f.kind == faultTooDeep || f.kind == faultTooManyKeys) {
+			reported := new(scanFault) // here, not where f is passed, or every stop allocates
+			*reported = f
+			return false, reported
 		}
 		return false, nil
 	}
@@ -126,15 +130,15 @@ func (s *objectScanner) scan(b []byte, final bool, visit func(key string, start,
 			i = skipSpace(b, i)
 			if i >= len(b) || b[i] != '{' {
 				if i >= len(b) && !final {
-					return stop(i, nil)
+					return stop(i, scanFault{})
 				}
-				return stop(i, &scanFault{kind: faultNotObject, offset: i})
+				return stop(i, scanFault{kind: faultNotObject, offset: i})
 			}
 			s.state = stateValue
 		case stateValue:
 			i = skipSpace(b, i)
 			if i >= len(b) {
-				return stop(i, &scanFault{kind: faultSyntax, offset: i})
+				return stop(i, scanFault{kind: faultSyntax, offset: i})
 			}
 			if s.levels.depth == 1 && s.valueAt < 0 {
 				s.valueAt = i
@@ -142,7 +146,7 @@ func (s *objectScanner) scan(b []byte, final bool, visit func(key string, start,
 			switch c := b[i]; {
 			case c == '{' || c == '[':
 				if s.levels.depth == MaxNesting {
-					return stop(i, &scanFault{kind: faultTooDeep, offset: i})
+					return stop(i, scanFault{kind: faultTooDeep, offset: i})
 				}
 				s.levels.push(c == '{')
 				i++
@@ -154,14 +158,14 @@ func (s *objectScanner) scan(b []byte, final bool, visit func(key string, start,
 				end := scanPrimitive(b, i)
 				if end < 0 || end == len(b) && !final {
 					// A number or literal cut where b ends is read again with more.
-					return stop(i, &scanFault{kind: faultSyntax, offset: i})
+					return stop(i, scanFault{kind: faultSyntax, offset: i})
 				}
 				i, s.state = end, stateAfter
 			}
 		case stateOpened:
 			i = skipSpace(b, i)
 			if i >= len(b) {
-				return stop(i, &scanFault{kind: faultSyntax, offset: i})
+				return stop(i, scanFault{kind: faultSyntax, offset: i})
 			}
 			switch {
 			case s.levels.closedBy(b[i]):
@@ -177,7 +181,7 @@ func (s *objectScanner) scan(b []byte, final bool, visit func(key string, start,
 			end, escaped, closed := stringRun(b, i)
 			s.escaped = s.escaped || escaped
 			if !closed {
-				return stop(end, stringFault(b, end))
+				return stop(end, stringFaultAt(b, end))
 			}
 			i = end
 			if s.state == stateString {
@@ -196,21 +200,21 @@ func (s *objectScanner) scan(b []byte, final bool, visit func(key string, start,
 		case stateKey:
 			i = skipSpace(b, i)
 			if i >= len(b) || b[i] != '"' {
-				return stop(i, &scanFault{kind: faultSyntax, offset: i})
+				return stop(i, scanFault{kind: faultSyntax, offset: i})
 			}
 			s.strAt, s.escaped, s.state = i, false, stateKeyString
 			i++
 		case stateColon:
 			i = skipSpace(b, i)
 			if i >= len(b) || b[i] != ':' {
-				return stop(i, &scanFault{kind: faultSyntax, offset: i})
+				return stop(i, scanFault{kind: faultSyntax, offset: i})
 			}
 			i++
 			s.state = stateValue
 		case stateAfter:
 			if s.levels.depth == 1 && s.valueAt >= 0 {
 				if s.members == maxMembers {
-					return stop(i, &scanFault{kind: faultTooManyKeys, offset: s.valueAt})
+					return stop(i, scanFault{kind: faultTooManyKeys, offset: s.valueAt})
 				}
 				s.members++
 				if visit != nil {
@@ -225,7 +229,7 @@ func (s *objectScanner) scan(b []byte, final bool, visit func(key string, start,
 		case stateNext:
 			i = skipSpace(b, i)
 			if i >= len(b) {
-				return stop(i, &scanFault{kind: faultSyntax, offset: i})
+				return stop(i, scanFault{kind: faultSyntax, offset: i})
 			}
 			switch {
 			case s.levels.closedBy(b[i]):
@@ -236,7 +240,7 @@ func (s *objectScanner) scan(b []byte, final bool, visit func(key string, start,
 				i++
 				s.state = stateAfter
 			case b[i] != ',':
-				return stop(i, &scanFault{kind: faultSyntax, offset: i})
+				return stop(i, scanFault{kind: faultSyntax, offset: i})
 			case s.levels.inObject():
 				i++
 				s.state = stateKey
@@ -247,10 +251,10 @@ func (s *objectScanner) scan(b []byte, final bool, visit func(key string, start,
 		case stateEnd:
 			i = skipSpace(b, i)
 			if i != len(b) {
-				return stop(i, &scanFault{kind: faultSyntax, offset: i})
+				return stop(i, scanFault{kind: faultSyntax, offset: i})
 			}
 			if !final {
-				return stop(i, nil)
+				return stop(i, scanFault{})
 			}
 			s.i = i
 			return true, nil
@@ -383,10 +387,15 @@ func stringRun(b []byte, i int) (end int, escaped, closed bool) {
 
 // stringFault is the fault of a string whose content stringRun stopped at i.
 func stringFault(b []byte, i int) *scanFault {
+	f := stringFaultAt(b, i)
+	return &f
+}
+
+func stringFaultAt(b []byte, i int) scanFault {
 	if i < len(b) && b[i] >= utf8.RuneSelf {
-		return &scanFault{kind: faultUTF8, offset: i}
+		return scanFault{kind: faultUTF8, offset: i}
 	}
-	return &scanFault{kind: faultSyntax, offset: i}
+	return scanFault{kind: faultSyntax, offset: i}
 }
 
 // specialBytes flags, in the high bit of each byte, the bytes of w (read little-endian)
