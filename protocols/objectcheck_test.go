@@ -35,6 +35,28 @@ func streamDatas(t testing.TB) [][][]byte {
 		}
 		streams = append(streams, datas)
 	}
+	// Events nested past what a kept place holds (64 levels), with objects and arrays
+	// mixed about that depth, and keys with escapes.
+	deep := func(levels int) []byte {
+		b := []byte(`{"k\u0041":`)
+		for i := 1; i < levels; i++ {
+			if i%4 == 0 {
+				b = append(b, `{"x":`...)
+			} else {
+				b = append(b, '[')
+			}
+		}
+		b = append(b, `"v"`...)
+		for i := levels - 1; i > 0; i-- {
+			if i%4 == 0 {
+				b = append(b, '}')
+			} else {
+				b = append(b, ']')
+			}
+		}
+		return append(b, `,"n":1}`...)
+	}
+	streams = append(streams, [][]byte{deep(63), deep(64), deep(65), deep(66), deep(66), deep(70), deep(65)})
 	return streams
 }
 

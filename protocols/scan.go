@@ -81,6 +81,31 @@ type objectScanner struct {
 	safe int
 }
 
+// scanMark is an objectScanner's place in little room, for one at most 64 levels deep:
+// what a stream keeps between events to resume the next one's check (see dataIsObject).
+type scanMark struct {
+	i, strAt, valueAt, members, safe, depth int
+	isObject                                uint64
+	state                                   scanState
+	escaped                                 bool
+}
+
+// mark returns the scanner's place; ok is false when it is too deep for a mark.
+func (s *objectScanner) mark() (m scanMark, ok bool) {
+	if s.levels.depth > 64 {
+		return m, false
+	}
+	return scanMark{i: s.i, strAt: s.strAt, valueAt: s.valueAt, members: s.members, safe: s.safe,
+		depth: s.levels.depth, isObject: s.levels.isObject[0], state: s.state, escaped: s.escaped}, true
+}
+
+// resume puts the scanner back at m. The key is not kept: a check without visit needs none.
+func (s *objectScanner) resume(m scanMark) {
+	*s = objectScanner{i: m.i, strAt: m.strAt, valueAt: m.valueAt, members: m.members, safe: m.safe,
+		state: m.state, escaped: m.escaped}
+	s.levels.depth, s.levels.isObject[0] = m.depth, m.isObject
+}
+
 type scanState uint8
 
 const (

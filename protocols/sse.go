@@ -43,10 +43,10 @@ type EventStream struct {
 	// dataIsObject). headDataAt is where its data starts.
 	head       []byte
 	headDataAt int
-	// check is the object check's state after reading checkLen bytes of the head's data:
+	// check is the object check's place after reading checkLen bytes of the head's data:
 	// an event whose data begins with those bytes resumes it there. checkLen is 0 when
 	// there is none.
-	check    objectScanner
+	check    scanMark
 	checkLen int
 
 	buf []byte // nil while no byte is held: it comes from eventBufs only while needed
@@ -360,7 +360,7 @@ func (s *EventStream) dataIsObject(ev Event, remember bool) bool {
 	}
 	var sc objectScanner
 	if s.checkLen > 0 && s.checkLen <= shared {
-		sc = s.check
+		sc.resume(s.check)
 	} else {
 		s.checkLen = 0
 	}
@@ -370,9 +370,8 @@ func (s *EventStream) dataIsObject(ev Event, remember bool) bool {
 		// follows (too deep, too many members): the data is not an object either way.
 		if _, f := sc.scan(data[:shared], false, nil); f != nil {
 			ok = false
-		} else {
-			s.check, s.checkLen = sc, shared
-			s.check.key = "" // may point into the buffer; a check without visit needs none
+		} else if m, kept := sc.mark(); kept {
+			s.check, s.checkLen = m, shared
 		}
 	}
 	if ok {
