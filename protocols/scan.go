@@ -149,6 +149,8 @@ func (s *objectScanner) scan(b []byte, final bool, visit func(key string, start,
 		}
 		return false, nil
 	}
+	// The cases run in the order a member is read, and fall through to the next where
+	// one state always leads to the next: each token is one turn of the loop, not two.
 	for {
 		switch s.state {
 		case stateStart:
@@ -160,6 +162,14 @@ func (s *objectScanner) scan(b []byte, final bool, visit func(key string, start,
 				return stop(i, scanFault{kind: faultNotObject, offset: i})
 			}
 			s.state = stateValue
+		case stateColon:
+			i = skipSpace(b, i)
+			if i >= len(b) || b[i] != ':' {
+				return stop(i, scanFault{kind: faultSyntax, offset: i})
+			}
+			i++
+			s.state = stateValue
+			fallthrough
 		case stateValue:
 			i = skipSpace(b, i)
 			if i >= len(b) {
@@ -177,8 +187,13 @@ func (s *objectScanner) scan(b []byte, final bool, visit func(key string, start,
 				i++
 				s.state = stateOpened
 			case c == '"':
-				s.strAt, s.escaped, s.state = i, false, stateString
-				i++
+				// Most strings close within the bytes in hand: read at once.
+				end, escaped, closed := stringRun(b, i+1)
+				if !closed {
+					s.strAt, s.escaped, s.state = i, escaped, stateString
+					return stop(end, stringFaultAt(b, end))
+				}
+				i, s.state = end, stateAfter
 			default:
 				end := scanPrimitive(b, i)
 				if end < 0 || end == len(b) && !final {
@@ -202,6 +217,14 @@ func (s *objectScanner) scan(b []byte, final bool, visit func(key string, start,
 			default:
 				s.state = stateValue
 			}
+		case stateKey:
+			i = skipSpace(b, i)
+			if i >= len(b) || b[i] != '"' {
+				return stop(i, scanFault{kind: faultSyntax, offset: i})
+			}
+			s.strAt, s.escaped, s.state = i, false, stateKeyString
+			i++
+			fallthrough
 		case stateString, stateKeyString:
 			end, escaped, closed := stringRun(b, i)
 			s.escaped = s.escaped || escaped
@@ -222,20 +245,6 @@ func (s *objectScanner) scan(b []byte, final bool, visit func(key string, start,
 				}
 			}
 			s.state = stateColon
-		case stateKey:
-			i = skipSpace(b, i)
-			if i >= len(b) || b[i] != '"' {
-				return stop(i, scanFault{kind: faultSyntax, offset: i})
-			}
-			s.strAt, s.escaped, s.state = i, false, stateKeyString
-			i++
-		case stateColon:
-			i = skipSpace(b, i)
-			if i >= len(b) || b[i] != ':' {
-				return stop(i, scanFault{kind: faultSyntax, offset: i})
-			}
-			i++
-			s.state = stateValue
 		case stateAfter:
 			if s.levels.depth == 1 && s.valueAt >= 0 {
 				if s.members == maxMembers {
@@ -247,10 +256,12 @@ func (s *objectScanner) scan(b []byte, final bool, visit func(key string, start,
 				}
 				s.valueAt = -1
 			}
-			s.state = stateNext
 			if s.levels.depth == 0 {
 				s.state = stateEnd
+				break
 			}
+			s.state = stateNext
+			fallthrough
 		case stateNext:
 			i = skipSpace(b, i)
 			if i >= len(b) {
