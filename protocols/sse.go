@@ -387,7 +387,12 @@ func (s *EventStream) dataIsObject(ev Event, remember bool) bool {
 	if s.head == nil {
 		s.head = make([]byte, 0, maxHead) // once, not grown by each longer event
 	}
-	s.head = append(s.head[:0], ev.Raw[:min(len(ev.Raw), maxHead)]...)
+	// What the head already holds of ev is not copied again.
+	same := 0
+	if ev.dataAt == s.headDataAt && ev.dataAt <= len(s.head) && string(ev.Raw[:ev.dataAt]) == string(s.head[:ev.dataAt]) {
+		same = ev.dataAt + shared
+	}
+	s.head = append(s.head[:same], ev.Raw[same:min(len(ev.Raw), maxHead)]...)
 	s.headDataAt = ev.dataAt
 	return ok
 }
