@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
@@ -60,17 +61,27 @@ func streamDatas(t testing.TB) [][][]byte {
 	return streams
 }
 
-// dataEvent is an event that carries data, as an upstream writes it.
-func dataEvent(data []byte) Event {
-	raw := append(append([]byte("data: "), data...), "\n\n"...)
-	return Event{Raw: raw, Data: raw[6 : 6+len(data)], dataAt: 6}
+// eventHeads are ways an event's data line is written, with its data at different places.
+var eventHeads = []string{"data: ", "event: x\ndata: ", "data:", "event: y\ndata: "}
+
+// dataEvent is an event that carries data, as an upstream writes it, after head.
+func dataEvent(head string, data []byte) Event {
+	raw := append(append([]byte(head), data...), "\n\n"...)
+	return Event{Raw: raw, Data: raw[len(head) : len(head)+len(data)], dataAt: len(head)}
 }
 
 // checkAgainstScanner runs data through the stream's object check and fails when its
 // verdict is not the strict scanner's.
 func checkAgainstScanner(t *testing.T, s *EventStream, data []byte) {
 	t.Helper()
-	got := s.dataIsObject(dataEvent(data), true)
+	checkAfter(t, s, eventHeads[0], data)
+}
+
+// checkAfter is checkAgainstScanner with data written after head.
+func checkAfter(t *testing.T, s *EventStream, head string, data []byte) {
+	t.Helper()
+	ev := dataEvent(head, data)
+	got := s.dataIsObject(ev, true, commonPrefix(ev.Raw, s.head)) // as AppendRewritten asks
 	want := ValidJSONObject(data)
 	if got != want {
 		t.Fatalf("the stream's check says %v, the scanner %v, for %q after %q", got, want, data, s.head)
@@ -116,6 +127,9 @@ func TestEventObjectCheckIsTheScanners(t *testing.T) {
 				}
 				checkAgainstScanner(t, s, data[:k])
 				checkAgainstScanner(t, s, data)
+				// The same data after another event line: the same check from another place.
+				checkAfter(t, s, eventHeads[k%len(eventHeads)], data[:k])
+				checkAfter(t, s, eventHeads[k%len(eventHeads)], data)
 			}
 		}
 	}
@@ -135,9 +149,24 @@ func FuzzEventObjectCheck(f *testing.F) {
 		at := int(cut) % (len(prev) + 1)
 		joined := append(append([]byte(nil), prev[:at]...), next...)
 		s := NewEventStream(KindChat, "svc", false, Scrubber{})
-		for _, data := range [][]byte{prev, next, prev, joined, prev, joined, next} {
-			checkAgainstScanner(t, s, data)
+		for i, data := range [][]byte{prev, next, prev, joined, prev, joined, next} {
+			checkAfter(t, s, eventHeads[(int(cut)+i/2)%len(eventHeads)], data)
 		}
 		checkAgainstStandard(t, joined)
 	})
+}
+
+// The check resumes only for bytes the last event had at the same place: an event that
+// repeats bytes the last one had elsewhere is read from its start. Here the last event
+// had, after the bytes it shared with the one before, just the start of the next one.
+func TestEventObjectCheckComparesWithTheLastEventAsItWas(t *testing.T) {
+	prefix := `{"a":"` + strings.Repeat("x", 40)
+	before := prefix + `1"}`
+	last := prefix + `2","b":"` + strings.Repeat("}", 200) + `"}`
+	// Not an object, though read from inside the string the others share it would be.
+	next := last[len(prefix)+6:][:len(prefix)] + `"}`
+	s := NewEventStream(KindChat, "svc", false, Scrubber{})
+	for _, data := range []string{before, last, next} {
+		checkAgainstScanner(t, s, []byte(data))
+	}
 }

@@ -291,7 +291,10 @@ func (s *EventStream) ErrorEvent(e *APIError) []byte {
 // AppendRewritten appends the event as the client must see it to dst. keep is false when
 // the event must not reach the client at all (the usage chunk the gateway asked for).
 func (s *EventStream) AppendRewritten(dst []byte, ev Event) (out []byte, keep bool) {
-	masked := s.holdsSecret(ev.Raw)
+	// What ev shares with the head is measured once, for the secret search and the
+	// object check alike.
+	same := commonPrefix(ev.Raw, s.head)
+	masked := s.holdsSecret(ev.Raw, same)
 	if masked {
 		// Rare: parse the masked copy, whose slices stay valid for this call.
 		ev = parseEvent(s.scrub.ScrubSecrets(ev.Raw))
@@ -304,7 +307,7 @@ func (s *EventStream) AppendRewritten(dst []byte, ev Event) (out []byte, keep bo
 		s.Obs.Complete = true
 		s.Obs.UsageFinal = s.Obs.UsageReported
 		return append(dst, ev.Raw...), true
-	case !s.dataIsObject(ev, !masked):
+	case !s.dataIsObject(ev, !masked, same):
 		// Neither spliced nor scrubbed as it should be: it never reaches the client.
 		s.broken = true
 		return dst, false
@@ -324,11 +327,11 @@ func (s *EventStream) AppendRewritten(dst []byte, ev Event) (out []byte, keep bo
 // mostly begin with the same bytes (a chat chunk's id, object, created and model): a
 // secret that lay wholly within the bytes raw shares with the last clean event would have
 // been in that event too, so the search starts where a secret could first end past them.
-func (s *EventStream) holdsSecret(raw []byte) bool {
+func (s *EventStream) holdsSecret(raw []byte, same int) bool {
 	if len(s.secrets) == 0 {
 		return false
 	}
-	from := max(0, commonPrefix(raw, s.head)-s.secrets.longest()+1)
+	from := max(0, same-s.secrets.longest()+1)
 	if s.secrets.in(raw[from:]) {
 		// The masked copy is read from scratch, and the next event compared with nothing.
 		s.head, s.checkLen = s.head[:0], 0
@@ -351,11 +354,15 @@ const minCheckStep = 16
 // those bytes alone, so the check resumes from the state kept for them instead of reading
 // them again, and keeps the state at the end of what the two share for the next event.
 // A masked copy (remember unset) is checked from scratch and leaves no head: its bytes are
-// not the upstream's.
-func (s *EventStream) dataIsObject(ev Event, remember bool) bool {
+// not the upstream's. same is how many bytes the event as it came shares with the head.
+func (s *EventStream) dataIsObject(ev Event, remember bool, same int) bool {
 	data := ev.Data
-	shared := 0
-	if s.headDataAt < len(s.head) {
+	shared := 0 // what data shares with the head's data
+	switch {
+	case !remember || s.headDataAt >= len(s.head):
+	case ev.dataAt == s.headDataAt && same >= ev.dataAt:
+		shared = min(same-ev.dataAt, len(data))
+	default:
 		shared = commonPrefix(data, s.head[s.headDataAt:])
 	}
 	var sc objectScanner
@@ -388,10 +395,6 @@ func (s *EventStream) dataIsObject(ev Event, remember bool) bool {
 		s.head = make([]byte, 0, maxHead) // once, not grown by each longer event
 	}
 	// What the head already holds of ev is not copied again.
-	same := 0
-	if ev.dataAt == s.headDataAt && ev.dataAt <= len(s.head) && string(ev.Raw[:ev.dataAt]) == string(s.head[:ev.dataAt]) {
-		same = ev.dataAt + shared
-	}
 	s.head = append(s.head[:same], ev.Raw[same:min(len(ev.Raw), maxHead)]...)
 	s.headDataAt = ev.dataAt
 	return ok
