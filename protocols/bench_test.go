@@ -158,7 +158,8 @@ func responsesStream(n int) []byte {
 }
 
 // BenchmarkEventStream rewrites whole streams; the 48-event ones, one per shape, are the
-// streams make bench sends, and report the cost per event.
+// streams make bench sends, and report the cost per event, also with a candidate's
+// secrets to search.
 func BenchmarkEventStream(b *testing.B) {
 	streams := []struct {
 		name   string
@@ -175,25 +176,41 @@ func BenchmarkEventStream(b *testing.B) {
 		{"messages-48-events", protocols.KindMessages, false, messagesStream(43), 48},
 	}
 	const readSize = 4 << 10 // what one upstream Read typically returns
+	// A candidate's secrets, as every stream searches them: its host and credential.
+	secrets := protocols.Scrubber{Secrets: []string{"api.openai.com", "sk-proj-Zx81kQ2vN5bT7wYc3LmR9pHd"}}
 	for _, st := range streams {
-		b.Run(st.name, func(b *testing.B) {
-			b.ReportAllocs()
-			b.SetBytes(int64(len(st.data)))
-			out := make([]byte, 0, 64<<10)
-			for b.Loop() {
-				s := protocols.NewEventStream(st.kind, "acme/chat", st.drop, protocols.Scrubber{})
-				for rest := st.data; len(rest) > 0; {
-					n := min(readSize, len(rest))
-					s.Push(rest[:n])
-					rest = rest[n:]
-					for ev, ok := s.Next(); ok; ev, ok = s.Next() {
-						out, _ = s.AppendRewritten(out[:0], ev)
-					}
+		for _, scrub := range []protocols.Scrubber{{}, secrets} {
+			name := st.name
+			if len(scrub.Secrets) > 0 {
+				if !strings.HasSuffix(name, "48-events") {
+					continue
 				}
+				name += "+secrets"
 			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*st.events), "ns/event")
-		})
+			b.Run(name, func(b *testing.B) {
+				benchEventStream(b, st.kind, st.drop, scrub, st.data, st.events, readSize)
+			})
+		}
 	}
+}
+
+// benchEventStream rewrites data as one stream per iteration, read readSize bytes at a time.
+func benchEventStream(b *testing.B, kind protocols.Kind, drop bool, scrub protocols.Scrubber, data []byte, events, readSize int) {
+	b.ReportAllocs()
+	b.SetBytes(int64(len(data)))
+	out := make([]byte, 0, 64<<10)
+	for b.Loop() {
+		s := protocols.NewEventStream(kind, "acme/chat", drop, scrub)
+		for rest := data; len(rest) > 0; {
+			n := min(readSize, len(rest))
+			s.Push(rest[:n])
+			rest = rest[n:]
+			for ev, ok := s.Next(); ok; ev, ok = s.Next() {
+				out, _ = s.AppendRewritten(out[:0], ev)
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*events), "ns/event")
 }
 
 // responsesRequest is a Codex-style request: long instructions with escaped newlines and

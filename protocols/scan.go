@@ -81,6 +81,31 @@ type objectScanner struct {
 	safe int
 }
 
+// scanMark is an objectScanner's place in little room, for one at most 64 levels deep:
+// what a stream keeps between events to resume the next one's check (see dataIsObject).
+type scanMark struct {
+	i, strAt, valueAt, members, safe, depth int
+	isObject                                uint64
+	state                                   scanState
+	escaped                                 bool
+}
+
+// mark returns the scanner's place; ok is false when it is too deep for a mark.
+func (s *objectScanner) mark() (m scanMark, ok bool) {
+	if s.levels.depth > 64 {
+		return m, false
+	}
+	return scanMark{i: s.i, strAt: s.strAt, valueAt: s.valueAt, members: s.members, safe: s.safe,
+		depth: s.levels.depth, isObject: s.levels.isObject[0], state: s.state, escaped: s.escaped}, true
+}
+
+// resume puts the scanner back at m. The key is not kept: a check without visit needs none.
+func (s *objectScanner) resume(m scanMark) {
+	*s = objectScanner{i: m.i, strAt: m.strAt, valueAt: m.valueAt, members: m.members, safe: m.safe,
+		state: m.state, escaped: m.escaped}
+	s.levels.depth, s.levels.isObject[0] = m.depth, m.isObject
+}
+
 type scanState uint8
 
 const (
@@ -109,32 +134,46 @@ func (s *objectScanner) scan(b []byte, final bool, visit func(key string, start,
 	i := s.i
 	// stop keeps the place to go on from; at the end of a final body, a place that still
 	// needs bytes is the fault f.
-	stop := func(at int, f *scanFault) (bool, *scanFault) {
+	// f is a value, kind 0 for none: a scan that stops where the bytes so far end, the
+	// common case of a body still arriving, allocates no fault it does not report.
+	stop := func(at int, f scanFault) (bool, *scanFault) {
 		s.i = at
 		if s.state != stateEnd && s.levels.depth > 0 {
 			s.safe = at
 		}
 		// Too deep or too many keys stays so whatever follows: said at once.
-		if final || f != nil && (f.kind == faultTooDeep || f.kind == faultTooManyKeys) {
-			return false, f
+		if f.kind != 0 && (final || f.kind == faultTooDeep || f.kind == faultTooManyKeys) {
+			reported := new(scanFault) // here, not where f is passed, or every stop allocates
+			*reported = f
+			return false, reported
 		}
 		return false, nil
 	}
+	// The cases run in the order a member is read, and fall through to the next where
+	// one state always leads to the next: each token is one turn of the loop, not two.
 	for {
 		switch s.state {
 		case stateStart:
 			i = skipSpace(b, i)
 			if i >= len(b) || b[i] != '{' {
 				if i >= len(b) && !final {
-					return stop(i, nil)
+					return stop(i, scanFault{})
 				}
-				return stop(i, &scanFault{kind: faultNotObject, offset: i})
+				return stop(i, scanFault{kind: faultNotObject, offset: i})
 			}
 			s.state = stateValue
+		case stateColon:
+			i = skipSpace(b, i)
+			if i >= len(b) || b[i] != ':' {
+				return stop(i, scanFault{kind: faultSyntax, offset: i})
+			}
+			i++
+			s.state = stateValue
+			fallthrough
 		case stateValue:
 			i = skipSpace(b, i)
 			if i >= len(b) {
-				return stop(i, &scanFault{kind: faultSyntax, offset: i})
+				return stop(i, scanFault{kind: faultSyntax, offset: i})
 			}
 			if s.levels.depth == 1 && s.valueAt < 0 {
 				s.valueAt = i
@@ -142,26 +181,31 @@ func (s *objectScanner) scan(b []byte, final bool, visit func(key string, start,
 			switch c := b[i]; {
 			case c == '{' || c == '[':
 				if s.levels.depth == MaxNesting {
-					return stop(i, &scanFault{kind: faultTooDeep, offset: i})
+					return stop(i, scanFault{kind: faultTooDeep, offset: i})
 				}
 				s.levels.push(c == '{')
 				i++
 				s.state = stateOpened
 			case c == '"':
-				s.strAt, s.escaped, s.state = i, false, stateString
-				i++
+				// Most strings close within the bytes in hand: read at once.
+				end, escaped, closed := stringRun(b, i+1)
+				if !closed {
+					s.strAt, s.escaped, s.state = i, escaped, stateString
+					return stop(end, stringFaultAt(b, end))
+				}
+				i, s.state = end, stateAfter
 			default:
 				end := scanPrimitive(b, i)
 				if end < 0 || end == len(b) && !final {
 					// A number or literal cut where b ends is read again with more.
-					return stop(i, &scanFault{kind: faultSyntax, offset: i})
+					return stop(i, scanFault{kind: faultSyntax, offset: i})
 				}
 				i, s.state = end, stateAfter
 			}
 		case stateOpened:
 			i = skipSpace(b, i)
 			if i >= len(b) {
-				return stop(i, &scanFault{kind: faultSyntax, offset: i})
+				return stop(i, scanFault{kind: faultSyntax, offset: i})
 			}
 			switch {
 			case s.levels.closedBy(b[i]):
@@ -173,11 +217,19 @@ func (s *objectScanner) scan(b []byte, final bool, visit func(key string, start,
 			default:
 				s.state = stateValue
 			}
+		case stateKey:
+			i = skipSpace(b, i)
+			if i >= len(b) || b[i] != '"' {
+				return stop(i, scanFault{kind: faultSyntax, offset: i})
+			}
+			s.strAt, s.escaped, s.state = i, false, stateKeyString
+			i++
+			fallthrough
 		case stateString, stateKeyString:
 			end, escaped, closed := stringRun(b, i)
 			s.escaped = s.escaped || escaped
 			if !closed {
-				return stop(end, stringFault(b, end))
+				return stop(end, stringFaultAt(b, end))
 			}
 			i = end
 			if s.state == stateString {
@@ -193,24 +245,10 @@ func (s *objectScanner) scan(b []byte, final bool, visit func(key string, start,
 				}
 			}
 			s.state = stateColon
-		case stateKey:
-			i = skipSpace(b, i)
-			if i >= len(b) || b[i] != '"' {
-				return stop(i, &scanFault{kind: faultSyntax, offset: i})
-			}
-			s.strAt, s.escaped, s.state = i, false, stateKeyString
-			i++
-		case stateColon:
-			i = skipSpace(b, i)
-			if i >= len(b) || b[i] != ':' {
-				return stop(i, &scanFault{kind: faultSyntax, offset: i})
-			}
-			i++
-			s.state = stateValue
 		case stateAfter:
 			if s.levels.depth == 1 && s.valueAt >= 0 {
 				if s.members == maxMembers {
-					return stop(i, &scanFault{kind: faultTooManyKeys, offset: s.valueAt})
+					return stop(i, scanFault{kind: faultTooManyKeys, offset: s.valueAt})
 				}
 				s.members++
 				if visit != nil {
@@ -218,14 +256,16 @@ func (s *objectScanner) scan(b []byte, final bool, visit func(key string, start,
 				}
 				s.valueAt = -1
 			}
-			s.state = stateNext
 			if s.levels.depth == 0 {
 				s.state = stateEnd
+				break
 			}
+			s.state = stateNext
+			fallthrough
 		case stateNext:
 			i = skipSpace(b, i)
 			if i >= len(b) {
-				return stop(i, &scanFault{kind: faultSyntax, offset: i})
+				return stop(i, scanFault{kind: faultSyntax, offset: i})
 			}
 			switch {
 			case s.levels.closedBy(b[i]):
@@ -236,7 +276,7 @@ func (s *objectScanner) scan(b []byte, final bool, visit func(key string, start,
 				i++
 				s.state = stateAfter
 			case b[i] != ',':
-				return stop(i, &scanFault{kind: faultSyntax, offset: i})
+				return stop(i, scanFault{kind: faultSyntax, offset: i})
 			case s.levels.inObject():
 				i++
 				s.state = stateKey
@@ -247,10 +287,10 @@ func (s *objectScanner) scan(b []byte, final bool, visit func(key string, start,
 		case stateEnd:
 			i = skipSpace(b, i)
 			if i != len(b) {
-				return stop(i, &scanFault{kind: faultSyntax, offset: i})
+				return stop(i, scanFault{kind: faultSyntax, offset: i})
 			}
 			if !final {
-				return stop(i, nil)
+				return stop(i, scanFault{})
 			}
 			s.i = i
 			return true, nil
@@ -383,10 +423,15 @@ func stringRun(b []byte, i int) (end int, escaped, closed bool) {
 
 // stringFault is the fault of a string whose content stringRun stopped at i.
 func stringFault(b []byte, i int) *scanFault {
+	f := stringFaultAt(b, i)
+	return &f
+}
+
+func stringFaultAt(b []byte, i int) scanFault {
 	if i < len(b) && b[i] >= utf8.RuneSelf {
-		return &scanFault{kind: faultUTF8, offset: i}
+		return scanFault{kind: faultUTF8, offset: i}
 	}
-	return &scanFault{kind: faultSyntax, offset: i}
+	return scanFault{kind: faultSyntax, offset: i}
 }
 
 // specialBytes flags, in the high bit of each byte, the bytes of w (read little-endian)

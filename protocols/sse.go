@@ -37,9 +37,17 @@ type EventStream struct {
 	dropUsageChunk bool
 	scrub          Scrubber
 	secrets        secretFinder // the scrubber's secrets, searched per event
-	// cleanHead is the start of the last event found free of secrets: bytes a new event
-	// shares with it from its first byte need no search (see holdsSecret).
-	cleanHead []byte
+	// head is the start of the last event read whole, held only while it was free of
+	// secrets: bytes a new event shares with it from its first byte need no secret search
+	// (see holdsSecret), and no second check that they begin one JSON object (see
+	// dataIsObject). headDataAt is where its data starts.
+	head       []byte
+	headDataAt int
+	// check is the object check's place after reading checkLen bytes of the head's data:
+	// an event whose data begins with those bytes resumes it there. checkLen is 0 when
+	// there is none.
+	check    scanMark
+	checkLen int
 
 	buf []byte // nil while no byte is held: it comes from eventBufs only while needed
 	off int    // start of the first unconsumed byte in buf
@@ -283,7 +291,11 @@ func (s *EventStream) ErrorEvent(e *APIError) []byte {
 // AppendRewritten appends the event as the client must see it to dst. keep is false when
 // the event must not reach the client at all (the usage chunk the gateway asked for).
 func (s *EventStream) AppendRewritten(dst []byte, ev Event) (out []byte, keep bool) {
-	if s.holdsSecret(ev.Raw) {
+	// What ev shares with the head is measured once, for the secret search and the
+	// object check alike.
+	same := commonPrefix(ev.Raw, s.head)
+	masked := s.holdsSecret(ev.Raw, same)
+	if masked {
 		// Rare: parse the masked copy, whose slices stay valid for this call.
 		ev = parseEvent(s.scrub.ScrubSecrets(ev.Raw))
 	}
@@ -295,7 +307,7 @@ func (s *EventStream) AppendRewritten(dst []byte, ev Event) (out []byte, keep bo
 		s.Obs.Complete = true
 		s.Obs.UsageFinal = s.Obs.UsageReported
 		return append(dst, ev.Raw...), true
-	case s.Unreadable(ev):
+	case !s.dataIsObject(ev, !masked, same):
 		// Neither spliced nor scrubbed as it should be: it never reaches the client.
 		s.broken = true
 		return dst, false
@@ -315,21 +327,78 @@ func (s *EventStream) AppendRewritten(dst []byte, ev Event) (out []byte, keep bo
 // mostly begin with the same bytes (a chat chunk's id, object, created and model): a
 // secret that lay wholly within the bytes raw shares with the last clean event would have
 // been in that event too, so the search starts where a secret could first end past them.
-func (s *EventStream) holdsSecret(raw []byte) bool {
+func (s *EventStream) holdsSecret(raw []byte, same int) bool {
 	if len(s.secrets) == 0 {
 		return false
 	}
-	from := max(0, commonPrefix(raw, s.cleanHead)-s.secrets.longest()+1)
+	from := max(0, same-s.secrets.longest()+1)
 	if s.secrets.in(raw[from:]) {
-		s.cleanHead = s.cleanHead[:0]
+		// The masked copy is read from scratch, and the next event compared with nothing.
+		s.head, s.checkLen = s.head[:0], 0
 		return true
 	}
-	s.cleanHead = append(s.cleanHead[:0], raw[:min(len(raw), maxCleanHead)]...)
 	return false
 }
 
-// maxCleanHead bounds the copy of the last clean event a stream keeps.
-const maxCleanHead = 512
+// maxHead bounds the copy of the last event a stream keeps.
+const maxHead = 512
+
+// minCheckStep is the least a checkpoint moves on by: a shorter step saves less than
+// the copy of the scanner costs.
+const minCheckStep = 16
+
+// dataIsObject reports whether ev's data is exactly one JSON object, the verdict
+// ValidJSONObject gives, and makes ev the head the next event is compared with. Events of
+// a stream mostly begin with the same bytes (a chat chunk's id, object, created and model;
+// a delta's type): the scanner's state after the bytes ev shares with the head depends on
+// those bytes alone, so the check resumes from the state kept for them instead of reading
+// them again, and keeps the state at the end of what the two share for the next event.
+// A masked copy (remember unset) is checked from scratch and leaves no head: its bytes are
+// not the upstream's. same is how many bytes the event as it came shares with the head.
+func (s *EventStream) dataIsObject(ev Event, remember bool, same int) bool {
+	data := ev.Data
+	shared := 0 // what data shares with the head's data
+	switch {
+	case !remember || s.headDataAt >= len(s.head):
+	case ev.dataAt == s.headDataAt && same >= ev.dataAt:
+		shared = min(same-ev.dataAt, len(data))
+	default:
+		shared = commonPrefix(data, s.head[s.headDataAt:])
+	}
+	var sc objectScanner
+	if s.checkLen > 0 && s.checkLen <= shared {
+		sc.resume(s.check)
+	} else {
+		s.checkLen = 0
+	}
+	ok := true
+	if shared >= s.checkLen+minCheckStep {
+		// Stopped short of the end, the scan reports only faults that stay whatever
+		// follows (too deep, too many members): the data is not an object either way.
+		if _, f := sc.scan(data[:shared], false, nil); f != nil {
+			ok = false
+		} else if m, kept := sc.mark(); kept {
+			s.check, s.checkLen = m, shared
+		}
+	}
+	if ok {
+		done, f := sc.scan(data, true, nil)
+		ok = done && f == nil
+	}
+	if !remember {
+		s.head, s.checkLen = s.head[:0], 0
+		return ok
+	}
+	// ev's first checkLen data bytes are those the checkpoint read: it holds for ev too.
+	// (Where the copy keeps fewer of them, the next event cannot share checkLen bytes.)
+	if s.head == nil {
+		s.head = make([]byte, 0, maxHead) // once, not grown by each longer event
+	}
+	// What the head already holds of ev is not copied again.
+	s.head = append(s.head[:same], ev.Raw[same:min(len(ev.Raw), maxHead)]...)
+	s.headDataAt = ev.dataAt
+	return ok
+}
 
 // commonPrefix is how many bytes a and b share from their first.
 func commonPrefix(a, b []byte) int {
