@@ -42,7 +42,7 @@ func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 
 // serverCommands is how many commands Redis ran (scripts' own commands included), less
 // the scripts' calls and the test's bookkeeping.
-func serverCommands(t *testing.T, admin *redis.Client) int64 {
+func serverCommands(t testing.TB, admin *redis.Client) int64 {
 	t.Helper()
 	info, err := admin.Info(context.Background(), "commandstats").Result()
 	require.NoError(t, err)
