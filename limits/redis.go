@@ -70,6 +70,7 @@ type redisCounters struct {
 	queue       []*pendingSettle
 	closed      bool
 	kick        chan struct{} // wakes the flusher; nil until the first settle
+	armed       bool          // the flusher waits for the oldest queued (under qmu)
 	stop        chan struct{}
 	flusherDone chan struct{}
 	rel         map[string]map[string]*pendingSettle // slot key → id → its settlement, not answered yet

@@ -34,8 +34,9 @@ type pendingSettle struct {
 	now     time.Time
 	addOnly bool
 	attempt int
-	notice  bool // tell the budget watch once settled
-	taken   bool // a call has it on its way (under qmu)
+	notice  bool      // tell the budget watch once settled
+	taken   bool      // a call has it on its way (under qmu)
+	queued  time.Time // when it was queued: it goes within settleEvery of it
 }
 
 func (rc *redisCounters) enqueue(ps *pendingSettle) {
@@ -49,6 +50,7 @@ func (rc *redisCounters) enqueue(ps *pendingSettle) {
 		ps.r.l.settled(ps, v, err)
 		return
 	}
+	ps.queued = time.Now()
 	rc.queue = append(rc.queue, ps)
 	n := len(rc.queue)
 	if !ps.addOnly {
@@ -71,9 +73,13 @@ func (rc *redisCounters) enqueue(ps *pendingSettle) {
 		rc.kick, rc.stop, rc.flusherDone = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
 		go rc.flusher(rc.kick, rc.stop, rc.flusherDone)
 	}
+	// An armed flusher looks at the queue within settleEvery of now: no wake-up a
+	// request while calls carry the queue.
+	wake := !rc.armed || n >= settleBatch
+	rc.armed = true
 	kick := rc.kick
 	rc.qmu.Unlock()
-	if n == 1 || n >= settleBatch {
+	if wake {
 		select {
 		case kick <- struct{}{}:
 		default:
@@ -154,8 +160,11 @@ func (rc *redisCounters) take() []*pendingSettle {
 	return q
 }
 
-// flusher sends what is queued within settleEvery of the first settlement queued, or at
-// once when settleBatch are.
+// flusher sends each queued settlement within settleEvery of its queueing, or at once
+// when settleBatch are queued. Woken by the first settlement queued while it is not
+// armed, it looks at the queue settleEvery later, then whenever the oldest one queued is
+// due, until it finds the queue empty. Under load calls carry the queue first: it wakes
+// about once every settleEvery, not once a request, and sends nothing on its own.
 func (rc *redisCounters) flusher(kick, stop, done chan struct{}) {
 	defer close(done)
 	every := rc.settleEvery
@@ -170,36 +179,34 @@ func (rc *redisCounters) flusher(kick, stop, done chan struct{}) {
 			return
 		case <-kick:
 		}
-		rc.qmu.Lock()
-		n := len(rc.queue)
-		rc.qmu.Unlock()
-		if n == 0 {
-			continue
-		}
-		if n < settleBatch {
-			t.Reset(every)
-		wait:
+		wait := every
+	armed:
+		for {
+			t.Reset(wait)
+			select {
+			case <-stop:
+				t.Stop()
+				return
+			case <-t.C:
+			case <-kick: // a full batch
+				t.Stop()
+			}
 			for {
-				select {
-				case <-stop:
-					t.Stop()
-					return
-				case <-t.C:
-					break wait
-				case <-kick:
-					// A full batch goes now; a kick for a settlement queued after a call
-					// took the queue waits for the timer already running.
-					rc.qmu.Lock()
-					n = len(rc.queue)
+				rc.qmu.Lock()
+				n := len(rc.queue)
+				if n == 0 {
+					rc.armed = false
 					rc.qmu.Unlock()
-					if n >= settleBatch {
-						t.Stop()
-						break wait
-					}
+					break armed
 				}
+				wait = every - time.Since(rc.queue[0].queued)
+				rc.qmu.Unlock()
+				if n < settleBatch && wait > 0 {
+					break
+				}
+				rc.flushOut()
 			}
 		}
-		rc.flushOut()
 	}
 }
 
