@@ -99,8 +99,39 @@ func benchRedisLimiter(b *testing.B, srv *redistest.Server, prefix string) *Limi
 func BenchmarkRequestRedis(b *testing.B) {
 	srv := redistest.Start(b)
 	l := benchRedisLimiter(b, srv, "benchr:")
-	admin := newClient(b, srv)
 	ids := benchIDs(b.N)
+	bothSides(b, srv, l, func() {
+		for i := 0; i < b.N; i++ {
+			if r := request(b, l, ids[i], benchKey); r != nil {
+				b.Fatalf("refused: %+v", r)
+			}
+		}
+	})
+}
+
+// The same with 32 requests at once, as make bench sends them.
+func BenchmarkRequestRedisConcurrent(b *testing.B) {
+	srv := redistest.Start(b)
+	l := benchRedisLimiter(b, srv, "benchc:")
+	ids := benchIDs(b.N + 1024)
+	var next atomic.Int64
+	bothSides(b, srv, l, func() {
+		b.SetParallelism(16)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if r := request(b, l, ids[next.Add(1)], benchKey); r != nil {
+					b.Errorf("refused: %+v", r)
+					return
+				}
+			}
+		})
+	})
+}
+
+// bothSides runs f, timed, and reports the CPU both sides used and the commands Redis
+// ran, per request.
+func bothSides(b *testing.B, srv *redistest.Server, l *Limiter, f func()) {
+	admin := newClient(b, srv)
 	ctx := context.Background()
 	if err := admin.ConfigResetStat(ctx).Err(); err != nil {
 		b.Fatal(err)
@@ -108,11 +139,7 @@ func BenchmarkRequestRedis(b *testing.B) {
 	cpu0, own0 := serverCPU(b, admin), ownCPU(b)
 	b.ReportAllocs()
 	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if r := request(b, l, ids[i], benchKey); r != nil {
-			b.Fatalf("refused: %+v", r)
-		}
-	}
+	f()
 	l.Flush()
 	b.StopTimer()
 	n := float64(b.N)

@@ -66,11 +66,15 @@ type redisCounters struct {
 
 	// Settlements waiting to be sent: with the next call this gateway makes to Redis
 	// (in the same pipeline, ahead of it), or by the flusher within settleEvery.
-	qmu         sync.Mutex
-	queue       []*pendingSettle
-	closed      bool
-	kick        chan struct{} // wakes the flusher; nil until the first settle
-	armed       bool          // the flusher waits for the oldest queued (under qmu)
+	qmu    sync.Mutex
+	queue  []*pendingSettle
+	closed bool
+	kick   chan struct{} // wakes the flusher; nil until the first settle
+	armed  bool          // the flusher waits for the oldest queued (under qmu)
+
+	cmu         sync.Mutex
+	pipelines   int     // pipelines of calls on their way (at most maxPipelines)
+	waiting     []*call // calls waiting for the next pipeline
 	stop        chan struct{}
 	flusherDone chan struct{}
 	rel         map[string]map[string]*pendingSettle // slot key → id → its settlement, not answered yet

@@ -5,11 +5,13 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -184,4 +186,114 @@ func TestAnotherGatewaySeesASettlementWithinSettleEvery(t *testing.T) {
 			return !a.redis.armed
 		}, 5*time.Second, time.Millisecond)
 	}
+}
+
+// Requests at once share pipelines once two are on their way, and each still gets its
+// own answer.
+func TestConcurrentRequestsShareRoundTripsAndEachGetsItsOwnAnswer(t *testing.T) {
+	g := newGateways(t)
+	c := newClient(t, g.srv)
+	count := &roundTrips{}
+	c.AddHook(count)
+	l := New(NewRedis(c, g.prefix), Options{Now: newClock(t0).Now, SettleEvery: time.Hour})
+	t.Cleanup(func() { _ = l.Close() })
+	ctx := context.Background()
+	admit(t, l, ask(0, 0, Check{Scope: keyScope("warm"), Policy: Policy{RPM: 10}})).Settle(ctx, 0, 0)
+	trips0 := count.trips.Load()
+	const workers, each = 32, 10
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			<-start
+			rpm := int64(1000 + w) // each key its own limit: a crossed answer shows
+			c := Check{Scope: keyScope("k" + strconv.Itoa(w)), Policy: Policy{RPM: rpm, Concurrency: 5}}
+			for j := range int64(each) {
+				d, err := l.Reserve(ctx, ask(0, 0, c))
+				if !assert.NoError(t, err) || !assert.Nil(t, d.Refused) {
+					return
+				}
+				assert.Equal(t, rpm-j-1, d.Requests.Remaining, "key %d, request %d", w, j)
+				d.Reservation.Settle(ctx, 0, 0)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	trips := count.trips.Load() - trips0
+	t.Logf("%d requests in %d round trips", workers*each, trips)
+	require.Less(t, trips, int64(workers*each))
+}
+
+// gate holds every call to Redis while closed, and says when one is held.
+type gate struct {
+	closed atomic.Bool
+	open   chan struct{}
+	held   chan struct{}
+}
+
+func (h *gate) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *gate) wait() {
+	if h.closed.Load() {
+		h.held <- struct{}{}
+		<-h.open
+	}
+}
+
+func (h *gate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.wait()
+		return next(ctx, cmd)
+	}
+}
+
+func (h *gate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.wait()
+		return next(ctx, cmds)
+	}
+}
+
+// A request waiting for a pipeline leaves the moment its context ends, and is then never
+// sent: it holds nothing.
+func TestARequestWaitingForAPipelineLeavesWithItsContext(t *testing.T) {
+	g := newGateways(t)
+	c := newClient(t, g.srv)
+	h := &gate{open: make(chan struct{}), held: make(chan struct{}, 8)}
+	c.AddHook(h)
+	l := New(NewRedis(c, g.prefix), Options{Now: newClock(t0).Now, SettleEvery: time.Hour})
+	t.Cleanup(func() { _ = l.Close() })
+	ctx := context.Background()
+	chk := Check{Scope: keyScope("k1"), Policy: Policy{Concurrency: 10}}
+	admit(t, l, ask(0, 0, chk)).Settle(ctx, 0, 0)
+	l.Flush()
+	h.closed.Store(true)
+	var wg sync.WaitGroup
+	for range maxPipelines {
+		wg.Go(func() { admit(t, l, ask(0, 0, chk)) })
+		<-h.held
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	left := make(chan error, 1)
+	go func() {
+		_, err := l.Reserve(cctx, ask(0, 0, chk))
+		left <- err
+	}()
+	require.Eventually(t, func() bool {
+		l.redis.cmu.Lock()
+		defer l.redis.cmu.Unlock()
+		return len(l.redis.waiting) == 1
+	}, 5*time.Second, time.Millisecond)
+	cancel()
+	select { // while the gate is still closed
+	case err := <-left:
+		require.ErrorIs(t, err, context.Canceled)
+	case <-time.After(5 * time.Second):
+		t.Fatal("a waiting request stayed past its context")
+	}
+	h.closed.Store(false)
+	close(h.open)
+	wg.Wait()
+	require.Equal(t, int64(maxPipelines), status(t, l, chk).InFlight)
 }
