@@ -66,15 +66,11 @@ type redisCounters struct {
 
 	// Settlements waiting to be sent: with the next call this gateway makes to Redis
 	// (in the same pipeline, ahead of it), or by the flusher within settleEvery.
-	qmu    sync.Mutex
-	queue  []*pendingSettle
-	closed bool
-	kick   chan struct{} // wakes the flusher; nil until the first settle
-	armed  bool          // the flusher waits for the oldest queued (under qmu)
-
-	cmu         sync.Mutex
-	pipelines   int     // pipelines of calls on their way (at most maxPipelines)
-	waiting     []*call // calls waiting for the next pipeline
+	qmu         sync.Mutex
+	queue       []*pendingSettle
+	closed      bool
+	kick        chan struct{} // wakes the flusher; nil until the first settle
+	armed       bool          // the flusher waits for the oldest queued (under qmu)
 	stop        chan struct{}
 	flusherDone chan struct{}
 	rel         map[string]map[string]*pendingSettle // slot key → id → its settlement, not answered yet
@@ -83,12 +79,19 @@ type redisCounters struct {
 	flushMu     sync.Mutex                           // held while the flusher sends
 	loaded      atomic.Bool                          // the settle script is in the server's script cache
 	sending     sync.RWMutex                         // read-held while a batch is on its way, for Flush to wait on
+
+	// Calls to Redis: at most maxPipelines on their way, the others waiting (see exec).
+	cmu       sync.Mutex
+	pipelines int
+	waiting   []*call
+
+	kmu  sync.RWMutex
+	keys map[Scope]*scopeKeys // see keysOf
 }
 
 // The scripts keep to the arithmetic of refill, waitFor and fullIn.
 //
-// Each redis.call costs the server about as much as the arithmetic around it, so the
-// scripts make few: a scope's two buckets share one hash, read once and written once; a
+// The scripts make few redis.calls: a scope's two buckets share one hash, read once and written once; a
 // key's expiry is set only when the one recorded in it (x, in the Limiter's µs) falls
 // short, and then a minute further on; leases past their deadline are swept only when
 // they could change an answer (or once a second for a budget, beyond 1024 for a slot
@@ -392,12 +395,58 @@ end
 return out
 `)
 
-func (rc *redisCounters) bucketKey(it *item) string {
-	return rc.prefix + "rate:" + it.scope.String()
+// scopeKeys are a scope's key names, made once: a request names each several times.
+type scopeKeys struct {
+	rate, inflight, budget string // budget: up to the period
+	last                   atomic.Pointer[periodKeys]
+}
+
+// periodKeys are a budget period's key names.
+type periodKeys struct {
+	period         Period
+	start          int64
+	budget, leases string
+}
+
+// maxScopeKeys bounds the scopes whose key names are kept; beyond it they start again.
+const maxScopeKeys = 10_000
+
+func (rc *redisCounters) keysOf(s Scope) *scopeKeys {
+	rc.kmu.RLock()
+	k := rc.keys[s]
+	rc.kmu.RUnlock()
+	if k != nil {
+		return k
+	}
+	name := s.String()
+	k = &scopeKeys{rate: rc.prefix + "rate:" + name, inflight: rc.prefix + "inflight:" + name, budget: rc.prefix + "budget:" + name + ":"}
+	rc.kmu.Lock()
+	if rc.keys == nil || len(rc.keys) >= maxScopeKeys {
+		rc.keys = make(map[Scope]*scopeKeys)
+	}
+	rc.keys[s] = k
+	rc.kmu.Unlock()
+	return k
+}
+
+func (rc *redisCounters) bucketKey(it *item) string { return rc.keysOf(it.scope).rate }
+
+func (rc *redisCounters) slotKey(it *item) string { return rc.keysOf(it.scope).inflight }
+
+// budgetKeys are the names of it's budget hash and leases for the period starting at start.
+func (rc *redisCounters) budgetKeys(it *item, start int64) *periodKeys {
+	k := rc.keysOf(it.scope)
+	if p := k.last.Load(); p != nil && p.period == it.period && p.start == start {
+		return p
+	}
+	b := k.budget + string(it.period) + ":" + strconv.FormatInt(start/1_000_000, 10)
+	p := &periodKeys{period: it.period, start: start, budget: b, leases: b + ":leases"}
+	k.last.Store(p)
+	return p
 }
 
 func (rc *redisCounters) budgetKey(it *item, start int64) string {
-	return rc.prefix + "budget:" + it.scope.String() + ":" + string(it.period) + ":" + strconv.FormatInt(start/1_000_000, 10)
+	return rc.budgetKeys(it, start).budget
 }
 
 // ttlMS is how long a budget period's keys live from now: until an hour after the
@@ -423,10 +472,10 @@ func (rc *redisCounters) args(r *Reservation, now, lease int64) ([]string, []any
 		case itemRequests, itemTokens:
 			keys = append(keys, rc.bucketKey(it))
 		case itemSlot:
-			keys = append(keys, rc.prefix+"inflight:"+it.scope.String())
+			keys = append(keys, rc.slotKey(it))
 		case itemBudget:
-			bk := rc.budgetKey(it, it.start)
-			keys = append(keys, bk, bk+":leases")
+			bk := rc.budgetKeys(it, it.start)
+			keys = append(keys, bk.budget, bk.leases)
 			exp = ttlMS(it.end, lease, now)
 		}
 		args = append(args, kindCodes[it.kind], it.limit, it.take, it.seed, exp)
@@ -439,7 +488,7 @@ func (rc *redisCounters) slotKeys(r *Reservation) []string {
 	var out []string
 	for i := range r.items {
 		if it := &r.items[i]; it.kind == itemSlot {
-			out = append(out, rc.prefix+"inflight:"+it.scope.String())
+			out = append(out, rc.slotKey(it))
 		}
 	}
 	return out
@@ -511,12 +560,12 @@ func (rc *redisCounters) settleArgs(r *Reservation, tokens, cost, now int64, add
 			keys = append(keys, rc.bucketKey(it))
 			args = append(args, "t", it.limit, delta, 0, 0)
 		case itemSlot:
-			keys = append(keys, rc.prefix+"inflight:"+it.scope.String())
+			keys = append(keys, rc.slotKey(it))
 			args = append(args, "s", it.limit, 0, 0, 0)
 		case itemBudget:
 			it.needSeed = false
-			bk := rc.budgetKey(it, it.start)
-			keys = append(keys, bk, bk+":leases", rc.budgetKey(it, it.sstart))
+			bk := rc.budgetKeys(it, it.start)
+			keys = append(keys, bk.budget, bk.leases, rc.budgetKey(it, it.sstart))
 			s := it.sseed
 			if s < 0 && !seed {
 				s = -2

@@ -56,7 +56,7 @@ func (rc *redisCounters) enqueue(ps *pendingSettle) {
 	if !ps.addOnly {
 		for i := range ps.r.items {
 			if it := &ps.r.items[i]; it.kind == itemSlot {
-				k := rc.prefix + "inflight:" + it.scope.String()
+				k := rc.slotKey(it)
 				if rc.rel == nil {
 					rc.rel = make(map[string]map[string]*pendingSettle)
 				}
@@ -137,7 +137,7 @@ func (rc *redisCounters) answered(ps *pendingSettle) {
 	defer rc.qmu.Unlock()
 	for i := range ps.r.items {
 		if it := &ps.r.items[i]; it.kind == itemSlot {
-			k := rc.prefix + "inflight:" + it.scope.String()
+			k := rc.slotKey(it)
 			if ids := rc.rel[k]; ids != nil {
 				delete(ids, ps.r.id)
 				if len(ids) == 0 {
