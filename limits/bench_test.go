@@ -3,8 +3,12 @@ package limits
 import (
 	"context"
 	"strconv"
+	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/switchyard-gw/switchyard/internal/redistest"
 )
@@ -90,15 +94,113 @@ func benchRedisLimiter(b *testing.B, srv *redistest.Server, prefix string) *Limi
 }
 
 // One request of the bench key the way admission makes it: two phases, both settled.
+// Besides the gateway's side (ns/op, allocs/op) it reports Redis's: the server's CPU
+// (INFO cpu) and the commands its scripts ran (INFO commandstats), per request.
 func BenchmarkRequestRedis(b *testing.B) {
 	srv := redistest.Start(b)
 	l := benchRedisLimiter(b, srv, "benchr:")
 	ids := benchIDs(b.N)
+	bothSides(b, srv, l, func() {
+		for i := 0; i < b.N; i++ {
+			if r := request(b, l, ids[i], benchKey); r != nil {
+				b.Fatalf("refused: %+v", r)
+			}
+		}
+	})
+}
+
+// The same with 32 requests at once, as make bench sends them.
+func BenchmarkRequestRedisConcurrent(b *testing.B) {
+	srv := redistest.Start(b)
+	l := benchRedisLimiter(b, srv, "benchc:")
+	ids := benchIDs(b.N + 1024)
+	var next atomic.Int64
+	bothSides(b, srv, l, func() {
+		b.SetParallelism(16)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if r := request(b, l, ids[next.Add(1)], benchKey); r != nil {
+					b.Errorf("refused: %+v", r)
+					return
+				}
+			}
+		})
+	})
+}
+
+// bothSides runs f, timed, and reports the CPU both sides used and the commands Redis
+// ran, per request.
+func bothSides(b *testing.B, srv *redistest.Server, l *Limiter, f func()) {
+	admin := newClient(b, srv)
+	ctx := context.Background()
+	if err := admin.ConfigResetStat(ctx).Err(); err != nil {
+		b.Fatal(err)
+	}
+	cpu0, own0 := serverCPU(b, admin), ownCPU(b)
 	b.ReportAllocs()
 	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if r := request(b, l, ids[i], benchKey); r != nil {
-			b.Fatalf("refused: %+v", r)
+	f()
+	l.Flush()
+	b.StopTimer()
+	n := float64(b.N)
+	b.ReportMetric((ownCPU(b)-own0)/n, "gw-cpu-µs/op")
+	b.ReportMetric((serverCPU(b, admin)-cpu0)/n, "redis-µs/op")
+	b.ReportMetric(float64(serverCommands(b, admin))/n, "redis-cmds/op")
+	b.ReportMetric(scriptMicros(b, admin)/n, "redis-script-µs/op")
+	if testing.Verbose() {
+		info, _ := admin.Info(ctx, "commandstats").Result()
+		b.Log(info)
+	}
+}
+
+// serverCPU is the CPU time redis-server has used, in µs.
+func serverCPU(b *testing.B, admin *redis.Client) float64 {
+	info, err := admin.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sum float64
+	for _, line := range strings.Split(info, "\r\n") {
+		name, v, ok := strings.Cut(line, ":")
+		if ok && (name == "used_cpu_sys" || name == "used_cpu_user") {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			sum += f * 1e6
 		}
 	}
+	return sum
+}
+
+// ownCPU is the CPU time this process (the gateway's side) has used, in µs.
+func ownCPU(b *testing.B) float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e3
+}
+
+// scriptMicros is the time redis-server spent running scripts (EVALSHA and EVAL, their
+// commands included), in µs: its CPU less the network and the event loop.
+func scriptMicros(b *testing.B, admin *redis.Client) float64 {
+	info, err := admin.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sum float64
+	for _, line := range strings.Split(info, "\r\n") {
+		if !strings.HasPrefix(line, "cmdstat_evalsha:") && !strings.HasPrefix(line, "cmdstat_eval:") {
+			continue
+		}
+		_, rest, _ := strings.Cut(line, "usec=")
+		v, _, _ := strings.Cut(rest, ",")
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			b.Fatal(err)
+		}
+		sum += f
+	}
+	return sum
 }

@@ -15,8 +15,8 @@ import (
 // Key layout in Redis, under the prefix given to NewRedis (scope is Scope.String(),
 // e.g. "key:k_123" or "project:platform/model:big"):
 //
-//	<prefix>rpm:<scope>                       hash {l: level, t: µs of l}: requests bucket
-//	<prefix>tpm:<scope>                       hash {l, t}: tokens bucket
+//	<prefix>rate:<scope>                      hash {rl: requests level, rt: µs of rl, tl and tt
+//	                                          the same for tokens, x: expiry set, µs}: buckets
 //	<prefix>inflight:<scope>                  zset request id → lease deadline (µs): concurrency slots
 //	<prefix>budget:<scope>:<period>:<start>   hash {spent, held, r:<request id>: reserved micros}
 //	<prefix>budget:<scope>:<period>:<start>:leases   zset request id → lease deadline (µs)
@@ -70,6 +70,7 @@ type redisCounters struct {
 	queue       []*pendingSettle
 	closed      bool
 	kick        chan struct{} // wakes the flusher; nil until the first settle
+	armed       bool          // the flusher waits for the oldest queued (under qmu)
 	stop        chan struct{}
 	flusherDone chan struct{}
 	rel         map[string]map[string]*pendingSettle // slot key → id → its settlement, not answered yet
@@ -78,13 +79,42 @@ type redisCounters struct {
 	flushMu     sync.Mutex                           // held while the flusher sends
 	loaded      atomic.Bool                          // the settle script is in the server's script cache
 	sending     sync.RWMutex                         // read-held while a batch is on its way, for Flush to wait on
+
+	// Calls to Redis: at most maxPipelines on their way, the others waiting (see exec).
+	cmu       sync.Mutex
+	pipelines int
+	waiting   []*call
+
+	kmu  sync.RWMutex
+	keys map[Scope]*scopeKeys // see keysOf
 }
 
 // The scripts keep to the arithmetic of refill, waitFor and fullIn.
+//
+// The scripts make few redis.calls: a scope's two buckets share one hash, read once and written once; a
+// key's expiry is set only when the one recorded in it (x, in the Limiter's µs) falls
+// short, and then a minute further on; leases past their deadline are swept only when
+// they could change an answer (or once a second for a budget, beyond 1024 for a slot
+// set). Money and levels are doubles: exact below 2^53, far above MaxBudgetMicros.
 const luaCommon = `
 local minute = 60000000
-local function level_of(key, limit, now)
-  local b = redis.call('HMGET', key, 'l', 't')
+-- Numbers reach Redis as text: integers go through %d, never Lua's default %.14g.
+local function int(x) return string.format('%d', x) end
+-- rates caches each bucket hash read: its buckets r and t ({level, µs of level}), x, and
+-- what to write back (set) and the expiry its buckets need (need).
+local rates, rorder = {}, {}
+local function rate(key)
+  local h = rates[key]
+  if not h then
+    local v = redis.call('HMGET', key, 'rl', 'rt', 'tl', 'tt', 'x')
+    h = {r = {v[1], v[2]}, t = {v[3], v[4]}, x = tonumber(v[5] or '0'), set = {}, need = 0}
+    rates[key] = h
+    rorder[#rorder + 1] = key
+  end
+  return h
+end
+local function level_of(key, kind, limit, now)
+  local b = rate(key)[kind]
   if not b[1] then return limit end
   local l = tonumber(b[1])
   local dt = now - tonumber(b[2])
@@ -92,13 +122,38 @@ local function level_of(key, limit, now)
   if l > limit then l = limit end
   return l
 end
--- Numbers reach Redis as text: integers go through %d, never Lua's default %.14g.
-local function int(x) return string.format('%d', x) end
-local function store_level(key, l, limit, nowS)
-  redis.call('HSET', key, 'l', string.format('%.17g', l), 't', nowS)
+local function store_level(key, kind, l, limit, now, nowS)
+  local h = rate(key)
+  local s = h.set
+  s[#s + 1] = kind .. 'l'
+  s[#s + 1] = string.format('%.17g', l)
+  s[#s + 1] = kind .. 't'
+  s[#s + 1] = nowS
   local full = math.ceil((limit - l) * minute / limit - 1e-6)
-  redis.call('PEXPIRE', key, int(math.floor(full / 1000) + 1000))
+  -- The hash outlives the bucket's refill by a second: an absent bucket is a full one.
+  local need = now + (math.floor(full / 1000) + 1000) * 1000
+  if need > h.need then h.need = need end
   return full
+end
+-- write_rates writes each bucket hash changed, one HSET each; PEXPIRE only when the
+-- expiry recorded falls within a second of what is needed (a second for gateways'
+-- clocks to differ by), and then to a minute beyond it.
+local function write_rates(now)
+  for _, key in ipairs(rorder) do
+    local h = rates[key]
+    local s = h.set
+    if #s > 0 then
+      if h.need + 1000000 > h.x then
+        local x = h.need + minute
+        s[#s + 1] = 'x'
+        s[#s + 1] = int(x)
+        redis.call('HSET', key, unpack(s))
+        redis.call('PEXPIRE', key, int(math.floor((x - now) / 1000)))
+      else
+        redis.call('HSET', key, unpack(s))
+      end
+    end
+  end
 end
 -- release gives back what request id holds in budget bk (amt, as HGET of r:<id> read
 -- it) and drops its lease from lk.
@@ -136,7 +191,7 @@ local now = tonumber(nowS)
 local n = tonumber(ARGV[5])
 local rp = 6 + n * 5
 local out = {0}
-local keys, lvl, cnt, spentv, heldv = {}, {}, {}, {}, {}
+local keys, lvl, cnt, spentv, heldv, swept = {}, {}, {}, {}, {}, {}
 local seeding, refusing = false, false
 local k = 1
 for i = 1, n do
@@ -145,7 +200,7 @@ for i = 1, n do
   local v1, v2 = 0, 0
   keys[i] = k
   if kind == 'r' or kind == 't' then
-    local l = level_of(KEYS[k], limit, now)
+    local l = level_of(KEYS[k], kind, limit, now)
     k = k + 1
     lvl[i] = l
     if take > l then
@@ -156,17 +211,31 @@ for i = 1, n do
     local c = tonumber(ARGV[rp])
     if c > 0 then redis.call('ZREM', KEYS[k], unpack(ARGV, rp + 1, rp + c)) end
     rp = rp + 1 + c
-    redis.call('ZREMRANGEBYSCORE', KEYS[k], '-inf', nowS)
-    local c = redis.call('ZCARD', KEYS[k])
+    c = redis.call('ZCARD', KEYS[k])
+    -- Lapsed leases count until they could refuse; 1024 bounds how many linger.
+    if c + 1 > limit or c >= 1024 then
+      redis.call('ZREMRANGEBYSCORE', KEYS[k], '-inf', nowS)
+      c = redis.call('ZCARD', KEYS[k])
+    end
     k = k + 1
     cnt[i] = c
     if limit > 0 and c + 1 > limit then refusing, v1, v2 = true, 1, 1000000 end
   else
     local bk, lk = KEYS[k], KEYS[k+1]
     k = k + 2
-    expire_budget(bk, lk, nowS)
-    local sh = redis.call('HMGET', bk, 'spent', 'held')
+    local sh = redis.call('HMGET', bk, 'spent', 'held', 'sw')
+    -- Lapsed reservations are given back once a second (sw: the next sweep, µs), and
+    -- before any refusal they could cause.
+    if not sh[3] or now >= tonumber(sh[3]) then
+      expire_budget(bk, lk, nowS)
+      sh = redis.call('HMGET', bk, 'spent', 'held')
+      swept[i] = true
+    end
     local spent, held = sh[1], tonumber(sh[2] or '0')
+    if spent and not swept[i] and tonumber(spent) + held + take > limit then
+      expire_budget(bk, lk, nowS)
+      held = tonumber(redis.call('HGET', bk, 'held') or '0')
+    end
     if not spent and seed >= 0 then
       redis.call('HSET', bk, 'spent', ARGV[a+4])
       set_expiry(bk, ARGV[a+5])
@@ -192,7 +261,7 @@ for i = 1, n do
   local key = KEYS[keys[i]]
   if kind == 'r' or kind == 't' then
     local l = lvl[i] - take
-    local full = store_level(key, l, limit, nowS)
+    local full = store_level(key, kind, l, limit, now, nowS)
     out[2*i], out[2*i+1] = math.floor(l), full
   elseif kind == 's' then
     redis.call('ZADD', key, deadline, id)
@@ -202,15 +271,22 @@ for i = 1, n do
     local lk = KEYS[keys[i] + 1]
     local held = heldv[i]
     if take > 0 then
-      held = redis.call('HINCRBY', key, 'held', ARGV[a+3])
-      redis.call('HSET', key, 'r:' .. id, ARGV[a+3])
+      held = held + take
+      if swept[i] then
+        redis.call('HSET', key, 'held', int(held), 'r:' .. id, ARGV[a+3], 'sw', int(now + 1000000))
+      else
+        redis.call('HSET', key, 'held', int(held), 'r:' .. id, ARGV[a+3])
+      end
       redis.call('ZADD', lk, deadline, id)
-      set_expiry(lk, ARGV[a+5])
+      -- Nothing was held: the lease set is new (a set emptied by its last release is
+      -- gone, and its expiry with it).
+      if heldv[i] == 0 then set_expiry(lk, ARGV[a+5]) end
     end
     -- As read above: the script runs alone, nothing else changed them since.
     out[2*i], out[2*i+1] = spentv[i], held
   end
 end
+write_rates(now)
 return out
 `)
 
@@ -233,9 +309,9 @@ for i = 1, n do
   out[2*i-1] = 0
   out[2*i] = -1
   if kind == 't' then
-    local l = level_of(KEYS[k], limit, now) - delta
+    local l = level_of(KEYS[k], 't', limit, now) - delta
     if l > limit then l = limit end
-    store_level(KEYS[k], l, limit, nowS)
+    store_level(KEYS[k], 't', l, limit, now, nowS)
     k = k + 1
   elseif kind == 's' then
     redis.call('ZREM', KEYS[k], id)
@@ -244,15 +320,25 @@ for i = 1, n do
     local rk, lk, sk = KEYS[k], KEYS[k+1], KEYS[k+2]
     k = k + 3
     -- One read for the reservation and the spend when both are in one hash (the
-    -- request settles in the period it was reserved in: nearly always).
+    -- request settles in the period it was reserved in: nearly always), and then one
+    -- write for what it held and what it cost.
     local amt, has
+    local released = addOnly
     if not addOnly and rk == sk then
-      local v = redis.call('HMGET', rk, 'r:' .. id, 'spent')
+      local v = redis.call('HMGET', rk, 'r:' .. id, 'spent', 'held')
       amt, has = v[1], v[2] ~= false
+      if amt and has and delta > 0 then
+        local spent = tonumber(v[2]) + delta
+        redis.call('HSET', rk, 'held', int(tonumber(v[3] or '0') - tonumber(amt)), 'spent', int(spent))
+        redis.call('HDEL', rk, 'r:' .. id)
+        redis.call('ZREM', lk, id)
+        out[2*i] = spent
+        delta, released = 0, true
+      end
     elseif not addOnly then
       amt = redis.call('HGET', rk, 'r:' .. id)
     end
-    if not addOnly then
+    if not released then
       release(rk, lk, id, amt)
     end
     if delta > 0 then
@@ -269,6 +355,7 @@ for i = 1, n do
     end
   end
 end
+write_rates(now)
 return out
 `)
 
@@ -286,7 +373,7 @@ for i = 1, n do
   local kind, limit = ARGV[a+1], tonumber(ARGV[a+2])
   local v1, v2, v3 = 0, 0, 0
   if kind == 'r' or kind == 't' then
-    local l = level_of(KEYS[k], limit, now)
+    local l = level_of(KEYS[k], kind, limit, now)
     k = k + 1
     v1, v2 = math.floor(l), math.max(0, math.ceil((limit - l) * minute / limit - 1e-6))
   elseif kind == 's' then
@@ -308,15 +395,58 @@ end
 return out
 `)
 
-func (rc *redisCounters) bucketKey(it *item) string {
-	if it.kind == itemRequests {
-		return rc.prefix + "rpm:" + it.scope.String()
+// scopeKeys are a scope's key names, made once: a request names each several times.
+type scopeKeys struct {
+	rate, inflight, budget string // budget: up to the period
+	last                   atomic.Pointer[periodKeys]
+}
+
+// periodKeys are a budget period's key names.
+type periodKeys struct {
+	period         Period
+	start          int64
+	budget, leases string
+}
+
+// maxScopeKeys bounds the scopes whose key names are kept; beyond it they start again.
+const maxScopeKeys = 10_000
+
+func (rc *redisCounters) keysOf(s Scope) *scopeKeys {
+	rc.kmu.RLock()
+	k := rc.keys[s]
+	rc.kmu.RUnlock()
+	if k != nil {
+		return k
 	}
-	return rc.prefix + "tpm:" + it.scope.String()
+	name := s.String()
+	k = &scopeKeys{rate: rc.prefix + "rate:" + name, inflight: rc.prefix + "inflight:" + name, budget: rc.prefix + "budget:" + name + ":"}
+	rc.kmu.Lock()
+	if rc.keys == nil || len(rc.keys) >= maxScopeKeys {
+		rc.keys = make(map[Scope]*scopeKeys)
+	}
+	rc.keys[s] = k
+	rc.kmu.Unlock()
+	return k
+}
+
+func (rc *redisCounters) bucketKey(it *item) string { return rc.keysOf(it.scope).rate }
+
+func (rc *redisCounters) slotKey(it *item) string { return rc.keysOf(it.scope).inflight }
+
+// budgetKeys are the names of it's budget hash and leases for the period starting at start.
+func (rc *redisCounters) budgetKeys(it *item, start int64) *periodKeys {
+	k := rc.keysOf(it.scope)
+	if p := k.last.Load(); p != nil && p.period == it.period && p.start == start {
+		return p
+	}
+	b := k.budget + string(it.period) + ":" + strconv.FormatInt(start/1_000_000, 10)
+	p := &periodKeys{period: it.period, start: start, budget: b, leases: b + ":leases"}
+	k.last.Store(p)
+	return p
 }
 
 func (rc *redisCounters) budgetKey(it *item, start int64) string {
-	return rc.prefix + "budget:" + it.scope.String() + ":" + string(it.period) + ":" + strconv.FormatInt(start/1_000_000, 10)
+	return rc.budgetKeys(it, start).budget
 }
 
 // ttlMS is how long a budget period's keys live from now: until an hour after the
@@ -342,10 +472,10 @@ func (rc *redisCounters) args(r *Reservation, now, lease int64) ([]string, []any
 		case itemRequests, itemTokens:
 			keys = append(keys, rc.bucketKey(it))
 		case itemSlot:
-			keys = append(keys, rc.prefix+"inflight:"+it.scope.String())
+			keys = append(keys, rc.slotKey(it))
 		case itemBudget:
-			bk := rc.budgetKey(it, it.start)
-			keys = append(keys, bk, bk+":leases")
+			bk := rc.budgetKeys(it, it.start)
+			keys = append(keys, bk.budget, bk.leases)
 			exp = ttlMS(it.end, lease, now)
 		}
 		args = append(args, kindCodes[it.kind], it.limit, it.take, it.seed, exp)
@@ -358,7 +488,7 @@ func (rc *redisCounters) slotKeys(r *Reservation) []string {
 	var out []string
 	for i := range r.items {
 		if it := &r.items[i]; it.kind == itemSlot {
-			out = append(out, rc.prefix+"inflight:"+it.scope.String())
+			out = append(out, rc.slotKey(it))
 		}
 	}
 	return out
@@ -430,12 +560,12 @@ func (rc *redisCounters) settleArgs(r *Reservation, tokens, cost, now int64, add
 			keys = append(keys, rc.bucketKey(it))
 			args = append(args, "t", it.limit, delta, 0, 0)
 		case itemSlot:
-			keys = append(keys, rc.prefix+"inflight:"+it.scope.String())
+			keys = append(keys, rc.slotKey(it))
 			args = append(args, "s", it.limit, 0, 0, 0)
 		case itemBudget:
 			it.needSeed = false
-			bk := rc.budgetKey(it, it.start)
-			keys = append(keys, bk, bk+":leases", rc.budgetKey(it, it.sstart))
+			bk := rc.budgetKeys(it, it.start)
+			keys = append(keys, bk.budget, bk.leases, rc.budgetKey(it, it.sstart))
 			s := it.sseed
 			if s < 0 && !seed {
 				s = -2

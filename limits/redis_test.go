@@ -113,11 +113,64 @@ func TestRedisKeyLayout(t *testing.T) {
 	sort.Strings(keys)
 	start := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC).Unix()
 	b := "sy:budget:key:k1/model:big:month:" + strconv.FormatInt(start, 10)
-	require.Equal(t, []string{b, b + ":leases", "sy:inflight:key:k1/model:big", "sy:rpm:key:k1/model:big", "sy:tpm:key:k1/model:big"}, keys)
+	require.Equal(t, []string{b, b + ":leases", "sy:inflight:key:k1/model:big", "sy:rate:key:k1/model:big"}, keys)
 	ttl, err := g.admin.PTTL(context.Background(), b).Result()
 	require.NoError(t, err)
 	// Until an hour after April 1st plus the lease, from the Limiter's clock.
 	require.Equal(t, time.Date(2026, 4, 1, 1, 15, 0, 0, time.UTC).Sub(t0).Round(time.Minute), ttl.Round(time.Minute))
+	ttl, err = g.admin.PTTL(context.Background(), b+":leases").Result()
+	require.NoError(t, err)
+	require.Equal(t, time.Date(2026, 4, 1, 1, 15, 0, 0, time.UTC).Sub(t0).Round(time.Minute), ttl.Round(time.Minute), "the leases expire with their period")
+}
+
+// A bucket's hash is kept until the bucket would be full again, however deep in debt an
+// answer that used more than reserved puts it (its expiry is not renewed on every call).
+func TestABucketInDebtOutlivesItsRefill(t *testing.T) {
+	g := newGateways(t)
+	clk := newClock(t0)
+	l := g.limiter(t, Options{Now: clk.Now})
+	c := Check{Scope: keyScope("k1"), Policy: Policy{RPM: 100, TPM: 1000}}
+	ctx := context.Background()
+	admit(t, l, ask(10, 0, c)).Settle(ctx, 10, 0)
+	admit(t, l, ask(10, 0, c)).Settle(ctx, 5010, 0) // 4000 tokens in debt: 5 minutes to full
+	l.Flush()
+	st := status(t, l, c)
+	require.Greater(t, st.Tokens.Reset, 5*time.Minute)
+	ttl, err := g.admin.PTTL(ctx, "sy:rate:key:k1").Result()
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, ttl, st.Tokens.Reset+time.Second, "the bucket outlives its refill")
+}
+
+// A reservation left by a crashed gateway gives its budget back the moment it lapses,
+// even when another request swept the budget an instant before.
+func TestALapsedReservationNeverRefusesEvenRightAfterASweep(t *testing.T) {
+	g := newGateways(t)
+	clk := newClock(t0)
+	crashed := g.limiter(t, Options{Now: clk.Now, Lease: time.Minute})
+	l := g.limiter(t, Options{Now: clk.Now, Lease: time.Minute})
+	c := Check{Scope: keyScope("k1"), Policy: Policy{Budget: budget(1000, PeriodMonth)}}
+	admit(t, crashed, ask(0, 900, c)) // never settled
+	clk.Add(59*time.Second + 500*time.Millisecond)
+	admit(t, l, ask(0, 100, c)).Settle(context.Background(), 0, 0) // sweeps: nothing has lapsed yet
+	clk.Add(700 * time.Millisecond)                                // the crashed one's lease lapsed, within a second of that sweep
+	admit(t, l, ask(0, 1000, c))
+}
+
+// Slots of requests that never settled (a crashed gateway) linger only so long: beyond
+// 1024 in a set, the lapsed ones are swept even far below the limit.
+func TestLapsedSlotsAreSweptBeyondABound(t *testing.T) {
+	g := newGateways(t)
+	clk := newClock(t0)
+	l := g.limiter(t, Options{Now: clk.Now, Lease: time.Minute})
+	c := Check{Scope: keyScope("k1"), Policy: Policy{Concurrency: 1 << 20}}
+	for range 1100 {
+		admit(t, l, ask(0, 0, c)) // never settled
+	}
+	clk.Add(2 * time.Minute)
+	admit(t, l, ask(0, 0, c))
+	n, err := g.admin.ZCard(context.Background(), "sy:inflight:key:k1").Result()
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n)
 }
 
 func TestRedisFlushSeedsSpendFromTheLedgerAgain(t *testing.T) {

@@ -34,8 +34,9 @@ type pendingSettle struct {
 	now     time.Time
 	addOnly bool
 	attempt int
-	notice  bool // tell the budget watch once settled
-	taken   bool // a call has it on its way (under qmu)
+	notice  bool      // tell the budget watch once settled
+	taken   bool      // a call has it on its way (under qmu)
+	queued  time.Time // when it was queued: it goes within settleEvery of it
 }
 
 func (rc *redisCounters) enqueue(ps *pendingSettle) {
@@ -49,12 +50,13 @@ func (rc *redisCounters) enqueue(ps *pendingSettle) {
 		ps.r.l.settled(ps, v, err)
 		return
 	}
+	ps.queued = time.Now()
 	rc.queue = append(rc.queue, ps)
 	n := len(rc.queue)
 	if !ps.addOnly {
 		for i := range ps.r.items {
 			if it := &ps.r.items[i]; it.kind == itemSlot {
-				k := rc.prefix + "inflight:" + it.scope.String()
+				k := rc.slotKey(it)
 				if rc.rel == nil {
 					rc.rel = make(map[string]map[string]*pendingSettle)
 				}
@@ -71,9 +73,13 @@ func (rc *redisCounters) enqueue(ps *pendingSettle) {
 		rc.kick, rc.stop, rc.flusherDone = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
 		go rc.flusher(rc.kick, rc.stop, rc.flusherDone)
 	}
+	// An armed flusher looks at the queue within settleEvery of now: no wake-up a
+	// request while calls carry the queue.
+	wake := !rc.armed || n >= settleBatch
+	rc.armed = true
 	kick := rc.kick
 	rc.qmu.Unlock()
-	if n == 1 || n >= settleBatch {
+	if wake {
 		select {
 		case kick <- struct{}{}:
 		default:
@@ -131,7 +137,7 @@ func (rc *redisCounters) answered(ps *pendingSettle) {
 	defer rc.qmu.Unlock()
 	for i := range ps.r.items {
 		if it := &ps.r.items[i]; it.kind == itemSlot {
-			k := rc.prefix + "inflight:" + it.scope.String()
+			k := rc.slotKey(it)
 			if ids := rc.rel[k]; ids != nil {
 				delete(ids, ps.r.id)
 				if len(ids) == 0 {
@@ -154,8 +160,11 @@ func (rc *redisCounters) take() []*pendingSettle {
 	return q
 }
 
-// flusher sends what is queued within settleEvery of the first settlement queued, or at
-// once when settleBatch are.
+// flusher sends each queued settlement within settleEvery of its queueing, or at once
+// when settleBatch are queued. Woken by the first settlement queued while it is not
+// armed, it looks at the queue settleEvery later, then whenever the oldest one queued is
+// due, until it finds the queue empty. Under load calls carry the queue first: it wakes
+// about once every settleEvery, not once a request, and sends nothing on its own.
 func (rc *redisCounters) flusher(kick, stop, done chan struct{}) {
 	defer close(done)
 	every := rc.settleEvery
@@ -170,36 +179,34 @@ func (rc *redisCounters) flusher(kick, stop, done chan struct{}) {
 			return
 		case <-kick:
 		}
-		rc.qmu.Lock()
-		n := len(rc.queue)
-		rc.qmu.Unlock()
-		if n == 0 {
-			continue
-		}
-		if n < settleBatch {
-			t.Reset(every)
-		wait:
+		wait := every
+	armed:
+		for {
+			t.Reset(wait)
+			select {
+			case <-stop:
+				t.Stop()
+				return
+			case <-t.C:
+			case <-kick: // a full batch
+				t.Stop()
+			}
 			for {
-				select {
-				case <-stop:
-					t.Stop()
-					return
-				case <-t.C:
-					break wait
-				case <-kick:
-					// A full batch goes now; a kick for a settlement queued after a call
-					// took the queue waits for the timer already running.
-					rc.qmu.Lock()
-					n = len(rc.queue)
+				rc.qmu.Lock()
+				n := len(rc.queue)
+				if n == 0 {
+					rc.armed = false
 					rc.qmu.Unlock()
-					if n >= settleBatch {
-						t.Stop()
-						break wait
-					}
+					break armed
 				}
+				wait = every - time.Since(rc.queue[0].queued)
+				rc.qmu.Unlock()
+				if n < settleBatch && wait > 0 {
+					break
+				}
+				rc.flushOut()
 			}
 		}
-		rc.flushOut()
 	}
 }
 
@@ -213,14 +220,87 @@ func (rc *redisCounters) flushOut() {
 	rc.exec(ctx, nil, nil, nil, nil)
 }
 
+// maxPipelines bounds the pipelines of calls on their way to Redis at once: calls made
+// meanwhile wait and go together in the next one, so that under load one write, one
+// read and one wake-up of Redis's event loop serve many requests.
+const maxPipelines = 2
+
+// call is a script call waiting for a pipeline.
+type call struct {
+	s        *redis.Script
+	keys     []string
+	args     []any
+	slotKeys []string
+	res      *redis.Cmd
+	done     chan struct{} // closed when res is in, or when this call is to send group
+	group    []*call       // handed over with done: the calls to send, this one first
+}
+
 // exec sends the queued settlements, then script s (nil: none) with keys and args, in
 // one pipeline: one round trip. Each settlement's answer goes to its Limiter; the result
 // is s's.
 // slotKeys are the reserve's slot keys: after the call has taken the queue, the slots
 // released here whose settlement is on its way in another call are added to args.
+// While maxPipelines are on their way, a call waits and goes with the others waiting in
+// the next pipeline, sent by the first of them when one comes back.
 func (rc *redisCounters) exec(ctx context.Context, s *redis.Script, keys []string, args []any, slotKeys []string) *redis.Cmd {
+	if s == nil {
+		rc.send(ctx, nil)
+		return nil
+	}
+	c := &call{s: s, keys: keys, args: args, slotKeys: slotKeys}
+	rc.cmu.Lock()
+	if rc.pipelines < maxPipelines {
+		rc.pipelines++
+		rc.cmu.Unlock()
+		c.group = []*call{c}
+	} else {
+		c.done = make(chan struct{})
+		rc.waiting = append(rc.waiting, c)
+		rc.cmu.Unlock()
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+			rc.cmu.Lock()
+			for i, w := range rc.waiting {
+				if w == c {
+					rc.waiting = append(rc.waiting[:i], rc.waiting[i+1:]...)
+					rc.cmu.Unlock()
+					cmd := redis.NewCmd(ctx)
+					cmd.SetErr(ctx.Err())
+					return cmd
+				}
+			}
+			rc.cmu.Unlock()
+			<-c.done // taken: its pipeline is bounded by callTimeout
+		}
+		if c.group == nil {
+			return c.res
+		}
+	}
+	rc.send(ctx, c.group)
+	rc.cmu.Lock()
+	next := rc.waiting
+	rc.waiting = nil
+	if len(next) == 0 {
+		rc.pipelines--
+	}
+	rc.cmu.Unlock()
+	if len(next) > 0 {
+		next[0].group = next
+		close(next[0].done)
+	}
+	for _, g := range c.group[1:] {
+		close(g.done)
+	}
+	return c.res
+}
+
+// send sends the queued settlements, then the calls of group, in one pipeline, and sets
+// each call's res.
+func (rc *redisCounters) send(ctx context.Context, group []*call) {
 	var batch []*pendingSettle
-	if s != nil {
+	if group != nil {
 		// Wait for a batch the flusher is sending (rare under load: calls carry the
 		// queue before it fires), and take the queue before it can.
 		rc.flushMu.Lock()
@@ -229,8 +309,10 @@ func (rc *redisCounters) exec(ctx context.Context, s *redis.Script, keys []strin
 	} else {
 		batch = rc.take()
 	}
-	if len(slotKeys) > 0 {
-		args = rc.releasing(args, slotKeys, batch)
+	for _, c := range group {
+		if len(c.slotKeys) > 0 {
+			c.args = rc.releasing(c.args, c.slotKeys, batch)
+		}
 	}
 	if len(batch) > 0 && !rc.loaded.Load() {
 		// The settle script must be in the server's cache before it goes ahead of
@@ -240,16 +322,18 @@ func (rc *redisCounters) exec(ctx context.Context, s *redis.Script, keys []strin
 			rc.loaded.Store(true)
 		}
 	}
-	if len(batch) == 0 {
-		if s == nil {
-			return nil
+	if len(batch) == 0 && len(group) <= 1 {
+		if len(group) == 1 {
+			c := group[0]
+			c.res = c.s.Run(ctx, rc.c, c.keys, c.args...)
 		}
-		return s.Run(ctx, rc.c, keys, args...)
+		return
 	}
 	rc.sending.RLock()
 	defer rc.sending.RUnlock()
 	// Settlements must not be cut short by the carrying request's client leaving: a
 	// pipeline given up once written may have run, and sent again would count twice.
+	// Nor the other calls of a group by the one sending it leaving.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rc.callTimeout())
 	defer cancel()
 	pipe := rc.c.Pipeline()
@@ -257,9 +341,8 @@ func (rc *redisCounters) exec(ctx context.Context, s *redis.Script, keys []strin
 	for i, ps := range batch {
 		cmds[i] = pipe.EvalSha(ctx, settleScript.Hash(), ps.keys, ps.args...)
 	}
-	var main *redis.Cmd
-	if s != nil {
-		main = pipe.EvalSha(ctx, s.Hash(), keys, args...)
+	for _, c := range group {
+		c.res = pipe.EvalSha(ctx, c.s.Hash(), c.keys, c.args...)
 	}
 	_, _ = pipe.Exec(ctx) // each command's own error is read below
 	for i, ps := range batch {
@@ -272,10 +355,11 @@ func (rc *redisCounters) exec(ctx context.Context, s *redis.Script, keys []strin
 		v, err := c.Int64Slice()
 		ps.r.l.settled(ps, v, err)
 	}
-	if main != nil && noScript(main.Err()) {
-		main = s.Eval(ctx, rc.c, keys, args...)
+	for _, c := range group {
+		if noScript(c.res.Err()) {
+			c.res = c.s.Eval(ctx, rc.c, c.keys, c.args...)
+		}
 	}
-	return main
 }
 
 func noScript(err error) bool {
