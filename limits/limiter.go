@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
-	"net"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -182,160 +179,6 @@ func New(c Counters, opts Options) *Limiter {
 // owner does.
 func (l *Limiter) Close() error { return l.shared.close() }
 
-// Reservation is what an admitted request holds until it ends.
-type Reservation struct {
-	l       *Limiter
-	backend Counters
-	id      string
-	tokens  int64
-	cost    int64
-	settled atomic.Bool
-	items   []item
-	buf     [8]item
-	req     Allowance
-	tok     Allowance
-}
-
-// itemKind is one counter a check touches.
-type itemKind uint8
-
-const (
-	itemRequests itemKind = iota
-	itemTokens
-	itemSlot
-	itemBudget
-)
-
-// item is one counter an Ask touches, and what the counters answered about it.
-type item struct {
-	scope  Scope
-	ms     *memScope // the memory backend's state for scope, while it works on it
-	kind   itemKind
-	check  int
-	limit  int64
-	take   int64
-	period Period
-	start  int64 // budget: the reserve period's start, unix µs (0: total)
-	end    int64 // budget: the reserve period's end, unix µs (0: total)
-	seed   int64 // budget: the ledger's spend for the reserve period, -1: not asked yet
-	sstart int64 // budget: the settle period's start
-	send   int64 // budget: the settle period's end
-	sseed  int64 // budget: the ledger's spend for the settle period, -1: not asked yet
-
-	// Answers.
-	level    float64 // buckets: level before the take (memory)
-	refused  bool
-	needSeed bool
-	wait     int64 // µs until it fits; -1: never
-	after    int64 // buckets: whole units left; slots: in flight; budget: spent
-	reset    int64 // buckets: µs until whole again
-	held     int64 // budget: reserved by requests in flight
-	spent    int64 // budget: the settle period's spend after Settle's cost, -1: not counted
-}
-
-// µs of a time, 0 for the zero time (a total budget's period bounds).
-func micros(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixMicro()
-}
-
-func (r *Reservation) plan(a Ask, now time.Time, seeder Seeder) {
-	n := 0
-	for i := range a.Checks {
-		p := &a.Checks[i].Policy
-		n++
-		if p.RPM > 0 {
-			n++
-		}
-		if p.TPM > 0 {
-			n++
-		}
-		if p.Budget != nil {
-			n++
-		}
-	}
-	if n <= len(r.buf) {
-		r.items = r.buf[:0]
-	} else {
-		r.items = make([]item, 0, n)
-	}
-	tokens := max(a.Tokens, 0)
-	cost := max(a.CostMicros, 0)
-	seed := int64(-1)
-	if seeder == nil {
-		seed = 0
-	}
-	for i := range a.Checks {
-		c := &a.Checks[i]
-		p := &c.Policy
-		if p.RPM > 0 {
-			r.items = append(r.items, item{scope: c.Scope, kind: itemRequests, check: i, limit: p.RPM, take: 1})
-		}
-		if p.TPM > 0 {
-			r.items = append(r.items, item{scope: c.Scope, kind: itemTokens, check: i, limit: p.TPM, take: tokens})
-		}
-		if !c.SlotHeld {
-			r.items = append(r.items, item{scope: c.Scope, kind: itemSlot, check: i, limit: p.Concurrency, take: 1})
-		}
-		if b := p.Budget; b != nil {
-			r.items = append(r.items, item{scope: c.Scope, kind: itemBudget, check: i, limit: b.Micros, take: cost,
-				period: b.Period, start: micros(b.Start(now)), end: micros(b.Reset(now)), seed: seed, sseed: seed})
-		}
-	}
-}
-
-func (r *Reservation) clearAnswers() {
-	for i := range r.items {
-		it := &r.items[i]
-		it.refused, it.needSeed, it.wait, it.after, it.reset, it.held, it.level = false, false, 0, 0, 0, 0, 0
-	}
-}
-
-func (r *Reservation) hasBudget() bool {
-	for i := range r.items {
-		if r.items[i].kind == itemBudget {
-			return true
-		}
-	}
-	return false
-}
-
-// outcome is what a backend's reserve answered.
-type outcome uint8
-
-const (
-	admitted outcome = iota
-	needsSeed
-	refused
-)
-
-// backendError is a failure of the shared counters (not of the ledger).
-type backendError struct{ err error }
-
-func (e *backendError) Error() string { return "limits: shared counters: " + e.err.Error() }
-
-// withoutAddress is a failure of the shared counters told without the server's address
-// or host name (a dial error names both), so that it may be logged.
-func withoutAddress(err error) error {
-	var dns *net.DNSError
-	var op *net.OpError
-	switch {
-	case errors.Is(err, context.DeadlineExceeded) || os.IsTimeout(err):
-		return errors.New("no answer within the timeout")
-	case errors.As(err, &dns):
-		return errors.New("host name lookup failed: " + dns.Err)
-	case errors.As(err, &op):
-		if op.Err != nil {
-			return fmt.Errorf("%s: %w", op.Op, op.Err)
-		}
-		return errors.New(op.Op + " failed")
-	}
-	return err
-}
-func (e *backendError) Unwrap() error { return e.err }
-
 // Reserve decides an Ask: every check fits, and the request's worst case is reserved
 // in all of them, or one refuses and nothing is reserved anywhere. It returns
 // ErrUnavailable (wrapped) when a budget on the request's path cannot be counted; other
@@ -432,20 +275,6 @@ func (l *Limiter) reserveOn(ctx context.Context, c Counters, r *Reservation, a A
 	return Decision{}, fmt.Errorf("%w: a budget counter could not be seeded", ErrUnavailable)
 }
 
-// call runs one backend call, bounded by the Timeout when the backend is Redis.
-func (l *Limiter) call(ctx context.Context, c Counters, f func(context.Context) (outcome, error)) (outcome, error) {
-	if c != Counters(l.redis) || l.redis == nil {
-		return f(ctx)
-	}
-	ctx, cancel := context.WithTimeout(ctx, l.timeout)
-	defer cancel()
-	out, err := f(ctx)
-	if err != nil {
-		return out, &backendError{err}
-	}
-	return out, nil
-}
-
 // seed asks the ledger for the spend of every budget item that needs it: the reserve
 // period's (settle false) or the settle period's.
 func (l *Limiter) seed(ctx context.Context, r *Reservation, settle bool) error {
@@ -456,7 +285,7 @@ func (l *Limiter) seed(ctx context.Context, r *Reservation, settle bool) error {
 		}
 		start := it.start
 		if settle {
-			start = it.sstart
+			start = it.settleStart
 		}
 		var since time.Time
 		if start != 0 {
@@ -467,100 +296,12 @@ func (l *Limiter) seed(ctx context.Context, r *Reservation, settle bool) error {
 			return fmt.Errorf("%w: the ledger's spend: %v", ErrUnavailable, err)
 		}
 		if settle {
-			it.sseed = max(v, 0)
+			it.settleSeed = max(v, 0)
 		} else {
 			it.seed = max(v, 0)
 		}
 	}
 	return nil
-}
-
-func (r *Reservation) decision() Decision {
-	d := Decision{Reservation: r}
-	for i := range r.items {
-		it := &r.items[i]
-		var a *Allowance
-		switch it.kind {
-		case itemRequests:
-			a = &r.req
-			if d.Requests != nil && it.after >= a.Remaining {
-				continue
-			}
-			d.Requests = a
-		case itemTokens:
-			a = &r.tok
-			if d.Tokens != nil && it.after >= a.Remaining {
-				continue
-			}
-			d.Tokens = a
-		default:
-			continue
-		}
-		*a = Allowance{Limit: it.limit, Remaining: max(it.after, 0), Reset: time.Duration(it.reset) * time.Microsecond}
-	}
-	return d
-}
-
-func (r *Reservation) refusal(a Ask, now time.Time) *Refusal {
-	var best *item
-	// A budget with no room wins (waiting does not help), then a rate the request can
-	// never fit, then the longest wait; a budget held only by requests in flight is a
-	// wait of a second.
-	rank := func(it *item) (int, int64) {
-		switch {
-		case it.kind == itemBudget && it.held > 0:
-			return 1, heldBudgetWait
-		case it.kind == itemBudget:
-			return 3, 0
-		case it.wait < 0:
-			return 2, 0
-		}
-		return 1, it.wait
-	}
-	for i := range r.items {
-		it := &r.items[i]
-		if !it.refused {
-			continue
-		}
-		if best == nil {
-			best = it
-			continue
-		}
-		rb, wb := rank(best)
-		ri, wi := rank(it)
-		if ri > rb || ri == rb && wi > wb {
-			best = it
-		}
-	}
-	if best == nil {
-		return &Refusal{}
-	}
-	ref := &Refusal{Scope: best.scope, Limit: best.limit}
-	switch best.kind {
-	case itemRequests:
-		ref.Kind = KindRequests
-	case itemTokens:
-		ref.Kind = KindTokens
-	case itemSlot:
-		ref.Kind = KindConcurrency
-	case itemBudget:
-		ref.Kind = KindBudget
-		b := *a.Checks[best.check].Policy.Budget
-		ref.Budget = &b
-		ref.ResetAt = b.Reset(now)
-		switch {
-		case best.held > 0:
-			ref.HeldMicros = best.held
-			ref.RetryAfter = heldBudgetWait * time.Microsecond
-		case !ref.ResetAt.IsZero() && best.take <= b.Micros:
-			ref.RetryAfter = ref.ResetAt.Sub(now)
-		}
-		return ref
-	}
-	if best.wait > 0 {
-		ref.RetryAfter = time.Duration(best.wait) * time.Microsecond
-	}
-	return ref
 }
 
 // Settle ends a reservation: the request used tokens (input and output) and cost
@@ -592,14 +333,14 @@ func (r *Reservation) Settle(ctx context.Context, tokens, costMicros int64) {
 			hasBudget = true
 			it.spent = -1
 			b := Budget{Period: it.period}
-			it.sstart, it.send = micros(b.Start(now)), micros(b.Reset(now))
-			if it.sstart != it.start {
-				it.sseed = -1
+			it.settleStart, it.settleEnd = micros(b.Start(now)), micros(b.Reset(now))
+			if it.settleStart != it.start {
+				it.settleSeed = -1
 				if l.seeder == nil {
-					it.sseed = 0
+					it.settleSeed = 0
 				}
 			} else {
-				it.sseed = it.seed
+				it.settleSeed = it.seed
 			}
 		}
 	}
@@ -624,57 +365,6 @@ func (r *Reservation) Settle(ctx context.Context, tokens, costMicros int64) {
 		}
 	}
 }
-
-// BudgetCrossing is a settled request taking a scope's spend in a budget period from
-// below Threshold percent of the budget to at least it.
-type BudgetCrossing struct {
-	Scope       Scope
-	Budget      Budget
-	PeriodStart time.Time // zero for PeriodTotal
-	Threshold   int       // percent
-	SpentMicros int64     // the period's spend after the request, as the counters hold it
-}
-
-// BudgetWatch is told of every threshold a settle crosses. Spend counted by no counter
-// (a period's counter not seeded yet, or the shared counters away) crosses nothing: the
-// ledger holds it, and the next counted request that passes a threshold tells.
-type BudgetWatch struct {
-	Thresholds []int // percents, each in 1..1000
-	// Notify is called on the settling request's goroutine: it must not block.
-	Notify func(BudgetCrossing)
-}
-
-// notice calls Notify for each threshold t with before < t% of the limit <= after, where
-// after is the counted spend and before is after less this request's cost.
-func (w *BudgetWatch) notice(r *Reservation, cost int64, now time.Time) {
-	for i := range r.items {
-		it := &r.items[i]
-		if it.kind != itemBudget || it.spent < 0 || it.limit <= 0 {
-			continue
-		}
-		after := it.spent
-		before := after - cost
-		for _, t := range w.Thresholds {
-			// t% of the limit, rounded down, without limit*t (limits reach 2^60).
-			mark := it.limit/100*int64(t) + it.limit%100*int64(t)/100
-			if before < mark && mark <= after {
-				start := time.Time{}
-				if it.sstart != 0 {
-					start = time.UnixMicro(it.sstart).UTC()
-				}
-				w.Notify(BudgetCrossing{Scope: it.scope, Budget: Budget{Micros: it.limit, Period: it.period},
-					PeriodStart: start, Threshold: t, SpentMicros: after})
-			}
-		}
-	}
-}
-
-// WatchBudgets makes w hear the budget crossings of every settle, replacing any other
-// watch (a reload's configuration takes over from the previous one's).
-func (l *Limiter) WatchBudgets(w *BudgetWatch) { l.budgetWatch.Store(w) }
-
-// UnwatchBudgets stops w hearing crossings, unless another watch has replaced it.
-func (l *Limiter) UnwatchBudgets(w *BudgetWatch) { l.budgetWatch.CompareAndSwap(w, nil) }
 
 // settleOn settles on the backend that holds the reservation, seeding the settle
 // period's spend when its counter does not exist yet (a rollover).
@@ -709,7 +399,7 @@ func (l *Limiter) spendShared(ctx context.Context, r *Reservation, cost, now int
 	for i := range r.items {
 		if r.items[i].kind == itemBudget {
 			r.items[i].needSeed = true // take part in the add-only pass
-			r.items[i].sseed = -1
+			r.items[i].settleSeed = -1
 		}
 	}
 	if l.down.Load() {
@@ -728,151 +418,9 @@ func (l *Limiter) spendShared(ctx context.Context, r *Reservation, cost, now int
 	}
 }
 
-func anyNeedSeed(r *Reservation) bool {
-	for i := range r.items {
-		if r.items[i].needSeed {
-			return true
-		}
-	}
-	return false
-}
-
-// sharedUsable reports whether this request should use the shared counters: yes while
-// they answer; while they do not, one request every RetryEvery tries them again (after
-// resynchronising what was counted elsewhere meanwhile).
-func (l *Limiter) sharedUsable(ctx context.Context) bool {
-	if !l.down.Load() {
-		return true
-	}
-	since := time.Since(l.base)
-	if since-time.Duration(l.lastTry.Load()) < l.retryEvery || !l.probing.CompareAndSwap(false, true) {
-		return false
-	}
-	defer l.probing.Store(false)
-	l.lastTry.Store(int64(time.Since(l.base)))
-	pctx, cancel := context.WithTimeout(ctx, l.timeout)
-	defer cancel()
-	if err := l.redis.resync(pctx); err != nil {
-		return false
-	}
-	l.markUp()
-	return true
-}
-
-func (l *Limiter) markDown(err error) {
-	err = withoutAddress(err)
-	l.downMu.Lock()
-	defer l.downMu.Unlock()
-	l.lastTry.Store(int64(time.Since(l.base)))
-	if l.down.Swap(true) {
-		return
-	}
-	if l.onDown != nil {
-		l.onDown(err)
-	}
-}
-
-func (l *Limiter) markUp() {
-	l.downMu.Lock()
-	defer l.downMu.Unlock()
-	if !l.down.Swap(false) {
-		return
-	}
-	// What the fallback counted is stale by the next outage: seed again then.
-	l.fallback.unseed()
-	if l.onDown != nil {
-		l.onDown(nil)
-	}
-}
-
-// Status is one check's standing: its scope's spend in the current budget period (of
-// the current month without a budget, from the ledger), what is reserved by requests in
-// flight, what is left of each per-minute allowance, and how many requests are in
-// flight. While the shared counters do not answer, the figures are this gateway's
-// fallback counters (the ledger's spend for a budget they have not counted).
-func (l *Limiter) Status(ctx context.Context, c Check) (*Status, error) {
-	now := l.now()
-	r := &Reservation{l: l}
-	r.plan(Ask{Checks: []Check{c}}, now, l.seeder)
-	var backend Counters = l.shared
-	if l.fallback != nil && l.down.Load() {
-		backend = l.fallback
-	}
-	_, err := l.call(ctx, backend, func(ctx context.Context) (outcome, error) { return 0, backend.peek(ctx, r, now.UnixMicro()) })
-	if err != nil {
-		var be *backendError
-		if !errors.As(err, &be) {
-			return nil, err
-		}
-		l.markDown(be.err)
-		r.clearAnswers()
-		if err := l.fallback.peek(ctx, r, now.UnixMicro()); err != nil {
-			return nil, err
-		}
-	}
-	st := &Status{Scope: c.Scope.String(), Policy: c.Policy}
-	st.Policy.Models = nil
-	for i := range r.items {
-		it := &r.items[i]
-		switch it.kind {
-		case itemRequests, itemTokens:
-			a := &Allowance{Limit: it.limit, Remaining: max(it.after, 0), Reset: time.Duration(it.reset) * time.Microsecond}
-			if it.kind == itemRequests {
-				st.Requests = a
-			} else {
-				st.Tokens = a
-			}
-		case itemSlot:
-			st.InFlight = it.after
-		case itemBudget:
-			if it.needSeed {
-				if err := l.seed(ctx, r, false); err != nil {
-					return nil, err
-				}
-				it.after = it.seed
-			}
-			b := c.Policy.Budget
-			st.SpentMicros, st.ReservedMicros = it.after, it.held
-			rem := max(b.Micros-it.after-it.held, 0)
-			st.RemainingMicros = &rem
-			st.PeriodStart, st.ResetAt = b.Start(now), b.Reset(now)
-		}
-	}
-	if c.Policy.Budget == nil && l.seeder != nil {
-		month := Budget{Period: PeriodMonth}.Start(now)
-		v, err := l.seeder(ctx, c.Scope, month)
-		if err != nil {
-			return nil, fmt.Errorf("%w: the ledger's spend: %v", ErrUnavailable, err)
-		}
-		st.SpentMicros = v
-	}
-	return st, nil
-}
-
 // Bucket arithmetic, shared by both backends (the Redis script does the same in Lua):
 // a bucket holds up to limit units and refills continuously at limit per minute.
 const minuteMicros = 60_000_000
-
-// refill is the bucket's level at now, from level at at.
-func refill(level float64, at, now, limit int64) float64 {
-	if now > at {
-		level += float64(now-at) * float64(limit) / minuteMicros
-	}
-	return math.Min(level, float64(limit))
-}
-
-// waitFor is how long until the bucket holds take, in µs; -1 when it never can.
-func waitFor(level float64, take, limit int64) int64 {
-	if take > limit {
-		return -1
-	}
-	return int64(math.Ceil((float64(take)-level)*minuteMicros/float64(limit) - ceilSlack))
-}
-
-// fullIn is how long until the bucket is whole again, in µs.
-func fullIn(level float64, limit int64) int64 {
-	return max(int64(math.Ceil((float64(limit)-level)*minuteMicros/float64(limit)-ceilSlack)), 0)
-}
 
 // ceilSlack keeps a rounding error of the float arithmetic (0.6 computed as
 // 0.6000000000000001) from adding a microsecond to a wait.

@@ -5,24 +5,6 @@ import (
 	"sync"
 )
 
-// Counters is where a Limiter keeps its counters: NewMemory for one gateway, NewRedis
-// for several sharing them. Its methods are the Limiter's business; the interface is
-// closed to other implementations.
-type Counters interface {
-	// reserve decides every item of r together and reserves them all, or nothing: it
-	// answers admitted, refused (items marked refused, with their waits) or needsSeed
-	// (the budget items whose period counter is absent and carry no seed are marked).
-	reserve(ctx context.Context, r *Reservation, now, lease int64) (outcome, error)
-	// settle releases r (unless addOnly) and adds cost to each budget's settle period;
-	// addOnly only adds, for the items marked needSeed. A settle period counter that is
-	// absent is set from the item's sseed when known, else marked needSeed when seed is
-	// true, else left absent.
-	settle(ctx context.Context, r *Reservation, tokens, cost, now int64, addOnly, seed bool) error
-	// peek reads each item's standing without changing it.
-	peek(ctx context.Context, r *Reservation, now int64) error
-	close() error
-}
-
 // NewMemory returns counters in this process's memory: for one gateway.
 func NewMemory() Counters { return newMemory() }
 
@@ -298,16 +280,16 @@ func (m *memory) settle(_ context.Context, r *Reservation, tokens, cost, now int
 			if cost == 0 {
 				continue
 			}
-			b := ms.budget(it, it.sstart, it.send, 0, now, false)
+			b := ms.budget(it, it.settleStart, it.settleEnd, 0, now, false)
 			switch {
 			case b != nil && b.seeded:
 				b.spent += cost
 				it.spent = b.spent
-			case it.sseed >= 0:
+			case it.settleSeed >= 0:
 				if b == nil {
-					b = ms.budget(it, it.sstart, it.send, 0, now, true)
+					b = ms.budget(it, it.settleStart, it.settleEnd, 0, now, true)
 				}
-				b.seeded, b.spent = true, it.sseed+cost
+				b.seeded, b.spent = true, it.settleSeed+cost
 				it.spent = b.spent
 			case seed:
 				it.needSeed = true

@@ -308,31 +308,3 @@ func (s Scope) String() string {
 	}
 	return out
 }
-
-// Allowance is what is left of a rate limit: Limit per minute, Remaining now, and Reset,
-// how long until the allowance is whole again.
-type Allowance struct {
-	Limit     int64         `json:"limit"`
-	Remaining int64         `json:"remaining"`
-	Reset     time.Duration `json:"reset_ns"`
-}
-
-// Status is one scope's standing, for the admin API and the console: spend this budget
-// period against the budget, and what is left of each rate limit.
-type Status struct {
-	Scope  string `json:"scope"`
-	Policy Policy `json:"policy"`
-	// SpentMicros is the settled spend of the budget's current period (for a scope
-	// without a budget: of the current month); ReservedMicros is held by requests in
-	// flight.
-	SpentMicros    int64 `json:"spent_micros"`
-	ReservedMicros int64 `json:"reserved_micros"`
-	// RemainingMicros is the budget left (never negative); absent without a budget.
-	RemainingMicros *int64    `json:"remaining_micros,omitempty"`
-	PeriodStart     time.Time `json:"period_start,omitzero"`
-	ResetAt         time.Time `json:"reset_at,omitzero"`
-	// Requests and Tokens are the per-minute allowances; nil when not limited.
-	Requests *Allowance `json:"requests,omitempty"`
-	Tokens   *Allowance `json:"tokens,omitempty"`
-	InFlight int64      `json:"in_flight"`
-}

@@ -565,12 +565,12 @@ func (rc *redisCounters) settleArgs(r *Reservation, tokens, cost, now int64, add
 		case itemBudget:
 			it.needSeed = false
 			bk := rc.budgetKeys(it, it.start)
-			keys = append(keys, bk.budget, bk.leases, rc.budgetKey(it, it.sstart))
-			s := it.sseed
+			keys = append(keys, bk.budget, bk.leases, rc.budgetKey(it, it.settleStart))
+			s := it.settleSeed
 			if s < 0 && !seed {
 				s = -2
 			}
-			args = append(args, "b", it.limit, cost, s, ttlMS(it.send, r.l.lease, now))
+			args = append(args, "b", it.limit, cost, s, ttlMS(it.settleEnd, r.l.lease, now))
 		}
 		sent = append(sent, i)
 	}
@@ -659,7 +659,7 @@ func (rc *redisCounters) markStale(r *Reservation, spend, counterOnly bool) {
 		for i := range r.items {
 			it := &r.items[i]
 			if it.kind == itemBudget {
-				rc.stale[rc.budgetKey(it, it.sstart)] = struct{}{}
+				rc.stale[rc.budgetKey(it, it.settleStart)] = struct{}{}
 			}
 		}
 	}
