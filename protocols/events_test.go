@@ -56,7 +56,7 @@ func responsesEventByGjson(s *EventStream, ev Event) eventView {
 	}
 	f := gjson.GetMany(view(ev.Data), "type", "sequence_number", "delta")
 	if f[1].Type == gjson.Number {
-		s.LastSequence = f[1].Int()
+		s.stream.(*responsesStream).sequence = f[1].Int()
 	}
 	terminal := false
 	switch f[0].Str {
@@ -314,7 +314,10 @@ func TestResponsesEventsReadAsGjsonReadsThem(t *testing.T) {
 func compareEvent(t *testing.T, kind Kind, ev Event) {
 	t.Helper()
 	start := func() *EventStream {
-		s := &EventStream{LastSequence: 42}
+		s := ShapeOf(kind).newStream(false)
+		if r, ok := s.stream.(*responsesStream); ok {
+			r.sequence = 42
+		}
 		s.Obs.Usage = Usage{Input: 100, CachedInput: 30, CacheWrite: 20, Output: 7, Reasoning: 3}
 		return s
 	}
@@ -324,12 +327,12 @@ func compareEvent(t *testing.T, kind Kind, ev Event) {
 	var gotPath, wantPath string
 	switch kind {
 	case KindMessages:
-		got, want = messages{}.event(a, ev), messagesEventByGjson(b, ev)
+		got, want = shapeEvent(a, ev), messagesEventByGjson(b, ev)
 		gotErr, wantErr = messages{}.IsError(ev), messagesIsErrorByGjson(ev)
 		gotPath = messages{}.eventModelPath(ev)
 		wantPath = gotPath // by name alone, unchanged
 	default:
-		got, want = responses{}.event(a, ev), responsesEventByGjson(b, ev)
+		got, want = shapeEvent(a, ev), responsesEventByGjson(b, ev)
 		gotErr, wantErr = responses{}.IsError(ev), responsesIsErrorByGjson(ev)
 		gotPath, wantPath = responses{}.eventModelPath(ev), responsesModelPathByGjson(ev)
 	}
@@ -342,10 +345,10 @@ func compareEvent(t *testing.T, kind Kind, ev Event) {
 		return
 	}
 	if got.isError != want.isError || got.drop != want.drop || got.model.Raw != want.model.Raw ||
-		got.model.Index != want.model.Index || a.Obs != b.Obs || a.LastSequence != b.LastSequence ||
+		got.model.Index != want.model.Index || a.Obs != b.Obs || a.LastSequence() != b.LastSequence() ||
 		gotErr != wantErr || gotPath != wantPath {
 		t.Fatalf("event %q %s\nwalker: %+v %+v seq %d error %v path %q\ngjson:  %+v %+v seq %d error %v path %q",
-			ev.Name, ev.Data, got, a.Obs, a.LastSequence, gotErr, gotPath, want, b.Obs, b.LastSequence, wantErr, wantPath)
+			ev.Name, ev.Data, got, a.Obs, a.LastSequence(), gotErr, gotPath, want, b.Obs, b.LastSequence(), wantErr, wantPath)
 	}
 }
 
@@ -396,9 +399,9 @@ func BenchmarkShapeEvent(b *testing.B) {
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
-			s := &EventStream{}
+			s := c.shape.newStream(false)
 			for b.Loop() {
-				c.shape.event(s, c.ev)
+				shapeEvent(s, c.ev)
 			}
 		})
 	}

@@ -232,7 +232,7 @@ func TestResponseSplice(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			body := []byte(tc.in)
 			var out bytes.Buffer
-			if model, _ := protocols.ShapeOf(tc.op.Kind).Answer(tc.op.Kind, body); model.Index > 0 {
+			if model, _ := protocols.ShapeOf(tc.op.Kind).Answer(body); model.Index > 0 {
 				_, _ = protocols.SpliceAt(body, model.Index, model.Index+len(model.Raw), literal).WriteTo(&out)
 			} else {
 				out.Write(body)
@@ -245,12 +245,12 @@ func TestResponseSplice(t *testing.T) {
 func TestAnswerModelLocation(t *testing.T) {
 	body := []byte(`{"id":"x","model":"up","usage":{}}`)
 	for _, op := range []protocols.Operation{opChat, opResponses, opCompact, opMessages} {
-		model, obs := protocols.ShapeOf(op.Kind).Answer(op.Kind, body)
+		model, obs := protocols.ShapeOf(op.Kind).Answer(body)
 		assert.Equal(t, `"up"`, model.Raw, op.Kind.String())
 		assert.True(t, obs.Billable, op.Kind.String())
 	}
 	for _, op := range []protocols.Operation{opInputTokens, opCountTokens} {
-		model, obs := protocols.ShapeOf(op.Kind).Answer(op.Kind, body)
+		model, obs := protocols.ShapeOf(op.Kind).Answer(body)
 		assert.False(t, model.Exists(), "token counts carry no model: %s", op.Kind)
 		assert.False(t, obs.Billable, op.Kind.String())
 	}

@@ -138,7 +138,7 @@ func TestEventStreamRewritesRecordedStreams(t *testing.T) {
 					assert.Equal(t, tc.usage, s.Obs.Usage, how)
 					assert.True(t, s.Obs.UsageReported && s.Obs.Complete, how)
 					assert.True(t, s.Obs.UsageFinal, how)
-					assert.Equal(t, tc.lastSeq, s.LastSequence, how)
+					assert.Equal(t, tc.lastSeq, s.LastSequence(), how)
 					assert.Equal(t, tc.finish, s.Obs.FinishReason, how)
 				}
 
@@ -444,9 +444,9 @@ func TestEventStreamScrubsErrorEvents(t *testing.T) {
 
 func TestEventStreamSequence(t *testing.T) {
 	s := protocols.NewEventStream(protocols.KindResponses, "acme", false, protocols.Scrubber{})
-	assert.Equal(t, int64(-1), s.LastSequence)
+	assert.Equal(t, int64(-1), s.LastSequence())
 	run(s, [][]byte{[]byte("event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"sequence_number\":41,\"delta\":\"x\"}\n\n")})
-	assert.Equal(t, int64(41), s.LastSequence)
+	assert.Equal(t, int64(41), s.LastSequence())
 	// The gateway's own closing error continues the sequence.
 	ev := s.ErrorEvent(protocols.Errorf(protocols.FamilyA, 502, "", "interrupted"))
 	assert.Contains(t, string(ev), `"sequence_number":42`)
@@ -464,7 +464,7 @@ func TestEventStreamResponsesWithoutEventLines(t *testing.T) {
 	s := protocols.NewEventStream(protocols.KindResponses, "acme/codex", false, protocols.Scrubber{})
 	assert.Equal(t, want, string(run(s, [][]byte{[]byte(in)})))
 	assert.Equal(t, protocols.Usage{Input: 3, Output: 1}, s.Obs.Usage)
-	assert.Equal(t, int64(2), s.LastSequence)
+	assert.Equal(t, int64(2), s.LastSequence())
 }
 
 // Reading straight from the upstream into the stream's buffer gives the client the same
@@ -559,9 +559,9 @@ func TestEachShapeSaysWhenItsUsageIsFinal(t *testing.T) {
 			protocols.KindResponses: `{"model":"m","usage":{"input_tokens":5,"output_tokens":2}}`,
 			protocols.KindMessages:  `{"model":"m","usage":{"input_tokens":5,"output_tokens":2}}`,
 		} {
-			_, obs := protocols.ShapeOf(kind).Answer(kind, []byte(body))
+			_, obs := protocols.ShapeOf(kind).Answer([]byte(body))
 			assert.True(t, obs.UsageFinal, "%v", kind)
-			_, obs = protocols.ShapeOf(kind).Answer(kind, []byte(`{"model":"m"}`))
+			_, obs = protocols.ShapeOf(kind).Answer([]byte(`{"model":"m"}`))
 			assert.False(t, obs.UsageFinal, "%v without usage", kind)
 		}
 	})
