@@ -85,69 +85,6 @@ func assertOnlyModelChanged(t *testing.T, in, out []byte) {
 	assert.Equal(t, "gpt-4o-2024-08-06", got)
 }
 
-func TestPrepareRequestBodyUsageInjection(t *testing.T) {
-	cases := []struct {
-		name, in, want string
-	}{
-		{
-			name: "no stream_options",
-			in:   `{"model":"acme/chat","messages":[{"role":"user","content":"hi"}],"stream":true}`,
-			want: `{"model":"gpt-4o-mini-2024-07-18","messages":[{"role":"user","content":"hi"}],"stream":true,"stream_options":{"include_usage":true}}`,
-		},
-		{
-			name: "model after stream, python separators",
-			in:   `{"messages": [{"role": "user", "content": "hi"}], "stream": true, "model": "acme/chat"}`,
-			want: `{"messages": [{"role": "user", "content": "hi"}], "stream": true, "model": "gpt-4o-mini-2024-07-18","stream_options":{"include_usage":true}}`,
-		},
-		{
-			name: "include_usage false",
-			in:   `{"model":"acme/chat","stream":true,"stream_options":{"include_usage":false},"messages":[]}`,
-			want: `{"model":"gpt-4o-mini-2024-07-18","stream":true,"stream_options":{"include_usage":true},"messages":[]}`,
-		},
-		{
-			name: "include_usage null",
-			in:   `{"model":"acme/chat","stream":true,"stream_options":{"include_usage":null},"messages":[]}`,
-			want: `{"model":"gpt-4o-mini-2024-07-18","stream":true,"stream_options":{"include_usage":true},"messages":[]}`,
-		},
-		{
-			name: "other stream option kept",
-			in:   `{"model":"acme/chat","stream":true,"stream_options":{"include_obfuscation":false},"messages":[]}`,
-			want: `{"model":"gpt-4o-mini-2024-07-18","stream":true,"stream_options":{"include_obfuscation":false,"include_usage":true},"messages":[]}`,
-		},
-		{
-			name: "empty stream_options",
-			in:   `{"model":"acme/chat","stream":true,"stream_options":{},"messages":[]}`,
-			want: `{"model":"gpt-4o-mini-2024-07-18","stream":true,"stream_options":{"include_usage":true},"messages":[]}`,
-		},
-		{
-			name: "null stream_options",
-			in:   `{"model":"acme/chat","stream":true,"stream_options":null,"messages":[]}`,
-			want: `{"model":"gpt-4o-mini-2024-07-18","stream":true,"stream_options":{"include_usage":true},"messages":[]}`,
-		},
-		{
-			name: "stream_options before model",
-			in:   `{"stream_options":{"include_usage":false},"stream":true,"messages":[],"model":"acme/chat"}`,
-			want: `{"stream_options":{"include_usage":true},"stream":true,"messages":[],"model":"gpt-4o-mini-2024-07-18"}`,
-		},
-		{
-			name: "pretty printed",
-			in:   "{\n  \"model\": \"acme/chat\",\n  \"stream\": true,\n  \"messages\": []\n}",
-			want: "{\n  \"model\": \"gpt-4o-mini-2024-07-18\",\n  \"stream\": true,\n  \"messages\": []\n,\"stream_options\":{\"include_usage\":true}}",
-		},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			in := []byte(tc.in)
-			orig := bytes.Clone(in)
-			out, injected := protocols.PrepareRequestBody(opChat, in, "gpt-4o-mini-2024-07-18")
-			assert.True(t, injected, "the usage chunk must be dropped later")
-			assert.Equal(t, tc.want, string(out))
-			assert.True(t, json.Valid(out))
-			assert.Equal(t, orig, in, "the client's body is not modified")
-		})
-	}
-}
-
 func TestValueSpan(t *testing.T) {
 	cases := []struct {
 		name, body, path, want string
