@@ -199,3 +199,20 @@ func TestPrepareRequestBodyUsageInjection(t *testing.T) {
 		})
 	}
 }
+
+// Chat streams relayed at the same time keep their own state: the usage-only chunk is
+// dropped only from the stream whose usage the gateway asked for, and usage is final only
+// in the stream whose choice finished.
+func TestChatStreamsKeepTheirOwnState(t *testing.T) {
+	const (
+		finish    = `data: {"id":"c","object":"chat.completion.chunk","model":"gpt-4o","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\n"
+		usageOnly = `data: {"id":"c","object":"chat.completion.chunk","model":"gpt-4o","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":2}}` + "\n\n"
+	)
+	asked := protocols.NewEventStream(protocols.KindChat, "acme/chat", true, protocols.Scrubber{})
+	client := protocols.NewEventStream(protocols.KindChat, "acme/chat", false, protocols.Scrubber{})
+	run(asked, [][]byte{[]byte(finish)})
+	assert.Contains(t, string(run(client, [][]byte{[]byte(usageOnly)})), `"usage"`, "the client asked for this usage chunk")
+	assert.Empty(t, run(asked, [][]byte{[]byte(usageOnly)}), "the gateway asked for this usage chunk")
+	assert.True(t, asked.Obs.UsageFinal, "its choice finished before its usage")
+	assert.False(t, client.Obs.UsageFinal, "no choice of its own finished")
+}

@@ -1,6 +1,7 @@
 package protocols_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -77,4 +78,20 @@ func TestValidateResponses(t *testing.T) {
 		checkInvalid(t, protocols.Validate(op, []byte(`{"model":"acme-codex","input":"hi","conversation":{"id":"conv_1"}}`), familyAHeaders),
 			protocols.FamilyA, "conversation")
 	}
+}
+
+// Streams of one shape relayed at the same time each number the error that ends them
+// after their own last event: what a stream remembers is its own, not its shape's.
+func TestResponsesStreamsNumberTheirOwnEvents(t *testing.T) {
+	delta := func(seq int) [][]byte {
+		return [][]byte{fmt.Appendf(nil, "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"sequence_number\":%d,\"delta\":\"x\"}\n\n", seq)}
+	}
+	a := protocols.NewEventStream(protocols.KindResponses, "acme", false, protocols.Scrubber{})
+	b := protocols.NewEventStream(protocols.KindResponses, "acme", false, protocols.Scrubber{})
+	run(a, delta(7))
+	run(b, delta(3))
+	run(a, delta(8))
+	cut := protocols.Errorf(protocols.FamilyA, 502, "", "interrupted")
+	assert.Contains(t, string(a.ErrorEvent(cut)), `"sequence_number":9`)
+	assert.Contains(t, string(b.ErrorEvent(cut)), `"sequence_number":4`)
 }
