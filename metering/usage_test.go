@@ -12,7 +12,7 @@ import (
 
 // answered is what the shape of kind observes in a whole JSON answer.
 func answered(kind protocols.Kind, body string) protocols.Observation {
-	_, obs := protocols.ShapeOf(kind).Answer(kind, []byte(body))
+	_, obs := protocols.ShapeOf(kind).Answer([]byte(body))
 	return obs
 }
 

@@ -21,7 +21,7 @@ import (
 //   - In-band error: a chunk whose JSON carries a non-null `error`.
 type chatCompletions struct{}
 
-func (chatCompletions) Answer(_ Kind, body []byte) (gjson.Result, Observation) {
+func (chatCompletions) Answer(body []byte) (gjson.Result, Observation) {
 	return answerFamilyA(body, chatUsage)
 }
 
@@ -34,6 +34,24 @@ func (chatCompletions) FinishReason(body []byte) string {
 var chatUsage = familyAUsage{"prompt_tokens", "prompt_tokens_details.cached_tokens",
 	"prompt_tokens_details.cache_write_tokens", "completion_tokens", "completion_tokens_details.reasoning_tokens"}
 
+// chatStream is what a chat stream remembers from one chunk to the next.
+type chatStream struct {
+	// chunkHead lets a chunk skip what it repeats of the last.
+	chunkHead chunkHead
+	// chatFinished is set once a chunk carried a finish_reason: usage from then on is
+	// final.
+	chatFinished bool
+	// dropUsageChunk removes the usage-only chunk the gateway asked for itself.
+	dropUsageChunk bool
+}
+
+func (chatCompletions) newStream(dropUsageChunk bool) *EventStream {
+	return streamWith(chatStream{dropUsageChunk: dropUsageChunk})
+}
+
+// lastSequence: chat chunks are not numbered.
+func (*chatStream) lastSequence() int64 { return -1 }
+
 // event reads a chat chunk, the most frequent event there is, in one pass: model, usage
 // and any error at the top level, and the first choice's delta inside choices, where
 // separate lookups would scan it once each.
@@ -42,7 +60,7 @@ var chatUsage = familyAUsage{"prompt_tokens", "prompt_tokens_details.cached_toke
 // nearly every chunk of a stream: once a chunk begins with exactly the bytes the last one
 // had up to its choices, what those members say is known, and the walk starts at choices.
 // Identical bytes read identically, so this changes no result.
-func (chatCompletions) event(s *EventStream, ev Event) eventView {
+func (c *chatStream) event(obs *Observation, ev Event) eventView {
 	var (
 		model                gjson.Result // the first `model`, when it is a string
 		modelSeen            bool
@@ -53,7 +71,7 @@ func (chatCompletions) event(s *EventStream, ev Event) eventView {
 	)
 	data := ev.Data
 	w, _ := walkObject(data)
-	head := &s.chunkHead
+	head := &c.chunkHead
 	if len(head.prefix) > 0 && bytes.HasPrefix(data, head.prefix) {
 		modelSeen = head.modelSeen
 		if modelSeen {
@@ -103,18 +121,18 @@ func (chatCompletions) event(s *EventStream, ev Event) eventView {
 	if string(ev.Name) == "error" || len(errVal) > 0 && string(errVal) != "null" && string(errVal) != "false" {
 		return eventView{isError: true}
 	}
-	s.Obs.OutputChars += stringLen(choices.content) + stringLen(choices.arguments)
-	s.Obs.ThinkingChars += stringLen(choices.reasoning)
-	s.chatFinished = s.chatFinished || choices.finished
-	if choices.finish != nil && s.Obs.FinishReason == "" {
-		s.Obs.FinishReason = unquoted(choices.finish)
+	obs.OutputChars += stringLen(choices.content) + stringLen(choices.arguments)
+	obs.ThinkingChars += stringLen(choices.reasoning)
+	c.chatFinished = c.chatFinished || choices.finished
+	if choices.finish != nil && obs.FinishReason == "" {
+		obs.FinishReason = unquoted(choices.finish)
 	}
 	if len(usage) > 0 && usage[0] == '{' {
-		s.Obs.setFamilyAUsage(gjson.Result{Type: gjson.JSON, Raw: view(usage)}, chatUsage)
+		obs.setFamilyAUsage(gjson.Result{Type: gjson.JSON, Raw: view(usage)}, chatUsage)
 		// Some servers put usage in every chunk, counting so far: it is final only once
 		// a choice has finished, in this chunk or before.
-		s.Obs.UsageFinal = s.chatFinished
-		if s.dropUsageChunk && choices.isArray && !choices.hasFirst {
+		obs.UsageFinal = c.chatFinished
+		if c.dropUsageChunk && choices.isArray && !choices.hasFirst {
 			return eventView{drop: true} // the usage-only chunk the gateway asked for itself
 		}
 	}
@@ -268,7 +286,7 @@ func (chatCompletions) ErrorEvent(e *APIError, _ int64) []byte {
 
 // Validate: `messages` is an array; `stream` a boolean; `stream_options` an object;
 // `n` 1..128; each output cap a positive integer, and both caps equal when both are set.
-func (chatCompletions) Validate(p *ParsedRequest, _ Operation, _ http.Header) *APIError {
+func (chatCompletions) Validate(p *ParsedRequest, _ http.Header) *APIError {
 	if !p.get(fieldMessages).IsArray() {
 		return InvalidParam(FamilyA, "messages", "'messages' is required and must be an array")
 	}
@@ -282,7 +300,7 @@ func (chatCompletions) Validate(p *ParsedRequest, _ Operation, _ http.Header) *A
 	if _, _, e := positiveIntParam(p.get(fieldChoices), "n", MaxChoices); e != nil {
 		return e
 	}
-	return checkOutputCaps(chatCompletions{}.outputCaps(p, KindChat))
+	return checkOutputCaps(chatCompletions{}.outputCaps(p))
 }
 
 // requestBody asks for usage in a streamed request that did not (metering needs it),
@@ -300,6 +318,6 @@ func (chatCompletions) requestBody(p *ParsedRequest) ([]byte, gjson.Result, bool
 }
 
 // outputCaps: max_completion_tokens, and the older max_tokens.
-func (chatCompletions) outputCaps(p *ParsedRequest, _ Kind) []capField {
+func (chatCompletions) outputCaps(p *ParsedRequest) []capField {
 	return []capField{{"max_completion_tokens", p.get(fieldMaxCompletionTokens)}, {"max_tokens", p.get(fieldMaxTokens)}}
 }

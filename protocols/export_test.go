@@ -77,3 +77,7 @@ func (o Operation) Routed() bool {
 	}
 	return false
 }
+
+// shapeEvent reads one data event as the stream's shape does, without the stream's
+// cutting and checks around it.
+func shapeEvent(s *EventStream, ev Event) eventView { return s.stream.event(&s.Obs, ev) }

@@ -127,10 +127,10 @@ func (c *countingReader) Read(p []byte) (int, error) {
 
 func TestShapeOfAnOperationThatIsNotRelayed(t *testing.T) {
 	s := protocols.ShapeOf(protocols.KindModels)
-	model, obs := s.Answer(protocols.KindModels, []byte(`{"model":"x","usage":{"input_tokens":3}}`))
+	model, obs := s.Answer([]byte(`{"model":"x","usage":{"input_tokens":3}}`))
 	assert.False(t, model.Exists())
 	assert.False(t, obs.Billable)
-	assert.Nil(t, s.Validate(nil, protocols.Operation{}, http.Header{}))
+	assert.Nil(t, s.Validate(nil, http.Header{}))
 }
 
 func TestABodyThatTimedOutIsAnsweredInItsOwnFamily(t *testing.T) {

@@ -19,13 +19,15 @@ import (
 //   - Usage: input_tokens, with cache reads and writes counted beside it, not inside;
 //     output_tokens with thinking inside, split out only in output_tokens_details.
 //   - In-band error: an `error` event.
-type messages struct{}
+type messages struct {
+	kind Kind // KindMessages or KindMessagesCountTokens
+}
 
 // minThinkingBudget is the smallest extended-thinking budget Family B accepts.
 const minThinkingBudget = 1024
 
-func (messages) Answer(kind Kind, body []byte) (gjson.Result, Observation) {
-	if kind == KindMessagesCountTokens {
+func (m messages) Answer(body []byte) (gjson.Result, Observation) {
+	if m.kind == KindMessagesCountTokens {
 		return gjson.Result{}, Observation{Complete: true} // a token count: no model, nothing to bill
 	}
 	obs := Observation{Complete: true, Billable: true}
@@ -61,10 +63,19 @@ func (o *Observation) mergeMessagesUsage(u gjson.Result) {
 	o.UsageReported = true
 }
 
+// messagesStream reads a Messages stream's events; it needs nothing from one event to
+// the next but the observation.
+type messagesStream struct{}
+
+func (messages) newStream(bool) *EventStream { return &EventStream{stream: messagesStream{}} }
+
+// lastSequence: Messages events are not numbered.
+func (messagesStream) lastSequence() int64 { return -1 }
+
 // event reads the frequent events (content_block_delta, and the start, stop and ping
 // events around it) with the member walker in one pass over their top level; only the
 // two that carry usage, once a stream each, are looked up with gjson.
-func (m messages) event(s *EventStream, ev Event) eventView {
+func (messagesStream) event(obs *Observation, ev Event) eventView {
 	isDelta := string(ev.Name) == "content_block_delta"
 	typ, delta := readMessagesEvent(ev.Data, isDelta)
 	if string(ev.Name) == "error" || stringText(typ) == "error" {
@@ -73,24 +84,24 @@ func (m messages) event(s *EventStream, ev Event) eventView {
 	switch string(ev.Name) {
 	case "message_start":
 		if u := getView(ev.Data, "message.usage"); u.IsObject() {
-			s.Obs.mergeMessagesUsage(u)
+			obs.mergeMessagesUsage(u)
 		}
 		return eventView{model: getView(ev.Data, "message.model")}
 	case "content_block_delta":
-		s.Obs.OutputChars += stringLen(delta.text) + stringLen(delta.partialJSON)
-		s.Obs.ThinkingChars += stringLen(delta.thinking)
+		obs.OutputChars += stringLen(delta.text) + stringLen(delta.partialJSON)
+		obs.ThinkingChars += stringLen(delta.thinking)
 	case "message_delta":
 		// message_start's output count is a placeholder; message_delta's is the final one.
 		f := gjson.GetMany(view(ev.Data), "usage", "delta.stop_reason")
 		if f[0].IsObject() {
-			s.Obs.mergeMessagesUsage(f[0])
-			s.Obs.UsageFinal = true
+			obs.mergeMessagesUsage(f[0])
+			obs.UsageFinal = true
 		}
 		if f[1].Str != "" {
-			s.Obs.FinishReason = strings.Clone(f[1].Str) // the event's buffer is reused
+			obs.FinishReason = strings.Clone(f[1].Str) // the event's buffer is reused
 		}
 	case "message_stop":
-		s.Obs.Complete = true
+		obs.Complete = true
 	}
 	return eventView{}
 }
@@ -194,7 +205,7 @@ func (messages) ErrorEvent(e *APIError, _ int64) []byte {
 // Validate: the version header as a date; `messages` an array; for messages (not token
 // counts) a positive integer `max_tokens`, `stream` a boolean, and an enabled thinking
 // budget of at least 1024 and below max_tokens.
-func (messages) Validate(p *ParsedRequest, op Operation, h http.Header) *APIError {
+func (m messages) Validate(p *ParsedRequest, h http.Header) *APIError {
 	version := VersionHeader(h)
 	if version == "" {
 		return InvalidParam(FamilyB, "", "the anthropic-version (or family-b-version) header is required, for example 'anthropic-version: 2023-06-01'")
@@ -205,7 +216,7 @@ func (messages) Validate(p *ParsedRequest, op Operation, h http.Header) *APIErro
 	if !p.get(fieldMessages).IsArray() {
 		return InvalidParam(FamilyB, "messages", "messages: field required and must be an array")
 	}
-	if op.Kind == KindMessagesCountTokens {
+	if m.kind == KindMessagesCountTokens {
 		return nil
 	}
 	maxTokens, ok := positiveInt(p.get(fieldMaxTokens))
@@ -235,8 +246,8 @@ func (messages) requestBody(p *ParsedRequest) ([]byte, gjson.Result, bool) {
 }
 
 // outputCaps: max_tokens, for messages (count_tokens generates nothing).
-func (messages) outputCaps(p *ParsedRequest, kind Kind) []capField {
-	if kind == KindMessagesCountTokens {
+func (m messages) outputCaps(p *ParsedRequest) []capField {
+	if m.kind == KindMessagesCountTokens {
 		return nil
 	}
 	return []capField{{"max_tokens", p.get(fieldMaxTokens)}}

@@ -285,7 +285,7 @@ func (p *ParsedRequest) declaredCapEdit(op Operation, src []byte, declaredCap in
 	if declaredCap <= 0 {
 		return edit{}, false
 	}
-	caps := ShapeOf(op.Kind).outputCaps(p, op.Kind) // none for a token count
+	caps := ShapeOf(op.Kind).outputCaps(p) // none for a token count
 	if _, set := p.OutputCap(op); set || len(caps) == 0 {
 		return edit{}, false
 	}

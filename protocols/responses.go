@@ -19,10 +19,12 @@ import (
 //   - Usage: input_tokens (cached_tokens inside it), output_tokens (reasoning_tokens
 //     inside it).
 //   - In-band error: an `error` or `response.failed` event.
-type responses struct{}
+type responses struct {
+	kind Kind // KindResponses, or one of its sub-operations
+}
 
-func (responses) Answer(kind Kind, body []byte) (gjson.Result, Observation) {
-	if kind == KindResponsesInputTokens {
+func (r responses) Answer(body []byte) (gjson.Result, Observation) {
+	if r.kind == KindResponsesInputTokens {
 		return gjson.Result{}, Observation{Complete: true} // a token count: no model, nothing to bill
 	}
 	return answerFamilyA(body, responsesUsage)
@@ -46,34 +48,46 @@ func responsesFinishText(reason, status string) string {
 var responsesUsage = familyAUsage{"input_tokens", "input_tokens_details.cached_tokens",
 	"input_tokens_details.cache_write_tokens", "output_tokens", "output_tokens_details.reasoning_tokens"}
 
+// responsesStream is what a Responses stream remembers: the number of its last event,
+// which an error event the gateway ends it with must follow.
+type responsesStream struct {
+	sequence int64 // the highest sequence_number seen, -1 before any
+}
+
+func (responses) newStream(bool) *EventStream {
+	return streamWith(responsesStream{sequence: -1})
+}
+
+func (r *responsesStream) lastSequence() int64 { return r.sequence }
+
 // event reads every event's type, sequence_number and delta with the member walker in
 // one pass over its top level; lifecycle events, and errors, then walk the response
 // object they carry once for its model, usage and status.
-func (r responses) event(s *EventStream, ev Event) eventView {
+func (r *responsesStream) event(obs *Observation, ev Event) eventView {
 	top := readResponsesEvent(ev.Data)
 	typ := top.typ
 	if responsesIsError(ev.Name, typ) {
 		// A failed response still reports what it used, and that count is its last.
 		if u := readResponseObject(ev.Data).usageResult(); u.IsObject() {
-			s.Obs.setFamilyAUsage(u, responsesUsage)
-			s.Obs.UsageFinal = true
+			obs.setFamilyAUsage(u, responsesUsage)
+			obs.UsageFinal = true
 		}
 		return eventView{isError: true}
 	}
 	if seq, ok := sequenceNumber(top.seq); ok {
-		s.LastSequence = seq
+		r.sequence = seq
 	}
 	terminal, read := false, false
 	var resp responseFields
 	switch typ {
 	case "response.output_text.delta", "response.function_call_arguments.delta", "response.refusal.delta":
-		s.Obs.OutputChars += stringLen(top.delta)
+		obs.OutputChars += stringLen(top.delta)
 	case "response.reasoning_summary_text.delta", "response.reasoning_text.delta":
-		s.Obs.ThinkingChars += stringLen(top.delta)
+		obs.ThinkingChars += stringLen(top.delta)
 	case "response.completed", "response.failed", "response.incomplete":
-		s.Obs.Complete, terminal = true, true
+		obs.Complete, terminal = true, true
 		resp, read = readResponseObject(ev.Data), true
-		s.Obs.FinishReason = strings.Clone(responsesFinishText(stringText(resp.reason), stringText(resp.status)))
+		obs.FinishReason = strings.Clone(responsesFinishText(stringText(resp.reason), stringText(resp.status)))
 	}
 	if !responsesLifecycle(ev.Name, typ) {
 		return eventView{}
@@ -84,8 +98,8 @@ func (r responses) event(s *EventStream, ev Event) eventView {
 	// Only the terminal lifecycle events carry the final usage; earlier ones, when they
 	// carry any, count so far.
 	if u := resp.usageResult(); u.IsObject() {
-		s.Obs.setFamilyAUsage(u, responsesUsage)
-		s.Obs.UsageFinal = terminal
+		obs.setFamilyAUsage(u, responsesUsage)
+		obs.UsageFinal = terminal
 	}
 	return eventView{model: resp.modelResult()}
 }
@@ -294,11 +308,11 @@ func (responses) ErrorEvent(e *APIError, nextSequence int64) []byte {
 // Validate: `stream` a boolean; no `background`, `previous_response_id` or
 // `conversation`, which need server-side state the gateway does not keep;
 // `max_output_tokens` a positive integer when set.
-func (responses) Validate(p *ParsedRequest, op Operation, _ http.Header) *APIError {
+func (r responses) Validate(p *ParsedRequest, _ http.Header) *APIError {
 	if e := optionalBool(FamilyA, p.get(fieldStream), "stream"); e != nil {
 		return e
 	}
-	if op.Kind == KindResponses && p.get(fieldBackground).Type == gjson.True {
+	if r.kind == KindResponses && p.get(fieldBackground).Type == gjson.True {
 		return InvalidParam(FamilyA, "background", "'background' responses are not supported: this gateway keeps no server-side response state; send the request without 'background'")
 	}
 	if present(p.get(fieldPreviousResponseID)) {
@@ -307,7 +321,7 @@ func (responses) Validate(p *ParsedRequest, op Operation, _ http.Header) *APIErr
 	if present(p.get(fieldConversation)) {
 		return InvalidParam(FamilyA, "conversation", "'conversation' is not supported: this gateway keeps no server-side conversation state; send the full conversation in 'input' instead")
 	}
-	return checkOutputCaps(responses{}.outputCaps(p, op.Kind))
+	return checkOutputCaps(r.outputCaps(p))
 }
 
 // requestBody is the client's body as sent.
@@ -316,8 +330,8 @@ func (responses) requestBody(p *ParsedRequest) ([]byte, gjson.Result, bool) {
 }
 
 // outputCaps: max_output_tokens, for responses and compaction (input_tokens generates nothing).
-func (responses) outputCaps(p *ParsedRequest, kind Kind) []capField {
-	if kind == KindResponsesInputTokens {
+func (r responses) outputCaps(p *ParsedRequest) []capField {
+	if r.kind == KindResponsesInputTokens {
 		return nil
 	}
 	return []capField{{"max_output_tokens", p.get(fieldMaxOutputTokens)}}

@@ -12,11 +12,11 @@ import (
 // the relay and metering ask the shape and never switch on the kind themselves.
 type Shape interface {
 	// Validate checks a request body that passed the bounded scan against the shape's
-	// rules (and the family's headers).
-	Validate(p *ParsedRequest, op Operation, h http.Header) *APIError
-	// Answer reads a whole JSON answer of kind: where its model value is (Index > 0
-	// when found) and what it reports.
-	Answer(kind Kind, body []byte) (model gjson.Result, obs Observation)
+	// rules for its operation (and the family's headers).
+	Validate(p *ParsedRequest, h http.Header) *APIError
+	// Answer reads a whole JSON answer: where its model value is (Index > 0 when found)
+	// and what it reports.
+	Answer(body []byte) (model gjson.Result, obs Observation)
 	// FinishReason is why the model stopped, as a whole JSON answer says: one lookup
 	// more over the body, made only for those who ask (a traced request).
 	FinishReason(body []byte) string
@@ -26,16 +26,42 @@ type Shape interface {
 	// started; nextSequence is for shapes that number their events.
 	ErrorEvent(e *APIError, nextSequence int64) []byte
 
-	// event observes one data event of a stream into s and says where its model is.
-	event(s *EventStream, ev Event) eventView
+	// newStream is a new EventStream carrying the state one stream of the shape keeps
+	// between its events; dropUsageChunk says the gateway asked for a chat usage chunk
+	// the client must not see.
+	newStream(dropUsageChunk bool) *EventStream
 	// eventModelPath is where an event of the shape carries the model, "" for none.
 	eventModelPath(ev Event) string
-	// outputCaps are the request's fields that cap the output of an operation of kind
+	// outputCaps are the request's fields that cap the output of the shape's operation
 	// (none for token counts).
-	outputCaps(p *ParsedRequest, kind Kind) []capField
+	outputCaps(p *ParsedRequest) []capField
 	// requestBody is the body to send upstream before the model is spliced in, where
 	// its model is, and whether the gateway added a request for usage.
 	requestBody(p *ParsedRequest) (body []byte, model gjson.Result, injectedUsage bool)
+}
+
+// shapeStream is one stream's reader of a shape's events, holding what the shape
+// remembers from one event to the next (a chat chunk head, a sequence number).
+type shapeStream interface {
+	// event observes one data event into obs and says where its model is.
+	event(obs *Observation, ev Event) eventView
+	// lastSequence is the highest sequence number the events carried, -1 before any
+	// and for shapes that number none.
+	lastSequence() int64
+}
+
+// streamWith allocates an EventStream together with the shape's state for it, so that
+// a stream costs one allocation whatever its shape keeps.
+func streamWith[T any, P interface {
+	*T
+	shapeStream
+}](state T) *EventStream {
+	both := &struct {
+		s     EventStream
+		state T
+	}{state: state}
+	both.s.stream = P(&both.state)
+	return &both.s
 }
 
 // eventView is what a shape saw in one event.
@@ -45,15 +71,16 @@ type eventView struct {
 	drop    bool         // an event the client must not see (the usage chunk the gateway asked for)
 }
 
-// ShapeOf is the shape an operation's answers have.
+// ShapeOf is the shape an operation's answers have; it knows the operation's kind (a
+// token count's answers are read unlike a generation's).
 func ShapeOf(kind Kind) Shape {
 	switch kind {
 	case KindChat:
 		return chatCompletions{}
 	case KindResponses, KindResponsesInputTokens, KindResponsesCompact:
-		return responses{}
+		return responses{kind}
 	case KindMessages, KindMessagesCountTokens:
-		return messages{}
+		return messages{kind}
 	}
 	return noShape{}
 }
@@ -115,14 +142,20 @@ func textLen(r gjson.Result) int64 {
 // noShape is the shape of operations that are not relayed.
 type noShape struct{}
 
-func (noShape) Answer(Kind, []byte) (gjson.Result, Observation)           { return gjson.Result{}, Observation{} }
-func (noShape) FinishReason([]byte) string                                { return "" }
-func (noShape) IsError(Event) bool                                        { return false }
-func (noShape) ErrorEvent(e *APIError, _ int64) []byte                    { return chatCompletions{}.ErrorEvent(e, 0) }
-func (noShape) event(*EventStream, Event) eventView                       { return eventView{} }
-func (noShape) eventModelPath(Event) string                               { return "" }
-func (noShape) Validate(*ParsedRequest, Operation, http.Header) *APIError { return nil }
-func (noShape) outputCaps(*ParsedRequest, Kind) []capField                { return nil }
+func (noShape) Answer([]byte) (gjson.Result, Observation)      { return gjson.Result{}, Observation{} }
+func (noShape) FinishReason([]byte) string                     { return "" }
+func (noShape) IsError(Event) bool                             { return false }
+func (noShape) ErrorEvent(e *APIError, _ int64) []byte         { return chatCompletions{}.ErrorEvent(e, 0) }
+func (noShape) newStream(bool) *EventStream                    { return &EventStream{stream: noStream{}} }
+func (noShape) eventModelPath(Event) string                    { return "" }
+func (noShape) Validate(*ParsedRequest, http.Header) *APIError { return nil }
+func (noShape) outputCaps(*ParsedRequest) []capField           { return nil }
 func (noShape) requestBody(p *ParsedRequest) ([]byte, gjson.Result, bool) {
 	return p.Body, p.get(fieldModel), false
 }
+
+// noStream reads nothing of the events of an operation that is not relayed.
+type noStream struct{}
+
+func (noStream) event(*Observation, Event) eventView { return eventView{} }
+func (noStream) lastSequence() int64                 { return -1 }

@@ -30,13 +30,13 @@ type Event struct {
 // is not complete yet, never a complete one.
 type EventStream struct {
 	shape Shape
+	// stream is the shape's reader of this stream's events, with what it remembers.
+	stream shapeStream
 	// modelLiteral is the service model id as a JSON string literal, spliced in place of
 	// the upstream model wherever the event shape carries one.
 	modelLiteral []byte
-	// dropUsageChunk removes the chat usage-only chunk the gateway asked for itself.
-	dropUsageChunk bool
-	scrub          Scrubber
-	secrets        secretFinder // the scrubber's secrets, searched per event
+	scrub        Scrubber
+	secrets      secretFinder // the scrubber's secrets, searched per event
 	// head is the start of the last event read whole, held only while it was free of
 	// secrets: bytes a new event shares with it from its first byte need no secret search
 	// (see holdsSecret), and no second check that they begin one JSON object (see
@@ -57,31 +57,23 @@ type EventStream struct {
 	// event was kept from the client.
 	overflowed, broken bool
 
-	// chunkHead lets a chat stream's chunks skip what they repeat.
-	chunkHead chunkHead
-	// chatFinished is set once a chat chunk carried a finish_reason: usage from then on
-	// is final.
-	chatFinished bool
-
-	// LastSequence is the highest Responses sequence_number seen, -1 before any.
-	LastSequence int64
 	// Obs is what the stream carried so far; Obs.Complete is set once the stream's
 	// natural last event has been seen ([DONE], response.completed/failed/incomplete,
 	// message_stop).
 	Obs Observation
 }
 
-// NewEventStream prepares the rewriting of one upstream stream for op.
+// NewEventStream prepares the rewriting of one upstream stream for op. dropUsageChunk
+// removes the chat usage-only chunk the gateway asked for itself.
 func NewEventStream(kind Kind, serviceModel string, dropUsageChunk bool, scrub Scrubber) *EventStream {
-	return &EventStream{
-		shape:          ShapeOf(kind),
-		modelLiteral:   AppendJSONString(nil, serviceModel),
-		dropUsageChunk: dropUsageChunk,
-		scrub:          scrub,
-		secrets:        newSecretFinder(scrub.Secrets),
-		LastSequence:   -1,
-		Obs:            Observation{Billable: kind.generates()},
-	}
+	shape := ShapeOf(kind)
+	s := shape.newStream(dropUsageChunk)
+	s.shape = shape
+	s.modelLiteral = AppendJSONString(nil, serviceModel)
+	s.scrub = scrub
+	s.secrets = newSecretFinder(scrub.Secrets)
+	s.Obs = Observation{Billable: kind.generates()}
+	return s
 }
 
 // Event buffers are shared: a stream holds one only while it has bytes of an event in
@@ -285,8 +277,12 @@ func (s *EventStream) IsError(ev Event) bool { return s.shape.IsError(ev) }
 
 // ErrorEvent is the shape's native in-band error that ends a stream already started.
 func (s *EventStream) ErrorEvent(e *APIError) []byte {
-	return s.shape.ErrorEvent(e, s.LastSequence+1)
+	return s.shape.ErrorEvent(e, s.LastSequence()+1)
 }
+
+// LastSequence is the highest sequence number the stream's events carried (Responses
+// numbers its events), -1 before any.
+func (s *EventStream) LastSequence() int64 { return s.stream.lastSequence() }
 
 // AppendRewritten appends the event as the client must see it to dst. keep is false when
 // the event must not reach the client at all (the usage chunk the gateway asked for).
@@ -312,7 +308,7 @@ func (s *EventStream) AppendRewritten(dst []byte, ev Event) (out []byte, keep bo
 		s.broken = true
 		return dst, false
 	}
-	v := s.shape.event(s, ev)
+	v := s.stream.event(&s.Obs, ev)
 	switch {
 	case v.isError:
 		// Every in-band error form is scrubbed as an error, and never dropped.

@@ -11,7 +11,7 @@ import (
 
 // Validate runs the checks of op's shape on the request.
 func (p *ParsedRequest) Validate(op Operation, h http.Header) *APIError {
-	return ShapeOf(op.Kind).Validate(p, op, h)
+	return ShapeOf(op.Kind).Validate(p, h)
 }
 
 // present reports a field that is set to something other than null or an empty string.
@@ -142,7 +142,7 @@ func (p *ParsedRequest) CheckOutputCap(op Operation, modelID string, limit int64
 	if limit <= 0 {
 		return nil
 	}
-	fields := ShapeOf(op.Kind).outputCaps(p, op.Kind)
+	fields := ShapeOf(op.Kind).outputCaps(p)
 	for _, f := range fields {
 		if f.value.Type != gjson.Number || f.value.Num <= float64(limit) {
 			continue
@@ -168,7 +168,7 @@ type capField struct {
 // disagree). A cap beyond int64 counts as math.MaxInt64: it asks for more than anything,
 // not for nothing. ok is false when it sets none.
 func (p *ParsedRequest) OutputCap(op Operation) (limit int64, ok bool) {
-	for _, f := range ShapeOf(op.Kind).outputCaps(p, op.Kind) {
+	for _, f := range ShapeOf(op.Kind).outputCaps(p) {
 		if v, valid := wholeNumber(f.value); valid && (!ok || v > limit) {
 			limit, ok = v, true
 		}

@@ -30,25 +30,6 @@ func refusal(op protocols.Operation, body string) *protocols.APIError {
 	return p.Validate(op, familyAHeaders)
 }
 
-// The upstream writes n answers: n is 1..128 as OpenAI accepts it, and admission learns
-// how many answers it reserves for.
-func TestChatChoicesAreValidatedAndCounted(t *testing.T) {
-	for _, n := range []string{`0`, `-1`, `129`, `"2"`, `2.5`, `2.0`, `1e2`, `true`, `[2]`, `{"n":2}`} {
-		e := refusal(opChat, `{"model":"m","messages":[],"n":`+n+`}`)
-		checkInvalid(t, e, protocols.FamilyA, "n")
-	}
-	for n, want := range map[string]int64{``: 1, `null`: 1, `1`: 1, `7`: 7, `128`: 128} {
-		body := `{"model":"m","messages":[]}`
-		if n != "" {
-			body = `{"model":"m","messages":[],"n":` + n + `}`
-		}
-		assert.Equal(t, want, parseValid(t, opChat, body).Choices(opChat), body)
-	}
-	// Only chat completions multiplies: elsewhere n is no field of the shape.
-	p, _ := protocols.ParseRequest(protocols.FamilyA, []byte(`{"model":"m","input":"hi","n":50}`))
-	assert.Equal(t, int64(1), p.Choices(opResponses))
-}
-
 // Every Family A output cap is a positive integer when it is set: lenient upstreams read
 // "100000" as 100000, so a cap the gateway cannot read is refused, not skipped.
 func TestFamilyAOutputCapsMustBePositiveIntegers(t *testing.T) {
@@ -77,27 +58,6 @@ func TestFamilyAOutputCapsMustBePositiveIntegers(t *testing.T) {
 	// A huge cap is still refused against a model's declared one.
 	p := parseValid(t, opChat, `{"model":"m","messages":[],"max_tokens":99999999999999999999}`)
 	checkInvalid(t, p.CheckOutputCap(opChat, "m", 8192), protocols.FamilyA, "max_tokens")
-}
-
-// Upstreams differ on which of chat's two caps wins, so two that differ are refused;
-// the same value twice is one cap.
-func TestChatCapsThatDisagreeAreRefused(t *testing.T) {
-	for _, body := range []string{
-		`{"model":"m","messages":[],"max_tokens":1,"max_completion_tokens":100000}`,
-		`{"model":"m","messages":[],"max_completion_tokens":100000,"max_tokens":1}`,
-		`{"model":"m","messages":[],"max_completion_tokens":1,"max_tokens":99999999999999999999}`,
-	} {
-		e := refusal(opChat, body)
-		checkInvalid(t, e, protocols.FamilyA, "max_tokens")
-		assert.Contains(t, e.Message, "disagree", body)
-		assert.Contains(t, e.Message, "max_completion_tokens", body)
-	}
-	p := parseValid(t, opChat, `{"model":"m","messages":[],"max_tokens":300,"max_completion_tokens":300}`)
-	got, ok := p.OutputCap(opChat)
-	assert.True(t, ok)
-	assert.Equal(t, int64(300), got)
-	// null is no cap: it does not disagree.
-	parseValid(t, opChat, `{"model":"m","messages":[],"max_tokens":null,"max_completion_tokens":300}`)
 }
 
 // Go's encoding/json matches a field name under simple Unicode case folding, at any

@@ -28,7 +28,7 @@ func (a *attempt) relayJSON() bool {
 	a.clock.stop()
 	b = a.scrub.ScrubSecrets(b)
 	shape := protocols.ShapeOf(req.Op.Kind)
-	model, obs := shape.Answer(req.Op.Kind, b)
+	model, obs := shape.Answer(b)
 	if req.KeepFinishReason {
 		obs.FinishReason = shape.FinishReason(b)
 	}

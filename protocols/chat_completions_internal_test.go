@@ -13,6 +13,7 @@ import (
 // chatEventByGjson is how chat chunks were read before the member walker: with gjson, as
 // the reference the walker must agree with on every valid chunk.
 func chatEventByGjson(s *EventStream, ev Event) eventView {
+	chat := s.stream.(*chatStream)
 	var model, usage, choices, errField gjson.Result
 	gjson.Parse(view(ev.Data)).ForEach(func(key, value gjson.Result) bool {
 		switch key.Str {
@@ -38,7 +39,7 @@ func chatEventByGjson(s *EventStream, ev Event) eventView {
 		s.Obs.ThinkingChars += textLen(d[2])
 		for _, c := range choices.Array() {
 			if f := c.Get("finish_reason"); f.Type == gjson.String && textLen(f) > 0 {
-				s.chatFinished = true
+				chat.chatFinished = true
 			}
 		}
 		if f := choices.Get("0.finish_reason"); f.Type == gjson.String && textLen(f) > 0 && s.Obs.FinishReason == "" {
@@ -47,8 +48,8 @@ func chatEventByGjson(s *EventStream, ev Event) eventView {
 	}
 	if usage.IsObject() {
 		s.Obs.setFamilyAUsage(usage, chatUsage)
-		s.Obs.UsageFinal = s.chatFinished
-		if s.dropUsageChunk && choices.IsArray() && !choices.Get("0").Exists() {
+		s.Obs.UsageFinal = chat.chatFinished
+		if chat.dropUsageChunk && choices.IsArray() && !choices.Get("0").Exists() {
 			return eventView{drop: true}
 		}
 	}
@@ -119,8 +120,8 @@ func FuzzChatChunk(f *testing.F) {
 			compareChatEvent(t, data, true)
 			return
 		}
-		s := &EventStream{dropUsageChunk: true}
-		v := chatCompletions{}.event(s, Event{Data: data})
+		s := chatCompletions{}.newStream(true)
+		v := shapeEvent(s, Event{Data: data})
 		if m := v.model; m.Exists() {
 			if m.Index <= 0 || m.Index+len(m.Raw) > len(data) || data[m.Index] != '"' || string(data[m.Index:m.Index+len(m.Raw)]) != m.Raw {
 				t.Fatalf("model found outside a string: %+v in %q", m, data)
@@ -131,9 +132,9 @@ func FuzzChatChunk(f *testing.F) {
 
 func compareChatEvent(t *testing.T, data []byte, drop bool) {
 	t.Helper()
-	a, b := &EventStream{dropUsageChunk: drop}, &EventStream{dropUsageChunk: drop}
+	a, b := chatCompletions{}.newStream(drop), chatCompletions{}.newStream(drop)
 	ev := Event{Data: data}
-	got, want := chatCompletions{}.event(a, ev), chatEventByGjson(b, ev)
+	got, want := shapeEvent(a, ev), chatEventByGjson(b, ev)
 	if got.isError != want.isError || got.drop != want.drop || got.model.Raw != want.model.Raw ||
 		got.model.Index != want.model.Index || a.Obs != b.Obs {
 		t.Fatalf("chunk %s\nwalker: %+v %+v\ngjson:  %+v %+v", data, got, a.Obs, want, b.Obs)
@@ -159,11 +160,11 @@ var sameHeadChunks = []string{
 // the same whatever came before it.
 func compareAfter(t *testing.T, a, b []byte) {
 	t.Helper()
-	seq, fresh := &EventStream{dropUsageChunk: true}, &EventStream{dropUsageChunk: true}
-	chatCompletions{}.event(seq, Event{Data: a})
+	seq, fresh := chatCompletions{}.newStream(true), chatCompletions{}.newStream(true)
+	shapeEvent(seq, Event{Data: a})
 	before := seq.Obs
-	got := chatCompletions{}.event(seq, Event{Data: b})
-	want := chatCompletions{}.event(fresh, Event{Data: b})
+	got := shapeEvent(seq, Event{Data: b})
+	want := shapeEvent(fresh, Event{Data: b})
 	delta := Observation{OutputChars: seq.Obs.OutputChars - before.OutputChars, ThinkingChars: seq.Obs.ThinkingChars - before.ThinkingChars}
 	if got.isError != want.isError || got.drop != want.drop || got.model.Raw != want.model.Raw || got.model.Index != want.model.Index ||
 		delta.OutputChars != fresh.Obs.OutputChars || delta.ThinkingChars != fresh.Obs.ThinkingChars ||
@@ -185,9 +186,9 @@ func TestAChatChunkReadsTheSameWhateverCameBefore(t *testing.T) {
 			if !json.Valid([]byte(b)) {
 				continue
 			}
-			s, ref := &EventStream{dropUsageChunk: true}, &EventStream{dropUsageChunk: true}
-			chatCompletions{}.event(s, Event{Data: []byte(a)})
-			got, want := chatCompletions{}.event(s, Event{Data: []byte(b)}), chatEventByGjson(ref, Event{Data: []byte(b)})
+			s, ref := chatCompletions{}.newStream(true), chatCompletions{}.newStream(true)
+			shapeEvent(s, Event{Data: []byte(a)})
+			got, want := shapeEvent(s, Event{Data: []byte(b)}), chatEventByGjson(ref, Event{Data: []byte(b)})
 			assert.Equal(t, want.model.Raw, got.model.Raw, "%s after %s", b, a)
 			assert.Equal(t, want.model.Index, got.model.Index, "%s after %s", b, a)
 			assert.Equal(t, want.isError, got.isError, "%s after %s", b, a)

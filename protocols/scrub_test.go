@@ -1,0 +1,60 @@
+package protocols_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/switchyard-gw/switchyard/protocols"
+)
+
+func TestScrubber(t *testing.T) {
+	s := protocols.Scrubber{
+		UpstreamModel: "gpt-4o-2024-08-06",
+		ServiceModel:  "acme/chat",
+		Secrets:       []string{"api.upstream-a.example", "sk-up-9f8e7d6c5b4a", "", "ab"},
+	}
+	cases := []struct {
+		name, in, want string
+	}{
+		{
+			"upstream error body",
+			`{"error":{"message":"The model ` + "`gpt-4o-2024-08-06`" + ` does not exist or you do not have access to it. Organization org-7Xq2LmNpQrStUv, project proj_Ab12Cd34Ef.","type":"invalid_request_error","param":null,"code":"model_not_found"}}`,
+			`{"error":{"message":"The model ` + "`acme/chat`" + ` does not exist or you do not have access to it. Organization [redacted], project [redacted].","type":"invalid_request_error","param":null,"code":"model_not_found"}}`,
+		},
+		{
+			"host and key",
+			`{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key sk-up-9f8e7d6c5b4a for https://api.upstream-a.example/v1"}}`,
+			`{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key [redacted] for https://[redacted]/v1"}}`,
+		},
+		{
+			"short secrets are ignored, nothing else changes",
+			`{"type":"error","error":{"type":"overloaded_error","message":"Overloaded ab"}}`,
+			`{"type":"error","error":{"type":"overloaded_error","message":"Overloaded ab"}}`,
+		},
+		{
+			"words that merely start with org are kept",
+			`organization, org-, org_abc, proj-x`,
+			`organization, org-, org_abc, proj-x`,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			in := []byte(tc.in)
+			assert.Equal(t, tc.want, string(s.Scrub(in)))
+			assert.Equal(t, tc.in, string(in), "input untouched")
+		})
+	}
+
+	t.Run("service model containing the upstream name", func(t *testing.T) {
+		s := protocols.Scrubber{UpstreamModel: "gpt-4o", ServiceModel: "acme/gpt-4o"}
+		assert.Equal(t, `model acme/gpt-4o and acme/gpt-4o-mini`, string(s.Scrub([]byte(`model gpt-4o and gpt-4o-mini`))))
+	})
+	t.Run("same name", func(t *testing.T) {
+		s := protocols.Scrubber{UpstreamModel: "m", ServiceModel: "m"}
+		assert.Equal(t, `model m`, string(s.Scrub([]byte(`model m`))))
+	})
+	t.Run("zero scrubber", func(t *testing.T) {
+		assert.Equal(t, "plain text", string(protocols.Scrubber{}.Scrub([]byte("plain text"))))
+	})
+}
