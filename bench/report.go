@@ -333,7 +333,7 @@ func (r *results) evaluate() {
 	}
 	if b := r.Body; b != nil {
 		if t := b.Targets["switchyard"]; t != nil {
-			add(7, "1 MB request body: Switchyard bytes allocated per request ÷ body", t.AllocPerBody, "×", "≤ 1.2", t.AllocPerBody > 0 && t.AllocPerBody <= 1.2)
+			add(7, "1 MB request body: Switchyard bytes allocated per request ÷ body", t.AllocPerBody, "×", "≤ 1.2", t.AllocPerBody <= 1.2)
 		}
 	}
 }
