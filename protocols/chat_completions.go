@@ -242,34 +242,17 @@ func (c *chatChoices) readDelta(delta []byte) {
 	if !ok {
 		return
 	}
-	// The first of each member counts; a value is never empty, so nil is "not seen".
 	var calls []byte
-	for {
-		key, s, e, ok := w.next()
-		if !ok {
-			break
-		}
-		switch keyText(key) {
-		case "content":
-			if c.content == nil {
-				c.content = delta[s:e]
-			}
-		case "reasoning_content":
-			if c.reasoning == nil {
-				c.reasoning = delta[s:e]
-			}
-		case "tool_calls":
-			if calls == nil {
-				calls = delta[s:e]
-			}
-		}
-	}
+	w.keepFirst(chatDeltaText, &c.content, &c.reasoning, &calls)
 	if call, ok := firstElement(calls); ok {
 		if fn, ok := member(call, "function"); ok {
 			c.arguments, _ = member(fn, "arguments")
 		}
 	}
 }
+
+// chatDeltaText are the members of a choice's delta whose text the shape counts.
+var chatDeltaText = []string{"content", "reasoning_content", "tool_calls"}
 
 func (chatCompletions) IsError(ev Event) bool {
 	// As the SDKs read it: an `error` that is null or false is no error.

@@ -86,6 +86,28 @@ func (w *memberWalk) objectEnd() int {
 	return -1
 }
 
+// keepFirst reads the object's members up to its end and, for each of names, keeps the
+// value of the first member so named in the slot of the same index, unless that slot
+// holds a value already (a value is never empty, so nil is "not seen yet"). It returns
+// where the object ends, -1 when it does not close there.
+func (w *memberWalk) keepFirst(names []string, slots ...*[]byte) int {
+	for {
+		key, s, e, ok := w.next()
+		if !ok {
+			return w.objectEnd()
+		}
+		k := keyText(key)
+		for i, name := range names {
+			if k == name {
+				if *slots[i] == nil {
+					*slots[i] = w.b[s:e]
+				}
+				break
+			}
+		}
+	}
+}
+
 // find returns the value of the first member named name.
 func (w memberWalk) find(name string) (value []byte, start int, ok bool) {
 	for {

@@ -156,28 +156,11 @@ func (d *messagesDelta) read(b []byte, start int) (end int) {
 		return skipJSONValue(b, start)
 	}
 	w := memberWalk{b: b, i: start + 1}
-	// A value is never empty, so nil is "not seen yet".
-	for {
-		key, s, e, ok := w.next()
-		if !ok {
-			return w.objectEnd()
-		}
-		switch keyText(key) {
-		case "text":
-			if d.text == nil {
-				d.text = b[s:e]
-			}
-		case "partial_json":
-			if d.partialJSON == nil {
-				d.partialJSON = b[s:e]
-			}
-		case "thinking":
-			if d.thinking == nil {
-				d.thinking = b[s:e]
-			}
-		}
-	}
+	return w.keepFirst(messagesDeltaText, &d.text, &d.partialJSON, &d.thinking)
 }
+
+// messagesDeltaText are the members of a delta whose text the shape counts.
+var messagesDeltaText = []string{"text", "partial_json", "thinking"}
 
 // FinishReason is the message's stop_reason.
 func (messages) FinishReason(body []byte) string { return gjson.GetBytes(body, "stop_reason").Str }
