@@ -1,9 +1,7 @@
 package admission
 
 import (
-	"context"
 	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,43 +14,19 @@ import (
 	"github.com/switchyard-gw/switchyard/protocols"
 )
 
-// trips counts a client's round trips: each Process and each pipeline is one (a new
-// connection's set-up left out).
-type trips struct{ n atomic.Int64 }
-
-func (h *trips) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *trips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		switch cmd.Name() {
-		case "hello", "client", "auth", "select":
-		default:
-			h.n.Add(1)
-		}
-		return next(ctx, cmd)
-	}
-}
-
-func (h *trips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		h.n.Add(1)
-		return next(ctx, cmds)
-	}
-}
-
 // redisFixture is a fixture whose limiter counts in a redis-server of its own, through a
 // client whose round trips are counted.
-func redisFixture(t *testing.T, settleEvery time.Duration) (*fixture, *trips) {
+func redisFixture(t *testing.T, settleEvery time.Duration) (*fixture, *redistest.RoundTrips) {
 	return redisGateway(t, redistest.Start(t), settleEvery)
 }
 
 // redisGateway is a fixture on srv's counters: another gateway sharing them.
-func redisGateway(t *testing.T, srv *redistest.Server, settleEvery time.Duration) (*fixture, *trips) {
+func redisGateway(t *testing.T, srv *redistest.Server, settleEvery time.Duration) (*fixture, *redistest.RoundTrips) {
 	o, err := limits.ParseRedisURL(srv.URL())
 	require.NoError(t, err)
 	c := redis.NewClient(o)
 	t.Cleanup(func() { _ = c.Close() })
-	count := &trips{}
+	count := &redistest.RoundTrips{}
 	c.AddHook(count)
 	f := &fixture{t: t, now: t0}
 	f.limiter = limits.New(limits.NewRedis(c, "adm:"), limits.Options{Now: func() time.Time { return f.now }, SettleEvery: settleEvery})
@@ -80,12 +54,12 @@ func TestOneRoundTripPerRequestWithCountersInRedis(t *testing.T) {
 	for range 5 {
 		serve() // scripts loaded, counters made
 	}
-	before := count.n.Load()
+	before := count.Trips.Load()
 	const n = 100
 	for range n {
 		serve()
 	}
-	assert.Equal(t, int64(n), count.n.Load()-before, "one admission round trip a request; settlement batched")
+	assert.Equal(t, int64(n), count.Trips.Load()-before, "one admission round trip a request; settlement batched")
 
 	st := f.status(keyScope("k"), pol)
 	assert.Equal(t, int64(1<<30-5-n), st.Requests.Remaining, "each request counted once, in Redis")

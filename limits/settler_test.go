@@ -13,34 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/switchyard-gw/switchyard/internal/redistest"
 )
-
-// roundTrips counts what a client sends: each Process and each pipeline is one round
-// trip (a new connection's set-up left out).
-type roundTrips struct{ trips, cmds atomic.Int64 }
-
-func (h *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		switch cmd.Name() {
-		case "hello", "client", "auth", "select":
-			// A connection's set-up, not the limits' traffic.
-		default:
-			h.trips.Add(1)
-			h.cmds.Add(1)
-		}
-		return next(ctx, cmd)
-	}
-}
-
-func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		h.trips.Add(1)
-		h.cmds.Add(int64(len(cmds)))
-		return next(ctx, cmds)
-	}
-}
 
 // serverCommands is how many commands Redis ran (scripts' own commands included), less
 // the scripts' calls and the test's bookkeeping.
@@ -101,7 +75,7 @@ var benchKey = Policy{RPM: 1 << 40, TPM: 1 << 50, Concurrency: 1 << 20, Budget: 
 func TestARequestsSettlementTravelsWithTheNextAdmission(t *testing.T) {
 	g := newGateways(t)
 	c := newClient(t, g.srv)
-	count := &roundTrips{}
+	count := &redistest.RoundTrips{}
 	c.AddHook(count)
 	// A flusher that never fires on its own: whatever is sent, calls carried it.
 	l := New(NewRedis(c, g.prefix), Options{Now: newClock(t0).Now, SettleEvery: time.Hour})
@@ -110,12 +84,12 @@ func TestARequestsSettlementTravelsWithTheNextAdmission(t *testing.T) {
 	}
 	ctx := context.Background()
 	require.NoError(t, g.admin.ConfigResetStat(ctx).Err())
-	trips0, cmds0 := count.trips.Load(), count.cmds.Load()
+	trips0, cmds0 := count.Trips.Load(), count.Cmds.Load()
 	const n = 200
 	for i := range n {
 		require.Nil(t, request(t, l, "req-"+strconv.Itoa(i), benchKey))
 	}
-	trips, sent := count.trips.Load()-trips0, count.cmds.Load()-cmds0
+	trips, sent := count.Trips.Load()-trips0, count.Cmds.Load()-cmds0
 	inRedis := serverCommands(t, g.admin)
 	t.Logf("per request: %.2f round trips, %.2f script calls, %.2f Redis commands", float64(trips)/n, float64(sent)/n, float64(inRedis)/n)
 	require.Equal(t, int64(n), trips, "one admission round trip a request; settlement adds none")
@@ -193,13 +167,13 @@ func TestAnotherGatewaySeesASettlementWithinSettleEvery(t *testing.T) {
 func TestConcurrentRequestsShareRoundTripsAndEachGetsItsOwnAnswer(t *testing.T) {
 	g := newGateways(t)
 	c := newClient(t, g.srv)
-	count := &roundTrips{}
+	count := &redistest.RoundTrips{}
 	c.AddHook(count)
 	l := New(NewRedis(c, g.prefix), Options{Now: newClock(t0).Now, SettleEvery: time.Hour})
 	t.Cleanup(func() { _ = l.Close() })
 	ctx := context.Background()
 	admit(t, l, ask(0, 0, Check{Scope: keyScope("warm"), Policy: Policy{RPM: 10}})).Settle(ctx, 0, 0)
-	trips0 := count.trips.Load()
+	trips0 := count.Trips.Load()
 	const workers, each = 32, 10
 	start := make(chan struct{})
 	var wg sync.WaitGroup
@@ -220,7 +194,7 @@ func TestConcurrentRequestsShareRoundTripsAndEachGetsItsOwnAnswer(t *testing.T) 
 	}
 	close(start)
 	wg.Wait()
-	trips := count.trips.Load() - trips0
+	trips := count.Trips.Load() - trips0
 	t.Logf("%d requests in %d round trips", workers*each, trips)
 	require.Less(t, trips, int64(workers*each))
 }
