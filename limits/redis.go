@@ -433,7 +433,7 @@ func (rc *redisCounters) bucketKey(it *item) string { return rc.keysOf(it.scope)
 
 func (rc *redisCounters) slotKey(it *item) string { return rc.keysOf(it.scope).inflight }
 
-// budgetKeys are the names of it's budget hash and leases for the period starting at start.
+// budgetKeys are the names of its budget hash and leases for the period starting at start.
 func (rc *redisCounters) budgetKeys(it *item, start int64) *periodKeys {
 	k := rc.keysOf(it.scope)
 	if p := k.last.Load(); p != nil && p.period == it.period && p.start == start {
