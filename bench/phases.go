@@ -84,11 +84,16 @@ type meter struct {
 	allocValid bool
 	redis0     redisCounters
 	redisValid bool
+	reads0     int64
+	writes0    int64
+	sysValid   bool
 
 	// Set by stop: the redis-server's CPU seconds, commands and scripts run.
 	redisCPU     float64
 	redisCmds    int64
 	redisScripts int64
+	// The proxy's read and write system calls; -1 where /proc/<pid>/io was unreadable.
+	reads, writes int64
 }
 
 func startMeter(t *target) *meter {
@@ -102,6 +107,9 @@ func startMeter(t *target) *meter {
 				m.redis0, m.redisValid = rc, true
 			}
 		}
+		if r, w, err := syscallCounts(t.proc.pid); err == nil {
+			m.reads0, m.writes0, m.sysValid = r, w, true
+		}
 		m.cpu0, _ = cpuTicks(t.proc.pid)
 	}
 	return m
@@ -114,6 +122,10 @@ func (m *meter) stop() (cpu float64, alloc float64) {
 	}
 	c1, _ := cpuTicks(m.t.proc.pid)
 	cpu = float64(c1-m.cpu0) / clockTick
+	m.reads, m.writes = -1, -1
+	if r, w, err := syscallCounts(m.t.proc.pid); err == nil && m.sysValid {
+		m.reads, m.writes = r-m.reads0, w-m.writes0
+	}
 	if m.allocValid {
 		if a, err := allocBytes(m.t); err == nil {
 			alloc = a - m.alloc0
@@ -303,6 +315,7 @@ func streamPhase(ctx context.Context, o options, p plan, targets []*target, res 
 	wall := map[string]time.Duration{}
 	cpu := map[string]float64{}
 	redisCPU := map[string]float64{}
+	reads, writes := map[string]int64{}, map[string]int64{}
 	for _, t := range targets {
 		out.Targets[t.name] = &strTarget{}
 	}
@@ -325,6 +338,12 @@ func streamPhase(ctx context.Context, o options, p plan, targets []*target, res 
 			lats[t.name] = append(lats[t.name], l...)
 			cpu[t.name] += c
 			redisCPU[t.name] += m.redisCPU
+			if reads[t.name] >= 0 && m.reads >= 0 {
+				reads[t.name] += m.reads
+				writes[t.name] += m.writes
+			} else {
+				reads[t.name] = -1
+			}
 		}
 	}
 	for _, t := range targets {
@@ -336,6 +355,10 @@ func streamPhase(ctx context.Context, o options, p plan, targets []*target, res 
 		if t.isProxy() && st.Duration.N > 0 {
 			st.CPUPerStreamUs = round(cpu[t.name]/float64(st.Duration.N)*1e6, 1)
 			st.CPUPerEventUs = round(st.CPUPerStreamUs/float64(out.EventsPerStream), 2)
+			if reads[t.name] >= 0 {
+				st.ReadsPerStream = round(float64(reads[t.name])/float64(st.Duration.N), 1)
+				st.WritesPerStream = round(float64(writes[t.name])/float64(st.Duration.N), 1)
+			}
 			if t.redis != nil {
 				st.RedisCPUPerStreamUs = round(redisCPU[t.name]/float64(st.Duration.N)*1e6, 1)
 			}

@@ -438,6 +438,40 @@ func cpuTicks(pid int) (int64, error) {
 	return ut + st, nil
 }
 
+// syscallCounts is a process's read and write system calls so far (syscr and syscw of
+// /proc/<pid>/io): every read, recv, write and send, whatever the file.
+func syscallCounts(pid int) (reads, writes int64, err error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	return parseSyscallCounts(b)
+}
+
+func parseSyscallCounts(b []byte) (reads, writes int64, err error) {
+	found := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		name, value, ok := strings.Cut(line, ": ")
+		if !ok || name != "syscr" && name != "syscw" {
+			continue
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(value), 10, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("%s: %v", name, err)
+		}
+		if name == "syscr" {
+			reads = n
+		} else {
+			writes = n
+		}
+		found++
+	}
+	if found != 2 {
+		return 0, 0, errors.New("no syscr and syscw in /proc/<pid>/io")
+	}
+	return reads, writes, nil
+}
+
 const clockTick = 100 // USER_HZ: /proc reports CPU time in 1/100 s on Linux
 
 func cpuSeconds(pid int) float64 {

@@ -136,6 +136,10 @@ type strTarget struct {
 	RoundCPUPerStreamUs []float64 `json:"round_cpu_per_stream_us,omitempty"`
 	CPUPerStreamUs      float64   `json:"cpu_per_stream_us,omitempty"`
 	CPUPerEventUs       float64   `json:"cpu_per_event_us,omitempty"`
+	// The proxy's read and write system calls per stream, from either side (the
+	// client's and the upstream's connections alike).
+	ReadsPerStream  float64 `json:"reads_per_stream,omitempty"`
+	WritesPerStream float64 `json:"writes_per_stream,omitempty"`
 	// The redis-server's own CPU per stream (limits in Redis only).
 	RedisCPUPerStreamUs float64 `json:"redis_cpu_per_stream_us,omitempty"`
 	Errors              int     `json:"errors"`
@@ -390,6 +394,11 @@ func (r *results) markdown() string {
 		}
 		row(fmt.Sprintf("%s stream of %d events unpaced, p50 (concurrency %d)", s.Shape, s.EventsPerStream, s.Concurrency), us(d.Duration.P50), us(st.Duration.P50), us(sw.Duration.P50), "")
 		row(fmt.Sprintf("**CPU per %s stream**", s.Shape), "", us(st.CPUPerStreamUs), us(sw.CPUPerStreamUs), times(s.CPURatio)+spread(s.RoundCPURatios))
+		if st.ReadsPerStream > 0 && sw.ReadsPerStream > 0 {
+			row(fmt.Sprintf("%s stream's system calls, reads + writes", s.Shape), "",
+				fmt.Sprintf("%.1f + %.1f", st.ReadsPerStream, st.WritesPerStream), fmt.Sprintf("%.1f + %.1f", sw.ReadsPerStream, sw.WritesPerStream),
+				times(round(ratio(sw.ReadsPerStream+sw.WritesPerStream, st.ReadsPerStream+st.WritesPerStream), 3)))
+		}
 		row(fmt.Sprintf("**%s streams per second**, concurrency %d", s.Shape, s.Concurrency), fmt.Sprintf("%.0f/s", d.StreamsPerSecond), fmt.Sprintf("%.0f/s", st.StreamsPerSecond), fmt.Sprintf("%.0f/s", sw.StreamsPerSecond), times(s.RateRatio)+spread(s.RoundRateRatios))
 	}
 	if p := r.Paced; p != nil {
