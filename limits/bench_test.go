@@ -188,28 +188,11 @@ func ownCPU(b *testing.B) float64 {
 // commands included), and within it the commands the scripts called, in µs: the
 // difference is the scripts' own Lua, arguments and calls.
 func scriptMicros(b *testing.B, admin *redis.Client) (scripts, commands float64) {
-	info, err := admin.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, line := range strings.Split(info, "\r\n") {
-		name, rest, ok := strings.Cut(strings.TrimPrefix(line, "cmdstat_"), ":")
-		if !ok || name == line {
-			continue
-		}
-		_, usec, _ := strings.Cut(rest, "usec=")
-		usec, _, _ = strings.Cut(usec, ",")
-		f, err := strconv.ParseFloat(usec, 64)
-		if err != nil {
-			b.Fatal(err)
-		}
-		switch name {
-		case "evalsha", "eval":
-			scripts += f
-		case "info", "config|resetstat", "script|load", "hello", "ping", "client|setinfo":
-			// the benchmark's own calls
-		default:
-			commands += f
+	for name, st := range commandStats(b, admin) {
+		if name == "evalsha" || name == "eval" {
+			scripts += st.usec
+		} else {
+			commands += st.usec
 		}
 	}
 	return scripts, commands
