@@ -84,16 +84,16 @@ type meter struct {
 	allocValid bool
 	redis0     redisCounters
 	redisValid bool
-	reads0     int64
-	writes0    int64
+	sys0       syscalls
 	sysValid   bool
 
 	// Set by stop: the redis-server's CPU seconds, commands and scripts run.
 	redisCPU     float64
 	redisCmds    int64
 	redisScripts int64
-	// The proxy's read and write system calls; -1 where /proc/<pid>/io was unreadable.
-	reads, writes int64
+	// The proxy's read and write system calls, when /proc/<pid>/io could be read both times.
+	sys        syscalls
+	sysCounted bool
 }
 
 func startMeter(t *target) *meter {
@@ -107,9 +107,7 @@ func startMeter(t *target) *meter {
 				m.redis0, m.redisValid = rc, true
 			}
 		}
-		if r, w, err := syscallCounts(t.proc.pid); err == nil {
-			m.reads0, m.writes0, m.sysValid = r, w, true
-		}
+		m.sys0, m.sysValid = syscallCounts(t.proc.pid)
 		m.cpu0, _ = cpuTicks(t.proc.pid)
 	}
 	return m
@@ -122,9 +120,8 @@ func (m *meter) stop() (cpu float64, alloc float64) {
 	}
 	c1, _ := cpuTicks(m.t.proc.pid)
 	cpu = float64(c1-m.cpu0) / clockTick
-	m.reads, m.writes = -1, -1
-	if r, w, err := syscallCounts(m.t.proc.pid); err == nil && m.sysValid {
-		m.reads, m.writes = r-m.reads0, w-m.writes0
+	if s1, ok := syscallCounts(m.t.proc.pid); ok && m.sysValid {
+		m.sys, m.sysCounted = syscalls{s1.reads - m.sys0.reads, s1.writes - m.sys0.writes}, true
 	}
 	if m.allocValid {
 		if a, err := allocBytes(m.t); err == nil {
@@ -315,7 +312,8 @@ func streamPhase(ctx context.Context, o options, p plan, targets []*target, res 
 	wall := map[string]time.Duration{}
 	cpu := map[string]float64{}
 	redisCPU := map[string]float64{}
-	reads, writes := map[string]int64{}, map[string]int64{}
+	sys := map[string]syscalls{}
+	sysMissed := map[string]bool{} // a round whose system calls could not be counted
 	for _, t := range targets {
 		out.Targets[t.name] = &strTarget{}
 	}
@@ -338,12 +336,9 @@ func streamPhase(ctx context.Context, o options, p plan, targets []*target, res 
 			lats[t.name] = append(lats[t.name], l...)
 			cpu[t.name] += c
 			redisCPU[t.name] += m.redisCPU
-			if reads[t.name] >= 0 && m.reads >= 0 {
-				reads[t.name] += m.reads
-				writes[t.name] += m.writes
-			} else {
-				reads[t.name] = -1
-			}
+			total := sys[t.name]
+			sys[t.name] = syscalls{total.reads + m.sys.reads, total.writes + m.sys.writes}
+			sysMissed[t.name] = sysMissed[t.name] || !m.sysCounted
 		}
 	}
 	for _, t := range targets {
@@ -355,9 +350,9 @@ func streamPhase(ctx context.Context, o options, p plan, targets []*target, res 
 		if t.isProxy() && st.Duration.N > 0 {
 			st.CPUPerStreamUs = round(cpu[t.name]/float64(st.Duration.N)*1e6, 1)
 			st.CPUPerEventUs = round(st.CPUPerStreamUs/float64(out.EventsPerStream), 2)
-			if reads[t.name] >= 0 {
-				st.ReadsPerStream = round(float64(reads[t.name])/float64(st.Duration.N), 1)
-				st.WritesPerStream = round(float64(writes[t.name])/float64(st.Duration.N), 1)
+			if !sysMissed[t.name] {
+				st.ReadsPerStream = round(float64(sys[t.name].reads)/float64(st.Duration.N), 1)
+				st.WritesPerStream = round(float64(sys[t.name].writes)/float64(st.Duration.N), 1)
 			}
 			if t.redis != nil {
 				st.RedisCPUPerStreamUs = round(redisCPU[t.name]/float64(st.Duration.N)*1e6, 1)

@@ -438,14 +438,18 @@ func cpuTicks(pid int) (int64, error) {
 	return ut + st, nil
 }
 
-// syscallCounts is a process's read and write system calls so far (syscr and syscw of
+// syscalls are a process's read and write system calls (syscr and syscw of
 // /proc/<pid>/io): every read, recv, write and send, whatever the file.
-func syscallCounts(pid int) (reads, writes int64, err error) {
+type syscalls struct{ reads, writes int64 }
+
+// syscallCounts is a process's system calls so far; false when they cannot be read.
+func syscallCounts(pid int) (syscalls, bool) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
 	if err != nil {
-		return 0, 0, err
+		return syscalls{}, false
 	}
-	return parseSyscallCounts(b)
+	r, w, err := parseSyscallCounts(b)
+	return syscalls{r, w}, err == nil
 }
 
 func parseSyscallCounts(b []byte) (reads, writes int64, err error) {
