@@ -191,14 +191,16 @@ local now = tonumber(nowS)
 local n = tonumber(ARGV[5])
 local rp = 6 + n * 5
 local out = {0}
-local keys, lvl, cnt, spentv, heldv, swept = {}, {}, {}, {}, {}, {}
+-- Each item's arguments are read once, here, for both passes.
+local keys, kinds, limits, takes = {}, {}, {}, {}
+local lvl, cnt, spentv, heldv, swept = {}, {}, {}, {}, {}
 local seeding, refusing = false, false
 local k = 1
 for i = 1, n do
   local a = 5 + (i - 1) * 5
   local kind, limit, take, seed = ARGV[a+1], tonumber(ARGV[a+2]), tonumber(ARGV[a+3]), tonumber(ARGV[a+4])
   local v1, v2 = 0, 0
-  keys[i] = k
+  keys[i], kinds[i], limits[i], takes[i] = k, kind, limit, take
   if kind == 'r' or kind == 't' then
     local l = level_of(KEYS[k], kind, limit, now)
     k = k + 1
@@ -231,8 +233,8 @@ for i = 1, n do
       sh = redis.call('HMGET', bk, 'spent', 'held')
       swept[i] = true
     end
-    local spent, held = sh[1], tonumber(sh[2] or '0')
-    if spent and not swept[i] and tonumber(spent) + held + take > limit then
+    local spent, held = tonumber(sh[1]), tonumber(sh[2] or '0')
+    if spent and not swept[i] and spent + held + take > limit then
       expire_budget(bk, lk, nowS)
       held = tonumber(redis.call('HGET', bk, 'held') or '0')
     end
@@ -244,10 +246,10 @@ for i = 1, n do
     if not spent then
       seeding, v1 = true, 2
     else
-      spentv[i], heldv[i] = tonumber(spent), held
-      if tonumber(spent) + held + take > limit then
+      spentv[i], heldv[i] = spent, held
+      if spent + held + take > limit then
         refusing, v1 = true, 1
-        if tonumber(spent) + take <= limit then v2 = held end
+        if spent + take <= limit then v2 = held end
       end
     end
   end
@@ -257,7 +259,7 @@ if seeding then out[1] = 1; return out end
 if refusing then out[1] = 2; return out end
 for i = 1, n do
   local a = 5 + (i - 1) * 5
-  local kind, limit, take = ARGV[a+1], tonumber(ARGV[a+2]), tonumber(ARGV[a+3])
+  local kind, limit, take = kinds[i], limits[i], takes[i]
   local key = KEYS[keys[i]]
   if kind == 'r' or kind == 't' then
     local l = lvl[i] - take
