@@ -179,10 +179,12 @@ end
 // ARGV: now µs, request id, lease deadline µs, lease ms, the number of items n, then per
 // item: kind, limit, take, seed (-1: none), time to live of the budget keys (ms, 0:
 // forever); then per slot item, in order: a count c and c request ids whose slots this
-// gateway has released but whose settlement is still on its way (freed here first, so
-// that their own client's next request never waits for it; ZREM twice is harmless).
+// gateway has released but whose settlement is still on its way (freed here before they
+// could refuse, so that their own client's next request never waits for it; ZREM twice
+// is harmless).
 // Answer: {status, then per item two integers}; status 0 admitted (buckets: whole units
-// left, µs to full; slots: in flight; budgets: spent, held), 1 needs seeding (budgets: 2
+// left, µs to full; slots: in flight, those released and lapsed included until they
+// could refuse; budgets: spent, held), 1 needs seeding (budgets: 2
 // when its counter is absent), 2 refused (1 when the item refuses, and its wait in µs,
 // -1 for never; budgets: what requests in flight hold when only they refuse, else 0).
 var reserveScript = redis.NewScript(luaCommon + `
@@ -210,12 +212,15 @@ for i = 1, n do
       if take > limit then v2 = -1 else v2 = math.ceil((take - l) * minute / limit - 1e-6) end
     end
   elseif kind == 's' then
-    local c = tonumber(ARGV[rp])
-    if c > 0 then redis.call('ZREM', KEYS[k], unpack(ARGV, rp + 1, rp + c)) end
-    rp = rp + 1 + c
-    c = redis.call('ZCARD', KEYS[k])
-    -- Lapsed leases count until they could refuse; 1024 bounds how many linger.
-    if c + 1 > limit or c >= 1024 then
+    local released = tonumber(ARGV[rp])
+    local first = rp + 1
+    rp = rp + 1 + released
+    local c = redis.call('ZCARD', KEYS[k])
+    -- Slots this gateway has released (their settlements on their way) and lapsed
+    -- leases count until they could refuse: only then are they taken out. A slot count
+    -- without a limit (0) never refuses; 1024 bounds how many linger in any set.
+    if limit > 0 and c + 1 > limit or c >= 1024 then
+      if released > 0 then redis.call('ZREM', KEYS[k], unpack(ARGV, first, first + released - 1)) end
       redis.call('ZREMRANGEBYSCORE', KEYS[k], '-inf', nowS)
       c = redis.call('ZCARD', KEYS[k])
     end

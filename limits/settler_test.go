@@ -131,6 +131,27 @@ func TestARequestsSettlementTravelsWithTheNextAdmission(t *testing.T) {
 	require.Equal(t, int64(40*(n+10)), st.SpentMicros)
 }
 
+// A key without a concurrency limit still has its requests in flight counted, but its
+// slots can refuse nobody: admitting one never sweeps the set for lapsed or released
+// slots, which would cost every such request two more commands in Redis.
+func TestAnUnlimitedSlotCountIsNeverSweptOnTheRequestsPath(t *testing.T) {
+	g := newGateways(t)
+	l := New(NewRedis(newClient(t, g.srv), g.prefix), Options{Now: newClock(t0).Now})
+	key := Policy{RPM: 1 << 40}
+	require.Nil(t, request(t, l, "warm", key))
+	l.Flush()
+	require.NoError(t, g.admin.ConfigResetStat(context.Background()).Err())
+	for i := range 20 {
+		require.Nil(t, request(t, l, "req-"+strconv.Itoa(i), key))
+	}
+	l.Flush()
+	stats := commandStats(t, g.admin)
+	require.NotZero(t, stats["zadd"].calls, "the requests in flight are counted")
+	require.Zero(t, stats["zremrangebyscore"].calls, "sweeps of a slot set that cannot refuse")
+	st := status(t, l, Check{Scope: keyScope("bench"), Policy: key})
+	require.Equal(t, int64(0), st.InFlight)
+}
+
 // A key with a concurrency of 1 sending requests back to back, the next the moment the
 // last has ended, is never refused for its own finished request: its settlement goes
 // ahead of the next admission.
