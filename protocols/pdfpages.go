@@ -84,8 +84,14 @@ func (d *streamData) Read(p []byte) (int, error) {
 // It decodes the base64 a window at a time and keeps no copy of the file; its work is
 // linear in s, plus at most the inflate room left in w.
 func pdfPages(s []byte, declaredPDF bool, w *pdfWork) (pages int64, isPDF bool) {
+	return pdfPagesIn(s, declaredPDF, w, 0)
+}
+
+// pdfPagesIn is pdfPages with a window of size bytes (0: the whole buffer), which the
+// tests make small to cut files in many places.
+func pdfPagesIn(s []byte, declaredPDF bool, w *pdfWork, size int) (pages int64, isPDF bool) {
 	w.inflateLeft += pdfInflatePerByte * int64(len(s))
-	src := base64Window{s: s}
+	src := base64Window{s: s, size: size}
 	var lx pdfLexer
 	header := pdfHeader{}
 	readable := true
@@ -208,6 +214,7 @@ type base64Window struct {
 	acc     uint32
 	bits    uint
 	buf     [4096]byte
+	size    int   // of buf, what is filled: all of it when 0
 	r, w    int   // buf[r:w] is decoded and not yet read
 	decoded int64 // bytes decoded so far
 }
@@ -236,11 +243,15 @@ func (d *base64Window) peek(n int) []byte {
 func (d *base64Window) decode() {
 	s, i, w := d.s, d.i, d.w
 	slowUntil := 0 // s[:slowUntil] is read a character at a time
-	for i < len(s) && w <= len(d.buf)-3 {
+	size := len(d.buf)
+	if d.size > 0 {
+		size = d.size
+	}
+	for i < len(s) && w <= size-3 {
 		if d.bits == 0 && i >= slowUntil {
 			// A long run of the standard alphabet, as most clients write it, decodes
 			// at once; a short one, and the byte ending it, one character at a time.
-			end, j := min(len(s), i+(len(d.buf)-w)/3*4), i
+			end, j := min(len(s), i+(size-w)/3*4), i
 			for j < end && base64Value[s[j]] < 64 && s[j] != '-' && s[j] != '_' {
 				j++
 			}
@@ -325,7 +336,7 @@ type pdfLexer struct {
 	tok     [pdfMaxToken]byte // the name or word being read, decoded
 	tokLen  int
 	tokLong bool // longer than tok: no name or word looked for
-	kind    byte // 0 between tokens, '/' in a name, 'w' in a word (number, keyword)
+	kind    byte // 0 between tokens, '/' in a name, 'w' in a word (number, keyword), 'k' in a word passed over
 	hex     int  // in a name's #xx escape: digits read so far, -1 when none
 	hexVal  byte
 	lt, gt  bool // the byte before was a lone '<' or '>'
@@ -392,6 +403,16 @@ var pdfClass = func() (t [256]byte) {
 // after a Flate object stream's "stream" keyword, with objectStream set.
 func (l *pdfLexer) feed(p []byte) int {
 	for i := 0; i < len(p); i++ {
+		if l.kind == 'k' {
+			// Most of a file is words no key waits for and that can be no keyword (numbers,
+			// operators, binary data): passed over in a run.
+			for i < len(p) && pdfClass[p[i]] == 0 {
+				i++
+			}
+			if i == len(p) {
+				break
+			}
+		}
 		c := p[i]
 		if l.comment {
 			if c == '\n' || c == '\r' {
@@ -402,6 +423,10 @@ func (l *pdfLexer) feed(p []byte) int {
 		cls := pdfClass[c]
 		if cls == 0 {
 			l.lt, l.gt = false, false
+			if l.kind == 'w' || l.kind == '/' && l.hex < 0 && c != '#' {
+				l.add(c)
+				continue
+			}
 			l.regular(c)
 			continue
 		}
@@ -470,6 +495,10 @@ func (l *pdfLexer) finish() {
 // regular adds c to the token being read, or starts a word with it.
 func (l *pdfLexer) regular(c byte) {
 	if l.kind == 0 {
+		if l.want == wantNothing && l.lengthWords == 0 && c != 'o' && c != 'e' && c != 's' {
+			l.kind = 'k' // no keyword starts so, and no key waits for a number
+			return
+		}
 		l.kind, l.tokLen, l.tokLong = 'w', 0, false
 	}
 	if l.kind == '/' {
@@ -554,6 +583,9 @@ func (l *pdfLexer) pop() {
 func (l *pdfLexer) endToken() {
 	kind := l.kind
 	l.kind = 0
+	if kind == 'k' {
+		return
+	}
 	if kind == '/' && l.hex >= 0 { // a name that ends in "#" or "#x"
 		l.add('#')
 	}
