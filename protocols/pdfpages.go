@@ -36,10 +36,12 @@ const (
 )
 
 // pdfWork is what reading a request's PDFs shares: the room left to inflate object
-// streams into, and one inflater, reset for each stream.
+// streams into, one inflater, reset for each stream, and the buffers, so that a body of
+// many small documents allocates once.
 type pdfWork struct {
 	inflateLeft int64
 	inflater    io.ReadCloser
+	window      base64Window // the file being read
 	data        streamData
 	out         [4096]byte
 }
@@ -91,7 +93,8 @@ func pdfPages(s []byte, declaredPDF bool, w *pdfWork) (pages int64, isPDF bool) 
 // tests make small to cut files in many places.
 func pdfPagesIn(s []byte, declaredPDF bool, w *pdfWork, size int) (pages int64, isPDF bool) {
 	w.inflateLeft += pdfInflatePerByte * int64(len(s))
-	src := base64Window{s: s, size: size}
+	src := &w.window
+	*src = base64Window{s: s, size: size}
 	var lx pdfLexer
 	header := pdfHeader{}
 	readable := true
@@ -105,7 +108,7 @@ func pdfPagesIn(s []byte, declaredPDF bool, w *pdfWork, size int) (pages int64, 
 		src.r += lx.feed(src.buf[src.r:src.w])
 		if lx.objectStream {
 			lx.objectStream = false
-			if !w.inflate(&src, &lx) {
+			if !w.inflate(src, &lx) {
 				readable = false
 			}
 		}

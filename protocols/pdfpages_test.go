@@ -221,3 +221,19 @@ func FuzzPDFPages(f *testing.F) {
 		}
 	})
 }
+
+// A body of many small documents allocates once for all of them, not once each.
+func TestManyDocumentsAllocateOnce(t *testing.T) {
+	doc := `{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"` +
+		base64.StdEncoding.EncodeToString([]byte("%PDF-1.7\n"+objStm("/Filter /FlateDecode", "<</Type/Page>>"))) + `"}}`
+	body := func(n int) []byte {
+		return []byte(`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[` + strings.Repeat(doc+",", n-1) + doc + `]}]}`)
+	}
+	var tokens int64
+	few, many := body(2), body(1000)
+	allocsFew := testing.AllocsPerRun(5, func() { tokens = EstimateInputTokens(few) })
+	allocsMany := testing.AllocsPerRun(5, func() { tokens = EstimateInputTokens(many) })
+	assert.Equal(t, allocsFew, allocsMany, "the same allocations for 2 files as for 1,000")
+	assert.LessOrEqual(t, allocsMany, float64(8))
+	assert.Greater(t, tokens, int64(1000*PDFPageInputTokens-1), "each of the 1,000 one-page files counts its page")
+}
