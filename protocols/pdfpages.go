@@ -255,7 +255,7 @@ func (d *base64Window) decode() {
 			// A long run of the standard alphabet, as most clients write it, decodes
 			// at once; a short one, and the byte ending it, one character at a time.
 			end, j := min(len(s), i+(size-w)/3*4), i
-			for j < end && base64Value[s[j]] < 64 && s[j] != '-' && s[j] != '_' {
+			for j < end && standardBase64[s[j]] {
 				j++
 			}
 			if k := (j - i) &^ 3; k >= 64 {
@@ -327,6 +327,14 @@ var base64Value = func() (t [256]byte) {
 		t[std[i]] = byte(i)
 	}
 	t['-'], t['_'] = 62, 63
+	return t
+}()
+
+// standardBase64 holds the standard alphabet's characters.
+var standardBase64 = func() (t [256]bool) {
+	for c, v := range base64Value {
+		t[c] = v < 64 && c != '-' && c != '_'
+	}
 	return t
 }()
 
