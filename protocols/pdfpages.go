@@ -168,15 +168,16 @@ func (w *pdfWork) inflate(src *base64Window, lx *pdfLexer) bool {
 	if w.inflateLeft <= 0 {
 		return false
 	}
-	// FlateDecode is a zlib stream; some writers leave out its two-byte header.
-	if p := src.peek(2); len(p) == 2 && p[0]&0x0f == 8 && p[0]>>4 <= 7 && (uint16(p[0])<<8|uint16(p[1]))%31 == 0 && p[1]&0x20 == 0 {
-		src.r += 2
-	}
 	// A stream's direct /Length is where a reader takes its data to end: the inflater
 	// reads no further, and what follows is lexed as the file it is.
 	w.data = streamData{src: src, left: math.MaxInt64}
 	if lx.streamLength >= 0 {
 		w.data.left = lx.streamLength
+	}
+	// FlateDecode is a zlib stream; some writers leave out its two-byte header.
+	if p := src.peek(2); len(p) == 2 && w.data.left >= 2 && p[0]&0x0f == 8 && p[0]>>4 <= 7 && (uint16(p[0])<<8|uint16(p[1]))%31 == 0 && p[1]&0x20 == 0 {
+		src.r += 2
+		w.data.left -= 2
 	}
 	if w.inflater == nil {
 		w.inflater = flate.NewReader(&w.data)
