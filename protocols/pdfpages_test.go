@@ -102,7 +102,7 @@ func TestPDFPagesOfHostileFiles(t *testing.T) {
 		{"a count too long to keep", head + "<</Type/Pages/Count 000000000000000000000000000007>>", false, MaxPDFPages, false},
 		{"a count larger than the pages written", head + "<</Count 40/Type/Pages>>" + pages(3), false, 40, false},
 		{"an outline's count is no page count", head + "<</Type/Outlines/Count 4000>>" + pages(3), false, 3, false},
-		{"a million page objects", head + pages(1_000_000), false, MaxPDFPages, false},
+		{"100,000 page objects", head + pages(100_000), false, MaxPDFPages, false},
 		{"names written with #xx", head + "<</Ty#70e/P#61ge>><</Type /Pag#65>>", false, 2, false},
 		{"a comment between key and value", head + "<</Type %c\n/Page>>", false, 1, false},
 		{"an unclosed string before the pages", head + "<</Title (open >>" + pages(5), false, 5, false},
@@ -145,12 +145,12 @@ func TestPDFPagesInflateIsBounded(t *testing.T) {
 	var z bytes.Buffer
 	zw := zlib.NewWriter(&z)
 	zero := make([]byte, 1<<20)
-	for range 64 { // 64 MiB of zeros, some 64 KB deflated
+	for range 2 { // 2 MiB of zeros, some 2 KB deflated
 		zw.Write(zero)
 	}
 	zw.Close()
 	file := "%PDF-1.7\n9 0 obj <</Type/ObjStm/Filter/FlateDecode>> stream\n" + z.String() + "\nendstream endobj <</Type/Page>>"
-	w := &pdfWork{inflateLeft: pdfInflateFloor}
+	w := &pdfWork{} // no floor: the room is the file's own, some 20 KB
 	s := []byte(base64.StdEncoding.EncodeToString([]byte(file)))
 	pages, isPDF := pdfPages(s, false, w)
 	assert.True(t, isPDF)
@@ -161,7 +161,7 @@ func TestPDFPagesInflateIsBounded(t *testing.T) {
 	assert.Equal(t, int64(5), again, "each file brings room of its own")
 }
 
-// Counting holds no copy of the file: a 16 MB file costs the memory a 16 KB one does.
+// Counting holds no copy of the file: a 1 MB file costs the memory a 16 KB one does.
 func TestPDFPagesMemoryDoesNotGrowWithTheFile(t *testing.T) {
 	used := func(file []byte) uint64 {
 		s := []byte(base64.StdEncoding.EncodeToString(file))
@@ -173,9 +173,9 @@ func TestPDFPagesMemoryDoesNotGrowWithTheFile(t *testing.T) {
 		return after.TotalAlloc - before.TotalAlloc
 	}
 	small := []byte("%PDF-1.7\n" + strings.Repeat("<</Type/Page>> 1 0 obj stream\nendstream ", 16<<10/40))
-	large := []byte("%PDF-1.7\n" + strings.Repeat("<</Type/Page>> 1 0 obj stream\nendstream ", 16<<20/40))
-	require.Greater(t, len(large), 16<<20-64)
-	assert.Less(t, used(large), uint64(64<<10), "no copy of 16 MB")
+	large := []byte("%PDF-1.7\n" + strings.Repeat("<</Type/Page>> 1 0 obj stream\nendstream ", 1<<20/40))
+	require.Greater(t, len(large), 1<<20-64)
+	assert.Less(t, used(large), uint64(64<<10), "no copy of 1 MB")
 	assert.LessOrEqual(t, used(large), used(small)+4<<10)
 }
 
