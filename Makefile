@@ -54,7 +54,7 @@ test:
 # make fuzz FUZZTIME=10m runs them longer. New crashers land in testdata/fuzz/ of their
 # package and are then replayed by every plain go test.
 FUZZTIME ?= 500000x
-FUZZ_TARGETS := FuzzParseRequest FuzzScanInPieces FuzzEventStream FuzzChatChunk FuzzChatChunkAfterAnother FuzzMessagesEvent FuzzResponsesEvent FuzzEventObjectCheck FuzzAppendJSONString FuzzJSONSplice FuzzScrubber FuzzUpstreamHeaders FuzzInputEstimate
+FUZZ_TARGETS := FuzzParseRequest FuzzScanInPieces FuzzEventStream FuzzChatChunk FuzzChatChunkAfterAnother FuzzMessagesEvent FuzzResponsesEvent FuzzEventObjectCheck FuzzAppendJSONString FuzzJSONSplice FuzzScrubber FuzzUpstreamHeaders FuzzInputEstimate FuzzPDFPages
 
 fuzz:
 	@for target in $(FUZZ_TARGETS); do \

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/switchyard-gw/switchyard/internal/pdftest"
 	"github.com/switchyard-gw/switchyard/protocols"
 )
 
@@ -273,12 +274,15 @@ func BenchmarkUpstreamBody(b *testing.B) {
 var estimateSink int64
 
 // BenchmarkInputEstimate is the input estimate admission makes of every generation
-// request, on an agent's chat body of 2 KB and a 1 MB document.
+// request, on an agent's chat body of 2 KB, a 1 MB document pasted as text, and a
+// messages body carrying a PDF of 5,000 pages (1 MB of base64), whose pages are counted.
 func BenchmarkInputEstimate(b *testing.B) {
+	pdf := `{"model":"m","max_tokens":512,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"` +
+		pdftest.Base64(5000, pdftest.Options{}) + `"}}]}]}`
 	for _, bd := range []struct {
 		name string
 		data []byte
-	}{{"chat/2KB", chatRequest(2<<10, false)}, {"chat/1MB", chatRequest(1<<20, false)}, {"document/1MB", documentRequest(1 << 20)}} {
+	}{{"chat/2KB", chatRequest(2<<10, false)}, {"chat/1MB", chatRequest(1<<20, false)}, {"document/1MB", documentRequest(1 << 20)}, {"pdf/1MB", []byte(pdf)}} {
 		b.Run(bd.name, func(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(bd.data)))

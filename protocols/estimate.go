@@ -60,10 +60,13 @@ type textCount struct {
 	codePoints int64 // the strings' other characters
 	syntax     int64 // the bytes outside the strings' content, space left out
 	images     int64
+	documents  int64    // the PDFs counted by their pages, in tokens
+	pdfPages   int64    // their pages, at most MaxPDFPages
+	pdf        *pdfWork // what reading them shares, once there is one
 }
 
 func (t textCount) tokens() int64 {
-	return (max(t.ascii, 0)+t.syntax+3)/4 + max(t.codePoints, 0) + t.images*ImageInputTokens
+	return (max(t.ascii, 0)+t.syntax+3)/4 + max(t.codePoints, 0) + t.images*ImageInputTokens + t.documents
 }
 
 // parts reads the value at b[i] as a conversation's items, or an item's content parts:
@@ -117,7 +120,7 @@ func (t *textCount) parts(b []byte, i, depth int) int {
 // or URL ever leaves the text count.
 func (t *textCount) part(b []byte, i, depth int) int {
 	w := memberWalk{b: b, i: i + 1}
-	var typ, source, imageURL []byte
+	var typ, source, imageURL, file, fileData []byte
 	for {
 		key, start, ok := w.nextKey()
 		if !ok {
@@ -140,6 +143,12 @@ func (t *textCount) part(b []byte, i, depth int) int {
 		case "image_url":
 			end = skipJSONValue(b, start)
 			imageURL = b[start:max(start, end)]
+		case "file":
+			end = skipJSONValue(b, start)
+			file = b[start:max(start, end)]
+		case "file_data":
+			end = skipJSONValue(b, start)
+			fileData = b[start:max(start, end)]
 		default:
 			end = skipJSONValue(b, start)
 		}
@@ -162,6 +171,20 @@ func (t *textCount) part(b []byte, i, depth int) int {
 		}
 	case "input_image", "computer_screenshot": // responses: image_url, or a file_id
 		payload = imageURL
+	case "document": // messages: a base64 source is a PDF
+		if kind, _ := member(source, "type"); stringText(kind) == "base64" {
+			data, _ := member(source, "data")
+			mediaType, _ := member(source, "media_type")
+			t.document(data, false, isPDFMediaType(stringText(mediaType)))
+		}
+		return end
+	case "file": // chat: file.file_data, a data: URL
+		data, _ := member(file, "file_data")
+		t.document(data, true, false)
+		return end
+	case "input_file": // responses: file_data, a data: URL
+		t.document(fileData, true, false)
+		return end
 	default:
 		return end
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchyard-gw/switchyard/internal/pdftest"
 	"github.com/switchyard-gw/switchyard/protocols"
 )
 
@@ -102,8 +103,8 @@ func TestEstimateCountsMediaByWhereTheyAre(t *testing.T) {
 		{"messages image in a tool result", protocols.FamilyB,
 			`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + blob + `"}}]}]}]}`,
 			[]string{blob}},
-		{"messages document is its base64 as text", protocols.FamilyB,
-			`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"` + blob + `"}}]}]}`,
+		{"messages document by URL is its URL as text", protocols.FamilyB,
+			`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"url","url":"https://x.test/` + blob + `.pdf"}}]}]}`,
 			nil},
 		{"messages text document is text", protocols.FamilyB,
 			`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"text","media_type":"text/plain","data":"` + blob + `"}}]}]}`,
@@ -117,14 +118,14 @@ func TestEstimateCountsMediaByWhereTheyAre(t *testing.T) {
 		{"chat audio is its base64 as text", protocols.FamilyA,
 			chatUser(`[{"type":"input_audio","input_audio":{"data":"` + blob + `","format":"wav"}}]`),
 			nil},
-		{"chat file is its base64 as text", protocols.FamilyA,
-			chatUser(`[{"type":"file","file":{"filename":"a.pdf","file_data":"data:application/pdf;base64,` + blob + `"}}]`),
+		{"chat file of text is its base64 as text", protocols.FamilyA,
+			chatUser(`[{"type":"file","file":{"filename":"a.txt","file_data":"data:text/plain;base64,` + blob + `"}}]`),
 			nil},
 		{"responses input_image", protocols.FamilyA,
 			`{"model":"m","input":[{"role":"user","content":[{"type":"input_image","image_url":"data:image/jpeg;base64,` + blob + `"}]}]}`,
 			[]string{"data:image/jpeg;base64," + blob}},
-		{"responses input_file is its base64 as text", protocols.FamilyA,
-			`{"model":"m","input":[{"role":"user","content":[{"type":"input_file","filename":"a.pdf","file_data":"data:application/pdf;base64,` + blob + `"}]}]}`,
+		{"responses input_file of text is its base64 as text", protocols.FamilyA,
+			`{"model":"m","input":[{"role":"user","content":[{"type":"input_file","filename":"a.csv","file_data":"data:text/csv;base64,` + blob + `"}]}]}`,
 			nil},
 		{"responses image in a tool's output", protocols.FamilyA,
 			`{"model":"m","input":[{"type":"function_call_output","call_id":"c","output":[{"type":"input_image","image_url":"https://x.test/a.png"}]}]}`,
@@ -143,4 +144,74 @@ func TestEstimateCountsMediaByWhereTheyAre(t *testing.T) {
 			assert.Equal(t, ceil4(text)+int64(len(c.payloads))*img, estimate(t, c.family, c.body))
 		})
 	}
+}
+
+// A PDF is reserved by its pages, in each place a shape carries one: 4,600 tokens a page
+// (its image and its text), or the text of its base64 when that is more. The same data
+// anywhere else, or a document of another type, is the text it is.
+func TestEstimateCountsPDFsByTheirPages(t *testing.T) {
+	hundred := pdftest.Base64(100, pdftest.Options{ObjectStreams: true})
+	one := pdftest.Base64(1, pdftest.Options{})
+	messages := func(block string) string {
+		return `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[` + block + `]}]}`
+	}
+	document := func(data string) string {
+		return `{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"` + data + `"}}`
+	}
+	responses := func(part string) string {
+		return `{"model":"m","input":[{"role":"user","content":[` + part + `]}]}`
+	}
+	inputFile := func(data string) string {
+		return `{"type":"input_file","filename":"a.pdf","file_data":"data:application/pdf;base64,` + data + `"}`
+	}
+	chatFile := func(data string) string {
+		return chatUser(`[{"type":"file","file":{"filename":"a.pdf","file_data":"data:application/pdf;base64,` + data + `"}}]`)
+	}
+	const page = protocols.PDFPageInputTokens
+	cases := []struct {
+		name    string
+		family  protocols.Family
+		body    string
+		payload string // the document's data as written, which counts as pages
+		pages   int64
+	}{
+		{"messages document", protocols.FamilyB, messages(document(hundred)), hundred, 100},
+		{"messages document of one page", protocols.FamilyB, messages(document(one)), one, 1},
+		{"messages document in a tool result", protocols.FamilyB,
+			messages(`{"type":"tool_result","tool_use_id":"t","content":[` + document(hundred) + `]}`), hundred, 100},
+		{"chat file part", protocols.FamilyA, chatFile(hundred), "data:application/pdf;base64," + hundred, 100},
+		{"chat file part of base64 alone", protocols.FamilyA,
+			chatUser(`[{"type":"file","file":{"file_data":"` + hundred + `"}}]`), hundred, 100},
+		{"chat file part with escaped slashes", protocols.FamilyA,
+			chatFile(strings.ReplaceAll(hundred, "/", `\/`)), "data:application/pdf;base64," + strings.ReplaceAll(hundred, "/", `\/`), 100},
+		{"responses input_file", protocols.FamilyA, responses(inputFile(hundred)), "data:application/pdf;base64," + hundred, 100},
+		{"responses input_file in a tool's output", protocols.FamilyA,
+			`{"model":"m","input":[{"type":"function_call_output","call_id":"c","output":[` + inputFile(hundred) + `]}]}`,
+			"data:application/pdf;base64," + hundred, 100},
+		{"a PDF's data URL in a text part is text", protocols.FamilyA,
+			chatUser(`[{"type":"text","text":"data:application/pdf;base64,` + hundred + `"}]`), "", 0},
+		{"a PDF's base64 in a tool's input is text", protocols.FamilyB,
+			messages(`{"type":"tool_use","id":"i","name":"n","input":` + document(hundred) + `}`), "", 0},
+		{"a document of text in messages is text", protocols.FamilyB,
+			messages(`{"type":"document","source":{"type":"text","media_type":"text/plain","data":"` + hundred + `"}}`), "", 0},
+		{"a file by id is its id as text", protocols.FamilyA,
+			responses(`{"type":"input_file","file_id":"file-abc"}`), "", 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			want := ceil4(len(c.body))
+			if c.pages > 0 {
+				want = ceil4(len(c.body)-len(c.payload)) + c.pages*page
+			}
+			assert.InDelta(t, want, estimate(t, c.family, c.body), 1)
+		})
+	}
+	// A scanned document: few pages, many bytes. Its base64 as text is the larger.
+	scanned := pdftest.Base64(2, pdftest.Options{Text: strings.Repeat("x", 200_000)})
+	body := messages(document(scanned))
+	assert.Equal(t, ceil4(len(body)), estimate(t, protocols.FamilyB, body))
+	// The pages of every PDF in a request count together, up to MaxPDFPages.
+	many := pdftest.Base64(3000, pdftest.Options{ObjectStreams: true})
+	body = messages(document(many) + "," + document(many) + "," + document(many) + "," + document(many))
+	assert.InDelta(t, ceil4(len(body)-4*len(many))+protocols.MaxPDFPages*page, estimate(t, protocols.FamilyB, body), 1)
 }
