@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -54,6 +55,35 @@ func mask(b []byte, words []string) []byte {
 		}
 	}
 	return b
+}
+
+// ScrubHeader masks the secrets in the values of h, the headers a client is about to
+// get. An upstream can echo what it was sent (a token in a request id or a cache
+// directive), and the allowlist of headers says nothing of their values. Values that
+// hold no secret are left as they are, without a copy.
+func (s Scrubber) ScrubHeader(h http.Header) {
+	for name, values := range h {
+		for i, v := range values {
+			if !holdsAny(v, s.Secrets) {
+				continue
+			}
+			masked := slices.Clone(values)
+			for j := i; j < len(masked); j++ {
+				masked[j] = string(mask([]byte(masked[j]), s.Secrets))
+			}
+			h[name] = masked
+			break
+		}
+	}
+}
+
+func holdsAny(v string, words []string) bool {
+	for _, w := range words {
+		if len(w) >= 3 && strings.Contains(v, w) {
+			return true
+		}
+	}
+	return false
 }
 
 // Scrub cleans an error body or error event: secrets and account names masked, the

@@ -1,6 +1,7 @@
 package protocols_test
 
 import (
+	"net/http"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -57,4 +58,21 @@ func TestScrubber(t *testing.T) {
 	t.Run("zero scrubber", func(t *testing.T) {
 		assert.Equal(t, "plain text", string(protocols.Scrubber{}.Scrub([]byte("plain text"))))
 	})
+}
+
+// An upstream can echo what it was sent in a header the client may see: the value is
+// masked, the header kept; values without a secret are left as they are.
+func TestScrubHeaderMasksSecretsInValues(t *testing.T) {
+	s := protocols.Scrubber{Secrets: []string{"ya29.tok-123456", "ab"}}
+	upstream := http.Header{
+		"Cache-Control":  {"no-cache", "private, echo=ya29.tok-123456"},
+		"X-Should-Retry": {"true"},
+		"Content-Type":   {"application/json"},
+	}
+	h := http.Header{}
+	protocols.CopyResponseHeader(h, upstream)
+	s.ScrubHeader(h)
+	assert.Equal(t, []string{"no-cache", "private, echo=[redacted]"}, h["Cache-Control"])
+	assert.Equal(t, []string{"true"}, h["X-Should-Retry"])
+	assert.Equal(t, "private, echo=ya29.tok-123456", upstream["Cache-Control"][1], "the upstream's header is not written to")
 }

@@ -433,3 +433,30 @@ func TestARefusedClientSecretIsACredentialErrorThatNamesNothing(t *testing.T) {
 		assert.NotContains(t, err.Error(), s)
 	}
 }
+
+// An Entra ID token sent upstream is a secret of the channel from then on: the current
+// one and the one before it, no more.
+func TestEntraTokensSentAreRuntimeSecrets(t *testing.T) {
+	tok := &rotatingToken{}
+	c := newChannel(t, Config{Resource: resource, Mode: ModeV1, Token: tok})
+	assert.Empty(t, c.RuntimeSecrets())
+	for range 4 {
+		_, err := c.NewRequest(context.Background(), chat, []byte(`{}`), false, http.Header{})
+		require.NoError(t, err)
+	}
+	assert.Equal(t, []string{"entra-rotated-4", "entra-rotated-3"}, c.RuntimeSecrets())
+	var _ channel.RuntimeSecrets = c
+}
+
+// rotatingToken hands out a new Entra ID token each time.
+type rotatingToken struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (r *rotatingToken) GetToken(context.Context, policy.TokenRequestOptions) (azcore.AccessToken, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.n++
+	return azcore.AccessToken{Token: fmt.Sprintf("entra-rotated-%d", r.n), ExpiresOn: time.Now().Add(time.Hour)}, nil
+}
