@@ -21,6 +21,11 @@ type Scrubber struct {
 	ServiceModel  string
 	Secrets       []string // upstream host names, credentials, account ids
 	Names         []string // regions, resource and deployment names: error bodies only
+	// HideRequestID, for a candidate reached through a cloud channel, replaces the
+	// request_id an error body or error event carries with RequestID (the gateway's own
+	// id): the provider's (req_vrtx_…) would tell the client which channel served it.
+	HideRequestID bool
+	RequestID     string
 }
 
 // accountHeaders carry an upstream's own account identifiers on its responses.
@@ -93,5 +98,12 @@ func (s Scrubber) Scrub(b []byte) []byte {
 	if s.UpstreamModel != "" && s.UpstreamModel != s.ServiceModel {
 		b = bytes.ReplaceAll(b, []byte(s.UpstreamModel), []byte(s.ServiceModel))
 	}
-	return accountIDs.ReplaceAll(mask(s.ScrubSecrets(b), s.Names), redacted)
+	b = accountIDs.ReplaceAll(mask(s.ScrubSecrets(b), s.Names), redacted)
+	if s.HideRequestID && bytes.Contains(b, []byte(`"request_id"`)) {
+		b = requestIDField.ReplaceAllLiteral(b, AppendJSONString([]byte(`"request_id":`), s.RequestID))
+	}
+	return b
 }
+
+// requestIDField matches a request_id key and its string value in an error's JSON.
+var requestIDField = regexp.MustCompile(`"request_id"\s*:\s*"(?:[^"\\]|\\.)*"`)

@@ -76,3 +76,16 @@ func TestScrubHeaderMasksSecretsInValues(t *testing.T) {
 	assert.Equal(t, []string{"true"}, h["X-Should-Retry"])
 	assert.Equal(t, "private, echo=ya29.tok-123456", upstream["Cache-Control"][1], "the upstream's header is not written to")
 }
+
+// A channel's error names the provider's request id (req_vrtx_… names the channel): the
+// gateway's id stands in its place, in a body and in an error event alike. Other ids
+// and a plain candidate's request_id are left alone.
+func TestScrubReplacesAChannelsRequestID(t *testing.T) {
+	s := protocols.Scrubber{HideRequestID: true, RequestID: "gw-42"}
+	body := `{"type":"error","error":{"type":"invalid_request_error","message":"bad"},"request_id" : "req_vrtx_011CX6s\"Wn"}`
+	assert.JSONEq(t, `{"type":"error","error":{"type":"invalid_request_error","message":"bad"},"request_id":"gw-42"}`, string(s.Scrub([]byte(body))))
+	event := "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"},\"request_id\":\"req_vrtx_9\"}\n\n"
+	assert.Equal(t, "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"},\"request_id\":\"gw-42\"}\n\n", string(s.Scrub([]byte(event))))
+	plain := protocols.Scrubber{RequestID: "gw-42"}
+	assert.Equal(t, body, string(plain.Scrub([]byte(body))), "the family's own API's request id is its own to give")
+}

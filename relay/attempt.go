@@ -253,7 +253,8 @@ func (a *attempt) answer(resp *http.Response, injectedUsage, early bool) bool {
 		return false
 	}
 
-	a.scrub = protocols.Scrubber{UpstreamModel: cand.UpstreamModel, ServiceModel: req.ServiceModel, Secrets: up.scrubSecrets(), Names: up.names}.WithAccountIDs(resp.Header)
+	a.scrub = protocols.Scrubber{UpstreamModel: cand.UpstreamModel, ServiceModel: req.ServiceModel, Secrets: up.scrubSecrets(), Names: up.names,
+		HideRequestID: up.channel != nil, RequestID: req.ID}.WithAccountIDs(resp.Header)
 	switch {
 	case resp.StatusCode >= 400:
 		return a.relayError()
