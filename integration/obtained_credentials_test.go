@@ -8,11 +8,13 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -101,8 +103,9 @@ func assertCredentialsUnseen(t *testing.T, g *gateway, echo *echoUpstream, model
 }
 
 // TestCredentialsObtainedAtRunTimeAreMasked: a Vertex candidate's access token comes from
-// its token endpoint, and a Bedrock candidate's keys from AWS's default chain (here the
-// environment); neither is in the configuration. An endpoint that echoes them gets
+// its token endpoint, a Bedrock candidate's keys from AWS's default chain (here the
+// environment), and an Azure candidate's Entra ID token from Azure's default credentials
+// (here an App Service managed identity endpoint); none is in the configuration. An endpoint that echoes them gets
 // them masked before the client sees anything, like the configured ones.
 func TestCredentialsObtainedAtRunTimeAreMasked(t *testing.T) {
 	const (
@@ -111,6 +114,7 @@ func TestCredentialsObtainedAtRunTimeAreMasked(t *testing.T) {
 		awsSecret    = "echo/chain/secret+key/0123456789abcdefghij"
 		awsSession   = "FwoGZXIvYXdzEchoSessionToken0123456789abcdef"
 		vertexRegion = "us-east5"
+		entraToken   = "eyJ0eXAiOiJKV1QiLCJhbGciOi.entra-echo-7d0c"
 	)
 	t.Setenv("AWS_ACCESS_KEY_ID", awsKeyID)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", awsSecret)
@@ -119,6 +123,21 @@ func TestCredentialsObtainedAtRunTimeAreMasked(t *testing.T) {
 	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
 	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
 	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+
+	// Azure's default chain: no environment app, no workload identity, and a managed
+	// identity endpoint as App Service provides one.
+	identity := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"access_token":%q,"expires_on":"%d","resource":%q,"token_type":"Bearer"}`,
+			entraToken, time.Now().Add(time.Hour).Unix(), r.URL.Query().Get("resource"))
+	}))
+	t.Cleanup(identity.Close)
+	for _, name := range []string{"AZURE_TENANT_ID", "AZURE_CLIENT_ID", "AZURE_CLIENT_SECRET", "AZURE_CLIENT_CERTIFICATE_PATH",
+		"AZURE_USERNAME", "AZURE_FEDERATED_TOKEN_FILE", "AZURE_TOKEN_CREDENTIALS", "MSI_ENDPOINT", "IDENTITY_SERVER_THUMBPRINT"} {
+		unsetenv(t, name)
+	}
+	t.Setenv("IDENTITY_ENDPOINT", identity.URL+"/msi/token")
+	t.Setenv("IDENTITY_HEADER", "identity-header-value")
 
 	tokens := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -138,7 +157,9 @@ func TestCredentialsObtainedAtRunTimeAreMasked(t *testing.T) {
 		"\t\tmodel claude-bedrock-echo {\n\t\t\tprotocols family_b\n" +
 		"\t\t\tcandidate bedrock {\n\t\t\t\tprotocol family_b\n\t\t\t\tupstream_model anthropic.claude-x-v1:0\n" +
 		"\t\t\t\tchannel bedrock {\n\t\t\t\t\tregion us-east-1\n\t\t\t\t\tendpoint " + echo.URL + "\n\t\t\t\t\tapi messages\n" +
-		"\t\t\t\t}\n\t\t\t}\n\t\t}\n"
+		"\t\t\t\t}\n\t\t\t}\n\t\t}\n" +
+		"\t\tmodel claude-azure-echo {\n\t\t\tprotocols family_b\n" +
+		azureCandidate("foundry", "family_b", "claude-dep", 0, "endpoint "+echo.URL, "mode foundry") + "\t\t}\n"
 	g := startGatewayWith(t, up, models, "")
 
 	t.Run("vertex access token", func(t *testing.T) {
@@ -147,4 +168,16 @@ func TestCredentialsObtainedAtRunTimeAreMasked(t *testing.T) {
 	t.Run("aws default chain", func(t *testing.T) {
 		assertCredentialsUnseen(t, g, echo, "claude-bedrock-echo", awsKeyID, awsSession)
 	})
+	t.Run("azure entra token", func(t *testing.T) {
+		assertCredentialsUnseen(t, g, echo, "claude-azure-echo", entraToken)
+	})
+}
+
+// unsetenv removes an environment variable for the test (an empty one can mean something
+// else to a library that looks it up), and puts it back after.
+func unsetenv(t *testing.T, name string) {
+	t.Setenv(name, "") // refuses a parallel test, and restores the value after
+	if err := os.Unsetenv(name); err != nil {
+		t.Fatal(err)
+	}
 }
