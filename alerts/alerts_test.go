@@ -31,6 +31,11 @@ func TestSignatureVerifies(t *testing.T) {
 	forged := strings.Replace(header, "t=1764000000", "t=1764000600", 1)
 	assert.ErrorIs(t, Verify("whsec_test", forged, body, at.Add(10*time.Minute), 5*time.Minute), ErrBadSignature, "the time is signed too")
 	assert.ErrorIs(t, Verify("whsec_test", header, body, at.Add(10*time.Minute), 5*time.Minute), ErrStale, "a replay later")
+	// A time ahead of the receiver's clock by more than the tolerance is refused too: a
+	// signature made for later (a leaked secret, a sender's clock set forward) would
+	// otherwise stay valid until then.
+	assert.ErrorIs(t, Verify("whsec_test", header, body, at.Add(-10*time.Minute), 5*time.Minute), ErrStale, "a signature from the future")
+	require.NoError(t, Verify("whsec_test", header, body, at.Add(-time.Minute), 5*time.Minute), "a clock a little behind the sender's")
 	assert.ErrorIs(t, Verify("whsec_test", "garbage", body, at, time.Minute), ErrBadSignature)
 }
 
@@ -261,4 +266,59 @@ func TestLedgerAlertBypassesAnOutboxThatIsAway(t *testing.T) {
 	require.NoError(t, w.Flush(context.Background()))
 	require.Len(t, box.rows, 1, "only the budget alert waited for the outbox")
 	assert.Equal(t, KindBudget, box.rows[0].Kind)
+}
+
+// A receiver that redirects does not get the delivery sent on: the signed body and the
+// webhook's URL (its path may hold a token, and would travel as the Referer) go to the
+// configured URL only, and the 3xx is a failed try.
+func TestWorkerDoesNotFollowRedirects(t *testing.T) {
+	elsewhere := &receiver{}
+	other := httptest.NewServer(elsewhere)
+	defer other.Close()
+	configured := &receiver{}
+	var redirected sync.WaitGroup
+	redirected.Add(1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		configured.ServeHTTP(httptest.NewRecorder(), r)
+		http.Redirect(w, r, other.URL+"/collect", http.StatusTemporaryRedirect)
+		redirected.Done()
+	}))
+	defer srv.Close()
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	box := &memOutbox{}
+	w := &Worker{Outbox: box, Owner: "gw", Now: func() time.Time { return now },
+		Webhooks:    []Webhook{{URL: srv.URL + "/hook/T0KEN", Secret: "s", Format: FormatJSON}},
+		MaxAttempts: 1}
+	e := budgetEvent(80)
+	e.At = now
+	w.Notify(e)
+	require.NoError(t, w.Flush(context.Background()))
+	n, err := w.SendDue(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	redirected.Wait()
+
+	require.Len(t, configured.bodies, 1, "the configured URL got the try")
+	elsewhere.mu.Lock()
+	assert.Zero(t, len(elsewhere.bodies), "the redirect's target got nothing")
+	elsewhere.mu.Unlock()
+	r := box.row(0)
+	assert.Equal(t, StateFailed, r.State, "a 3xx is a failed try (here the only one allowed)")
+	assert.Contains(t, r.LastError, "status 307")
+	assert.NotContains(t, r.LastError, "T0KEN")
+
+	// The same with a client of the caller's own, which would follow redirects.
+	w.Client = &http.Client{}
+	box.rows = nil
+	redirected.Add(1)
+	e.Budget.Threshold = 100
+	w.Notify(e)
+	require.NoError(t, w.Flush(context.Background()))
+	_, err = w.SendDue(context.Background())
+	require.NoError(t, err)
+	redirected.Wait()
+	elsewhere.mu.Lock()
+	assert.Zero(t, len(elsewhere.bodies), "nor with a client given to the worker")
+	elsewhere.mu.Unlock()
+	assert.Equal(t, StateFailed, box.row(0).State)
 }

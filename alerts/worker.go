@@ -117,7 +117,8 @@ type Worker struct {
 	Webhooks []Webhook
 	// Owner names this gateway in leases; unique per process.
 	Owner string
-	// Client sends the deliveries. Default: a client with sendTimeout.
+	// Client sends the deliveries. Default: a client with sendTimeout. Whichever it is,
+	// redirects are not followed.
 	Client *http.Client
 	// Now is the clock. Default: time.Now.
 	Now                     func() time.Time
@@ -344,10 +345,14 @@ func (w *Worker) send(ctx context.Context, wh *Webhook, d *Delivery) error {
 	req.Header.Set("Switchyard-Delivery", strconv.FormatInt(d.ID, 10))
 	req.Header.Set("Switchyard-Event", string(d.Kind))
 	req.Header.Set(SignatureHeader, Sign(wh.Secret, time.Now(), body))
-	client := w.Client
-	if client == nil {
-		client = &http.Client{Timeout: sendTimeout}
+	client := http.Client{Timeout: sendTimeout}
+	if w.Client != nil {
+		client = *w.Client
 	}
+	// A redirect is not followed: the delivery would go, signed, to a host the
+	// operator never named, with the webhook's URL (and the token in its path) as its
+	// Referer. The 3xx is the receiver's answer, and a failed try.
+	client.CheckRedirect = refuseRedirect
 	resp, err := client.Do(req)
 	if err != nil {
 		// url.Error names the URL: keep only what went wrong.
@@ -365,6 +370,8 @@ func (w *Worker) send(ctx context.Context, wh *Webhook, d *Delivery) error {
 	}
 	return nil
 }
+
+func refuseRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // Run stores events and sends deliveries until ctx ends, polling the outbox every poll
 // (other gateways' rows, retries coming due) and at once when an event arrives. On

@@ -386,18 +386,19 @@ func (h *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Ha
 		}
 		rt.parsed = parsed
 	}
+	requestID := requestID(r)
 	req := &relay.Request{
 		Op:           rt.op,
 		ServiceModel: rt.model.ID,
 		Body:         rt.body,
 		Header:       r.Header,
 		RawQuery:     r.URL.RawQuery,
+		ID:           requestID,
 		// What admission reserves for a request without a cap of its own.
 		DeclaredOutputCap: rt.model.MaxOutputTokens,
 		Timeout:           rt.model.RequestTimeout,
 		KeepFinishReason:  logOf(r).trace != nil,
 	}
-	requestID := requestID(r)
 	// Admission: the request's worst case is reserved against every limit on its path
 	// before any upstream is called; the answer's metered cost replaces it at the end,
 	// and a request no answer came of costs nothing.

@@ -304,3 +304,68 @@ func TestAlertsOnceFromTwoGatewaysSharingPostgres(t *testing.T) {
 		assert.Equal(t, 1, n, "delivery %s sent once", id)
 	}
 }
+
+// TestAlertsAreNotSentOnARedirect: a receiver that answers 307 to another host does not
+// get the delivery sent there. The other host receives nothing (not the signed body,
+// nor the webhook's URL with its path token as a Referer), and the console lists the
+// delivery as not sent, its last error the 307.
+func TestAlertsAreNotSentOnARedirect(t *testing.T) {
+	other := newWebhookReceiver(t)
+	var othersTries atomic.Int32
+	otherHandler := other.Config.Handler
+	other.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		othersTries.Add(1)
+		otherHandler.ServeHTTP(w, r)
+	})
+	tried := make(chan struct{}, 100)
+	redirecting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		http.Redirect(w, r, other.URL+"/collect", http.StatusTemporaryRedirect)
+		select {
+		case tried <- struct{}{}:
+		default:
+		}
+	}))
+	t.Cleanup(redirecting.Close)
+	up := newUpstream(t)
+	const alertKey = "sk-redirect-key-0123456789abcdef"
+	options := other.block(redirecting.URL) + fmt.Sprintf("\t\tkey alerted %s {\n\t\t\tbudget 0.04/month\n\t\t}\n", alertKey)
+	g := startGatewayWith(t, up, pricedChat("http://"+up.hostport(), upstreamPrefix+"-c"), options)
+
+	body := `{"model":"priced-chat","max_tokens":10,"messages":[{"role":"user","content":"Hello"}]}`
+	for i := range 2 { // 50% of the budget
+		r := g.call(t, "POST", "/v1/chat/completions", body, "Authorization", "Bearer "+alertKey)
+		require.Equal(t, 200, r.Status, "request %d: %s", i, r.Body)
+	}
+	select {
+	case <-tried:
+	case <-time.After(waitShort):
+		t.Fatal("the configured receiver got no try")
+	}
+
+	var view struct {
+		Deliveries []struct {
+			Kind      string `json:"kind"`
+			State     string `json:"state"`
+			Attempts  int    `json:"attempts"`
+			LastError string `json:"last_error"`
+		} `json:"deliveries"`
+	}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		resp, err := http.Get(g.admin + "/switchyard/alerts")
+		if !assert.NoError(c, err) {
+			return
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if assert.NoError(c, json.Unmarshal(raw, &view)) && assert.Len(c, view.Deliveries, 1) {
+			assert.GreaterOrEqual(c, view.Deliveries[0].Attempts, 1, "the try is recorded")
+		}
+	}, waitShort, pollEvery)
+	d := view.Deliveries[0]
+	assert.Equal(t, "budget", d.Kind)
+	assert.NotEqual(t, "sent", d.State, "a 3xx is a failed try")
+	assert.Contains(t, d.LastError, "status 307")
+	assert.NotContains(t, d.LastError, "T0KEN")
+	assert.Zero(t, othersTries.Load(), "the redirect's target received nothing")
+}

@@ -195,3 +195,48 @@ func TestAzureCandidatesServeChatResponsesAndMessagesUnseen(t *testing.T) {
 		assert.Equal(t, "2023-06-01", last.Header.Get("Anthropic-Version"))
 	})
 }
+
+// TestAzureEndpointKeepsItsPathPrefix: an `endpoint` with a path (an API gateway in
+// front of the resource) keeps it in every upstream URL, through the assembled gateway.
+func TestAzureEndpointKeepsItsPathPrefix(t *testing.T) {
+	const prefix = "/apim/azure-openai"
+	var mu sync.Mutex
+	var paths []string
+	sim := simulator.NewAzure(simulator.AzureConfig{APIKey: azureKey})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		paths = append(paths, r.URL.Path)
+		mu.Unlock()
+		if !strings.HasPrefix(r.URL.Path, prefix+"/") {
+			http.Error(w, `{"error":{"code":"404","message":"Resource not found"}}`, http.StatusNotFound)
+			return
+		}
+		http.StripPrefix(prefix, sim).ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	up := newUpstream(t)
+	endpoint := "endpoint " + srv.URL + prefix
+	models := "\t\tmodel gpt-prefixed {\n\t\t\tprotocols family_a\n" +
+		azureCandidate("azure", "family_a", azureDeployment, 0, endpoint, "mode v1", "api_key "+azureKey) + "\t\t}\n" +
+		"\t\tmodel gpt-prefixed-classic {\n\t\t\tprotocols family_a\n" +
+		azureCandidate("azure", "family_a", upstreamPrefix+"-classic", 0, endpoint, "deployment "+azureClassicDep, "api_key "+azureKey) + "\t\t}\n" +
+		"\t\tmodel claude-prefixed {\n\t\t\tprotocols family_b\n" +
+		azureCandidate("foundry", "family_b", azureDeployment+"-claude", 0, endpoint, "mode foundry", "api_key "+azureKey) + "\t\t}\n"
+	g := startGatewayWith(t, up, models, "")
+
+	for _, tc := range []struct{ path, body, want string }{
+		{"/v1/chat/completions", `{"model":"gpt-prefixed","messages":[{"role":"user","content":"hi"}]}`, prefix + "/openai/v1/chat/completions"},
+		{"/v1/responses", `{"model":"gpt-prefixed","input":"hi"}`, prefix + "/openai/v1/responses"},
+		{"/v1/chat/completions", `{"model":"gpt-prefixed-classic","messages":[{"role":"user","content":"hi"}]}`,
+			prefix + "/openai/deployments/" + azureClassicDep + "/chat/completions"},
+		{"/v1/messages", `{"model":"claude-prefixed","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`, prefix + "/anthropic/v1/messages"},
+	} {
+		r := g.call(t, http.MethodPost, tc.path, tc.body, "anthropic-version", "2023-06-01")
+		assert.Equal(t, http.StatusOK, r.Status, "%s: %s", tc.want, r.Body)
+		mu.Lock()
+		require.NotEmpty(t, paths)
+		assert.Equal(t, tc.want, paths[len(paths)-1])
+		mu.Unlock()
+		g.up.assertNoLeakIn(t, "the answer", string(r.Body), prefix, "apim")
+	}
+}

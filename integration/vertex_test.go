@@ -6,12 +6,15 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -123,4 +126,121 @@ func vertexSeen(u *upstream) []seenRequest {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return append([]seenRequest(nil), u.requests...)
+}
+
+// vertexErrorsGateway runs model claude-vx-bad, whose only candidate reaches a Vertex
+// endpoint that refuses the request in Anthropic's envelope with Vertex's own request
+// id, and claude-vx-quota, whose only candidate is over its Google quota (429
+// RESOURCE_EXHAUSTED, in an array, without Retry-After), beside claude-native-quota,
+// whose only candidate is the family's own API answering 429.
+func vertexErrorsGateway(t *testing.T) *gateway {
+	t.Helper()
+	tokens := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"access_token":"ya29.errors-test","expires_in":3600,"token_type":"Bearer"}`))
+	}))
+	t.Cleanup(tokens.Close)
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	require.NoError(t, err)
+	saFile := writeServiceAccount(t, key, tokens.URL+"/token")
+	vertexEnd := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Request-Id", "req_vrtx_011CX6sWnm678g4YPRps1ESQ")
+		switch {
+		case strings.Contains(r.URL.Path, "/models/bad:"):
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"type":"error","error":{"type":"invalid_request_error","message":"max_tokens: Field required"},"request_id":"req_vrtx_011CX6sWnm678g4YPRps1ESQ"}`))
+		default:
+			w.WriteHeader(http.StatusTooManyRequests)
+			_, _ = w.Write([]byte(`[{"error":{"code":429,"message":"Quota exceeded for aiplatform.googleapis.com/online_prediction_requests_per_base_model with base model: anthropic-claude. Please submit a quota increase request.","status":"RESOURCE_EXHAUSTED"}}]`))
+		}
+	}))
+	t.Cleanup(vertexEnd.Close)
+	vx := func(model string) string {
+		return "\t\t\tcandidate vertex {\n\t\t\t\tprotocol family_b\n\t\t\t\tupstream_model " + model + "\n" +
+			"\t\t\t\tchannel vertex {\n\t\t\t\t\tproject " + vertexProject + "\n\t\t\t\t\tregion us-east5\n" +
+			"\t\t\t\t\tendpoint " + vertexEnd.URL + "\n\t\t\t\t\tcredentials_file " + saFile + "\n\t\t\t\t}\n\t\t\t}\n"
+	}
+	up := newUpstream(t)
+	models := "\t\tmodel claude-vx-bad {\n\t\t\tprotocols family_b\n" + vx("bad") + "\t\t}\n" +
+		"\t\tmodel claude-vx-quota {\n\t\t\tprotocols family_b\n" + vx("quota") + "\t\t}\n" +
+		"\t\tmodel claude-native-quota {\n\t\t\tprotocols family_b\n" +
+		candidate("native", "family_b", "http://"+up.hostport(), upstreamPrefix+"-nq+rate-limit+no-retry-after") + "\t\t}\n"
+	return startGatewayWith(t, up, models, "")
+}
+
+// A Vertex refusal in Anthropic's envelope reaches the client with its status and
+// message, and with the gateway's request id where Vertex wrote its own (req_vrtx_…
+// would name the channel), in the body as in the headers.
+func TestVertexErrorCarriesTheGatewaysRequestID(t *testing.T) {
+	g := vertexErrorsGateway(t)
+	r := g.call(t, http.MethodPost, "/v1/messages", `{"model":"claude-vx-bad","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`,
+		"anthropic-version", v1)
+	require.Equal(t, http.StatusBadRequest, r.Status, "%s", r.Body)
+	assert.Equal(t, "invalid_request_error", gjson.GetBytes(r.Body, "error.type").Str)
+	assert.Equal(t, "max_tokens: Field required", gjson.GetBytes(r.Body, "error.message").Str)
+	id := r.Header.Get("X-Switchyard-Request-Id")
+	require.NotEmpty(t, id)
+	assert.Equal(t, id, gjson.GetBytes(r.Body, "request_id").Str, "the gateway's id stands in the body")
+	assert.Empty(t, r.Header.Get("Request-Id"))
+	g.assertNoLeak(t, r)
+	g.up.assertNoLeakIn(t, "the error", string(r.Body)+fmt.Sprint(r.Header), "req_vrtx", "vrtx", vertexProject)
+}
+
+// A model's only candidate over its quota is answered as a plain candidate's 429 is:
+// the gateway retries it, then answers 503 with Retry-After for the client to decide
+// (docs/health-and-failover.md), in the family's envelope, without Google's text.
+func TestASoleVertexCandidatesQuotaIsAnsweredAsANativeOnesIs(t *testing.T) {
+	g := vertexErrorsGateway(t)
+	body := func(model string) string {
+		return `{"model":"` + model + `","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`
+	}
+	native := g.call(t, http.MethodPost, "/v1/messages", body("claude-native-quota"), "anthropic-version", v1)
+	vertex := g.call(t, http.MethodPost, "/v1/messages", body("claude-vx-quota"), "anthropic-version", v1)
+	assert.Equal(t, http.StatusServiceUnavailable, native.Status, "%s", native.Body)
+	assert.Equal(t, native.Status, vertex.Status, "%s", vertex.Body)
+	assert.Equal(t, gjson.GetBytes(native.Body, "error.type").Str, gjson.GetBytes(vertex.Body, "error.type").Str)
+	assert.Equal(t, "error", gjson.GetBytes(vertex.Body, "type").Str)
+	assert.NotEmpty(t, vertex.Header.Get("Retry-After"))
+	g.assertNoLeak(t, vertex)
+	g.up.assertNoLeakIn(t, "the answer", string(vertex.Body)+fmt.Sprint(vertex.Header),
+		"RESOURCE_EXHAUSTED", "Quota exceeded", "aiplatform", vertexProject, "req_vrtx")
+}
+
+// TestAHungVertexTokenEndpointHoldsNoRequest: a token endpoint that takes the request
+// and never answers does not hold the client past the model's deadline: the request is
+// answered 503 at its deadline, and so is the next one, while the endpoint still hangs.
+func TestAHungVertexTokenEndpointHoldsNoRequest(t *testing.T) {
+	release := make(chan struct{})
+	var asked atomic.Int32
+	tokens := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(tokens.Close)
+	t.Cleanup(func() { close(release) })
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	require.NoError(t, err)
+	saFile := writeServiceAccount(t, key, tokens.URL+"/token")
+	up := newUpstream(t)
+	models := "\t\tmodel claude-hung {\n\t\t\tprotocols family_b\n\t\t\trequest_timeout 1s\n" +
+		"\t\t\tcandidate vertex {\n\t\t\t\tprotocol family_b\n\t\t\t\tupstream_model claude-x@1\n" +
+		"\t\t\t\tchannel vertex {\n\t\t\t\t\tproject " + vertexProject + "\n\t\t\t\t\tregion us-east5\n" +
+		"\t\t\t\t\tendpoint " + up.URL + "\n\t\t\t\t\tcredentials_file " + saFile + "\n\t\t\t\t}\n\t\t\t}\n\t\t}\n"
+	g := startGatewayWith(t, up, models, "")
+	for i := range 2 {
+		start := time.Now()
+		r := g.call(t, http.MethodPost, "/v1/messages", `{"model":"claude-hung","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`,
+			"anthropic-version", v1)
+		took := time.Since(start)
+		assert.Equal(t, http.StatusServiceUnavailable, r.Status, "request %d: %s", i, r.Body)
+		// The token fetch's own bound is 30 s: an answer well before it came from the
+		// request's deadline.
+		assert.Less(t, took, 10*time.Second, "request %d waited on the token endpoint", i)
+		g.assertNoLeak(t, r)
+	}
+	assert.Equal(t, int32(1), asked.Load(), "one fetch waits on the endpoint for both requests")
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -20,6 +21,11 @@ type Scrubber struct {
 	ServiceModel  string
 	Secrets       []string // upstream host names, credentials, account ids
 	Names         []string // regions, resource and deployment names: error bodies only
+	// HideRequestID, for a candidate reached through a cloud channel, replaces the
+	// request_id an error body or error event carries with RequestID (the gateway's own
+	// id): the provider's (req_vrtx_…) would tell the client which channel served it.
+	HideRequestID bool
+	RequestID     string
 }
 
 // accountHeaders carry an upstream's own account identifiers on its responses.
@@ -56,6 +62,35 @@ func mask(b []byte, words []string) []byte {
 	return b
 }
 
+// ScrubHeader masks the secrets in the values of h, the headers a client is about to
+// get. An upstream can echo what it was sent (a token in a request id or a cache
+// directive), and the allowlist of headers says nothing of their values. Values that
+// hold no secret are left as they are, without a copy.
+func (s Scrubber) ScrubHeader(h http.Header) {
+	for name, values := range h {
+		for i, v := range values {
+			if !holdsAny(v, s.Secrets) {
+				continue
+			}
+			masked := slices.Clone(values)
+			for j := i; j < len(masked); j++ {
+				masked[j] = string(mask([]byte(masked[j]), s.Secrets))
+			}
+			h[name] = masked
+			break
+		}
+	}
+}
+
+func holdsAny(v string, words []string) bool {
+	for _, w := range words {
+		if len(w) >= 3 && strings.Contains(v, w) {
+			return true
+		}
+	}
+	return false
+}
+
 // Scrub cleans an error body or error event: secrets and account names masked, the
 // upstream model named as the service model, account-shaped ids masked. It never
 // modifies its input.
@@ -63,5 +98,12 @@ func (s Scrubber) Scrub(b []byte) []byte {
 	if s.UpstreamModel != "" && s.UpstreamModel != s.ServiceModel {
 		b = bytes.ReplaceAll(b, []byte(s.UpstreamModel), []byte(s.ServiceModel))
 	}
-	return accountIDs.ReplaceAll(mask(s.ScrubSecrets(b), s.Names), redacted)
+	b = accountIDs.ReplaceAll(mask(s.ScrubSecrets(b), s.Names), redacted)
+	if s.HideRequestID && bytes.Contains(b, []byte(`"request_id"`)) {
+		b = requestIDField.ReplaceAllLiteral(b, AppendJSONString([]byte(`"request_id":`), s.RequestID))
+	}
+	return b
 }
+
+// requestIDField matches a request_id key and its string value in an error's JSON.
+var requestIDField = regexp.MustCompile(`"request_id"\s*:\s*"(?:[^"\\]|\\.)*"`)

@@ -1,6 +1,7 @@
 package protocols_test
 
 import (
+	"net/http"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -57,4 +58,34 @@ func TestScrubber(t *testing.T) {
 	t.Run("zero scrubber", func(t *testing.T) {
 		assert.Equal(t, "plain text", string(protocols.Scrubber{}.Scrub([]byte("plain text"))))
 	})
+}
+
+// An upstream can echo what it was sent in a header the client may see: the value is
+// masked, the header kept; values without a secret are left as they are.
+func TestScrubHeaderMasksSecretsInValues(t *testing.T) {
+	s := protocols.Scrubber{Secrets: []string{"ya29.tok-123456", "ab"}}
+	upstream := http.Header{
+		"Cache-Control":  {"no-cache", "private, echo=ya29.tok-123456"},
+		"X-Should-Retry": {"true"},
+		"Content-Type":   {"application/json"},
+	}
+	h := http.Header{}
+	protocols.CopyResponseHeader(h, upstream)
+	s.ScrubHeader(h)
+	assert.Equal(t, []string{"no-cache", "private, echo=[redacted]"}, h["Cache-Control"])
+	assert.Equal(t, []string{"true"}, h["X-Should-Retry"])
+	assert.Equal(t, "private, echo=ya29.tok-123456", upstream["Cache-Control"][1], "the upstream's header is not written to")
+}
+
+// A channel's error names the provider's request id (req_vrtx_… names the channel): the
+// gateway's id stands in its place, in a body and in an error event alike. Other ids
+// and a plain candidate's request_id are left alone.
+func TestScrubReplacesAChannelsRequestID(t *testing.T) {
+	s := protocols.Scrubber{HideRequestID: true, RequestID: "gw-42"}
+	body := `{"type":"error","error":{"type":"invalid_request_error","message":"bad"},"request_id" : "req_vrtx_011CX6s\"Wn"}`
+	assert.JSONEq(t, `{"type":"error","error":{"type":"invalid_request_error","message":"bad"},"request_id":"gw-42"}`, string(s.Scrub([]byte(body))))
+	event := "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"},\"request_id\":\"req_vrtx_9\"}\n\n"
+	assert.Equal(t, "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"},\"request_id\":\"gw-42\"}\n\n", string(s.Scrub([]byte(event))))
+	plain := protocols.Scrubber{RequestID: "gw-42"}
+	assert.Equal(t, body, string(plain.Scrub([]byte(body))), "the family's own API's request id is its own to give")
 }

@@ -253,7 +253,8 @@ func (a *attempt) answer(resp *http.Response, injectedUsage, early bool) bool {
 		return false
 	}
 
-	a.scrub = protocols.Scrubber{UpstreamModel: cand.UpstreamModel, ServiceModel: req.ServiceModel, Secrets: up.secrets, Names: up.names}.WithAccountIDs(resp.Header)
+	a.scrub = protocols.Scrubber{UpstreamModel: cand.UpstreamModel, ServiceModel: req.ServiceModel, Secrets: up.scrubSecrets(), Names: up.names,
+		HideRequestID: up.channel != nil, RequestID: req.ID}.WithAccountIDs(resp.Header)
 	switch {
 	case resp.StatusCode >= 400:
 		return a.relayError()
@@ -316,7 +317,7 @@ type attempt struct {
 // commit sends the status line and headers: from here on the answer is the client's.
 func (a *attempt) commit(size int) {
 	a.clock.committed.Store(true)
-	commitHeader(a.w, a.resp, size)
+	commitHeader(a.w, a.resp, size, a.scrub)
 	a.out.Status = a.resp.StatusCode
 }
 
@@ -414,9 +415,10 @@ func brokenOrTimedOut(clock *attemptClock, err error) routing.Reason {
 
 // commitHeader sends the status line and the headers a client may see. size is the exact
 // body length, or -1 for a stream.
-func commitHeader(w http.ResponseWriter, resp *http.Response, size int) {
+func commitHeader(w http.ResponseWriter, resp *http.Response, size int, scrub protocols.Scrubber) {
 	h := w.Header()
 	protocols.CopyResponseHeader(h, resp.Header)
+	scrub.ScrubHeader(h)
 	if size >= 0 {
 		h.Set("Content-Length", strconv.Itoa(size))
 	} else {

@@ -32,6 +32,9 @@ type Request struct {
 	Body     Body
 	Header   http.Header
 	RawQuery string
+	// ID is the gateway's id of the request: it stands in a channel's error bodies where
+	// the provider named its own.
+	ID string
 	// DeclaredOutputCap is the model's declared output cap (zero for none). A generation
 	// request that sets no cap of its own is sent with it, so the upstream enforces the
 	// cap admission reserved for.

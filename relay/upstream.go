@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -59,7 +60,8 @@ type Upstream struct {
 	// Identity names the candidate stably across reloads (affinity, health).
 	Identity string
 
-	channel channel.Channel // nil: the family's own API
+	channel channel.Channel        // nil: the family's own API
+	runtime channel.RuntimeSecrets // the channel, when it obtains credentials as it runs
 }
 
 // Options tune how upstreams are reached.
@@ -125,6 +127,7 @@ func NewUpstream(modelID string, c *routing.Candidate, opts Options) *Upstream {
 			}
 		}
 	}
+	runtime, _ := opts.Channel.(channel.RuntimeSecrets)
 	return &Upstream{
 		Candidate: c,
 		ModelID:   modelID,
@@ -138,7 +141,21 @@ func NewUpstream(modelID string, c *routing.Candidate, opts Options) *Upstream {
 		secrets:   secrets,
 		names:     names,
 		channel:   opts.Channel,
+		runtime:   runtime,
 	}
+}
+
+// scrubSecrets are what is masked in the candidate's answers: the secrets known at load
+// and the credentials its channel obtained since (tokens rotate while the gateway runs).
+func (u *Upstream) scrubSecrets() []string {
+	if u.runtime == nil {
+		return u.secrets
+	}
+	obtained := u.runtime.RuntimeSecrets()
+	if len(obtained) == 0 {
+		return u.secrets
+	}
+	return append(slices.Clip(u.secrets), obtained...)
 }
 
 // ChannelName is the channel the candidate is reached through: "api" for the family's

@@ -91,6 +91,9 @@ type Channel struct {
 	scope      string
 	secrets    []string
 	names      []string
+	// obtained are the Entra ID tokens lately sent: masked like the configured secrets,
+	// since an endpoint may echo what it was sent.
+	obtained channel.Obtained
 }
 
 var _ channel.Channel = (*Channel)(nil)
@@ -210,6 +213,10 @@ func (c *Channel) Endpoint() *url.URL { u := *c.endpoint; return &u }
 // Secrets implements channel.Channel.
 func (c *Channel) Secrets() []string { return c.secrets }
 
+// RuntimeSecrets implements channel.RuntimeSecrets: the Entra ID tokens obtained lately
+// (the current one and the one before).
+func (c *Channel) RuntimeSecrets() []string { return c.obtained.Secrets() }
+
 // Names implements channel.Channel: the resource and deployment names, which operators
 // often make ordinary words ("openai", "gpt-4o"). The resource's host is a secret.
 func (c *Channel) Names() []string { return c.names }
@@ -284,6 +291,7 @@ func (c *Channel) NewRequest(ctx context.Context, op protocols.Operation, body [
 			// The token service's error may name the tenant or the app: not passed on.
 			return nil, fmt.Errorf("azure: Entra ID token: %w", channel.ErrCredential)
 		}
+		c.obtained.Note(tok.Token)
 		h.Set("Authorization", "Bearer "+tok.Token)
 	}
 	req.Header = h

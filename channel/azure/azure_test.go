@@ -433,3 +433,53 @@ func TestARefusedClientSecretIsACredentialErrorThatNamesNothing(t *testing.T) {
 		assert.NotContains(t, err.Error(), s)
 	}
 }
+
+// An endpoint with a path (a gateway in front of the resource, an APIM route) keeps it
+// before Azure's own paths, in every mode.
+func TestAnEndpointsPathPrefixIsKept(t *testing.T) {
+	cases := []struct {
+		cfg  Config
+		op   protocols.Operation
+		want string
+	}{
+		{Config{Endpoint: "https://apim.example/some/prefix", Deployment: deployment, APIKey: apiKey}, chat,
+			"https://apim.example/some/prefix/openai/deployments/" + deployment + "/chat/completions?api-version=2024-10-21"},
+		{Config{Endpoint: "https://apim.example/some/prefix/", Mode: ModeV1, APIKey: apiKey}, responses,
+			"https://apim.example/some/prefix/openai/v1/responses"},
+		{Config{Endpoint: "https://apim.example/some/prefix", Mode: ModeFoundry, APIKey: apiKey}, messages,
+			"https://apim.example/some/prefix/anthropic/v1/messages"},
+	}
+	for _, tc := range cases {
+		c := newChannel(t, tc.cfg)
+		req, err := c.NewRequest(context.Background(), tc.op, []byte(`{"model":"dep"}`), false, http.Header{})
+		require.NoError(t, err)
+		assert.Equal(t, tc.want, req.URL.String(), "mode %q", tc.cfg.Mode)
+	}
+}
+
+// An Entra ID token sent upstream is a secret of the channel from then on: the current
+// one and the one before it, no more.
+func TestEntraTokensSentAreRuntimeSecrets(t *testing.T) {
+	tok := &rotatingToken{}
+	c := newChannel(t, Config{Resource: resource, Mode: ModeV1, Token: tok})
+	assert.Empty(t, c.RuntimeSecrets())
+	for range 4 {
+		_, err := c.NewRequest(context.Background(), chat, []byte(`{}`), false, http.Header{})
+		require.NoError(t, err)
+	}
+	assert.Equal(t, []string{"entra-rotated-4", "entra-rotated-3"}, c.RuntimeSecrets())
+	var _ channel.RuntimeSecrets = c
+}
+
+// rotatingToken hands out a new Entra ID token each time.
+type rotatingToken struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (r *rotatingToken) GetToken(context.Context, policy.TokenRequestOptions) (azcore.AccessToken, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.n++
+	return azcore.AccessToken{Token: fmt.Sprintf("entra-rotated-%d", r.n), ExpiresOn: time.Now().Add(time.Hour)}, nil
+}

@@ -84,12 +84,16 @@ type Channel struct {
 	region   string
 	endpoint *url.URL
 	apiKey   string
-	accessID string // for Secrets; "" when the chain decides
+	static   []string // the configured access key id, secret and session token, for Secrets
 	creds    aws.CredentialsProvider
 	signer   *v4.Signer
 	now      func() time.Time
 	messages bool   // the /anthropic Messages API rather than InvokeModel
 	service  string // the SigV4 service name
+	// obtained are the keys the credential source gave lately (the default chain's may
+	// be a role's, rotating): masked like the configured ones, since an endpoint may
+	// echo what it was sent.
+	obtained channel.Obtained
 }
 
 var _ channel.Channel = (*Channel)(nil)
@@ -140,7 +144,11 @@ func New(cfg Config) (*Channel, error) {
 		if cfg.AccessKeyID == "" || cfg.SecretAccessKey == "" {
 			return nil, errors.New("access_key_id and secret_access_key go together")
 		}
-		c.accessID = cfg.AccessKeyID
+		for _, k := range []string{cfg.AccessKeyID, cfg.SecretAccessKey, cfg.SessionToken} {
+			if k != "" {
+				c.static = append(c.static, k)
+			}
+		}
 		c.creds = credentials.NewStaticCredentialsProvider(cfg.AccessKeyID, cfg.SecretAccessKey, cfg.SessionToken)
 	case cfg.Credentials != nil:
 		c.creds = cfg.Credentials
@@ -175,6 +183,7 @@ func (c *Channel) credentials(ctx context.Context) (aws.Credentials, error) {
 	if err != nil || !cr.HasKeys() {
 		return aws.Credentials{}, fmt.Errorf("bedrock: no AWS credentials: %w", channel.ErrCredential)
 	}
+	c.obtained.Note(cr.AccessKeyID, cr.SecretAccessKey, cr.SessionToken)
 	return cr, nil
 }
 
@@ -383,18 +392,20 @@ func (c *Channel) Response(op protocols.Operation, resp *http.Response) {
 	}
 }
 
-// Secrets are the access key id and the API key. The account id of an ARN model id is
-// the candidate's, not the channel's: see ModelSecrets.
+// Secrets are the configured keys: the access key id, secret access key and session
+// token, or the API key. The account id of an ARN model id is the candidate's, not the
+// channel's: see ModelSecrets.
 func (c *Channel) Secrets() []string {
-	var out []string
-	if c.accessID != "" {
-		out = append(out, c.accessID)
-	}
+	out := slices.Clone(c.static)
 	if c.apiKey != "" {
 		out = append(out, c.apiKey)
 	}
 	return out
 }
+
+// RuntimeSecrets implements channel.RuntimeSecrets: the keys the credential source gave
+// lately (the current set and the one before), whichever source it is.
+func (c *Channel) RuntimeSecrets() []string { return c.obtained.Secrets() }
 
 // Names implements channel.Channel: the region, masked in error messages only.
 func (c *Channel) Names() []string { return []string{c.region} }

@@ -237,7 +237,7 @@ func TestNewRefusesBadConfigNamingFieldsNotValues(t *testing.T) {
 
 func TestSecrets(t *testing.T) {
 	c := newStatic(t, "")
-	assert.ElementsMatch(t, []string{testAKID}, c.Secrets())
+	assert.ElementsMatch(t, []string{testAKID, testSK}, c.Secrets(), "the secret key too: an endpoint may echo anything")
 	assert.Equal(t, []string{"us-east-1"}, c.Names(), "a region is masked in errors only")
 	k, err := New(Config{Region: "eu-central-1", APIKey: "ABSKexamplekey0123456789"})
 	require.NoError(t, err)
@@ -318,4 +318,25 @@ func TestNewRequestCountTokensWrapsTheInvokeBody(t *testing.T) {
 	inner = countedBody(t, sent)
 	assert.Equal(t, int64(700), gjson.GetBytes(inner, "max_tokens").Int())
 	assert.False(t, gjson.GetBytes(inner, "stream").Exists())
+}
+
+// Keys a credential source hands out while the gateway runs (a role's, rotating) are
+// secrets of the channel from then on: the current set and the one before, no more.
+func TestKeysFromTheCredentialSourceAreRuntimeSecrets(t *testing.T) {
+	n := 0
+	c, err := New(Config{Region: "us-east-1", Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+		n++
+		s := strconv.Itoa(n)
+		return aws.Credentials{AccessKeyID: "ASIAROLE" + s, SecretAccessKey: "role-secret-" + s, SessionToken: "role-session-" + s}, nil
+	})})
+	require.NoError(t, err)
+	assert.Empty(t, c.RuntimeSecrets())
+	require.NoError(t, c.CheckCredentials(context.Background()))
+	assert.Equal(t, []string{"ASIAROLE1", "role-secret-1", "role-session-1"}, c.RuntimeSecrets(), "known from the check at load on")
+	for range 3 {
+		_, err := c.NewRequest(context.Background(), messagesOp, []byte(`{"model":"m","max_tokens":1}`), false, http.Header{})
+		require.NoError(t, err)
+	}
+	assert.Equal(t, []string{"ASIAROLE4", "role-secret-4", "role-session-4", "ASIAROLE3", "role-secret-3", "role-session-3"}, c.RuntimeSecrets())
+	var _ channel.RuntimeSecrets = c
 }

@@ -19,6 +19,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -37,8 +38,9 @@ const Scope = "https://www.googleapis.com/auth/cloud-platform"
 const AnthropicVersion = "vertex-2023-10-16"
 
 // tokenTimeout bounds one call to the token endpoint: the library's calls take no
-// request context, so without it a hung endpoint would hold its goroutine for ever.
-const tokenTimeout = 30 * time.Second
+// request context, so without it a hung endpoint would hold its goroutine for ever. A
+// variable for tests.
+var tokenTimeout = 30 * time.Second
 
 // maxErrorBody bounds how much of an error answer is read to rewrite it.
 const maxErrorBody = 1 << 20
@@ -66,8 +68,11 @@ type Channel struct {
 	location string
 	host     string // Google's host for the location (a secret even with an override)
 	endpoint *url.URL
-	tokens   oauth2.TokenSource
+	tokens   *tokenCache
 	email    string // the service account's, when known
+	// obtained are the access tokens lately handed out: masked in answers like the
+	// configured secrets, since an endpoint may echo what it was sent.
+	obtained channel.Obtained
 }
 
 var regionPattern = regexp.MustCompile(`^[a-z][a-z0-9-]*[a-z0-9]$`)
@@ -153,7 +158,7 @@ func New(ctx context.Context, cfg Config) (*Channel, error) {
 		project:  project,
 		location: cfg.Region,
 		host:     HostFor(cfg.Region),
-		tokens:   oauth2.ReuseTokenSource(nil, creds.TokenSource),
+		tokens:   &tokenCache{src: creds.TokenSource},
 		email:    f.ClientEmail,
 	}
 	base := "https://" + c.host
@@ -302,27 +307,77 @@ func (c *Channel) NewRequest(ctx context.Context, op protocols.Operation, body [
 	return req, nil
 }
 
-// token gets an access token (cached until shortly before it expires), giving up when
-// ctx ends: the library's call takes no context.
+// token gets an access token for a request, giving up when ctx ends, and notes it among
+// the secrets to mask.
 func (c *Channel) token(ctx context.Context) (*oauth2.Token, error) {
-	type result struct {
-		tok *oauth2.Token
-		err error
+	tok, err := c.tokens.get(ctx)
+	if err != nil {
+		return nil, err
 	}
-	done := make(chan result, 1)
-	go func() {
-		t, err := c.tokens.Token()
-		done <- result{t, err}
-	}()
+	c.obtained.Note(tok.AccessToken)
+	return tok, nil
+}
+
+// RuntimeSecrets implements channel.RuntimeSecrets: the access tokens handed out lately
+// (the current one and the one before).
+func (c *Channel) RuntimeSecrets() []string { return c.obtained.Secrets() }
+
+// tokenCache hands out the cached access token, or fetches one, one fetch at a time. The
+// library's fetch takes no context, so it cannot end with a request: it runs on its own
+// goroutine, bounded by tokenTimeout, and a request waits for it only as long as the
+// request's own context allows. However many requests wait on a token endpoint that
+// does not answer, one goroutine waits on the endpoint.
+type tokenCache struct {
+	src oauth2.TokenSource
+
+	mu    sync.Mutex
+	tok   *oauth2.Token // the last token fetched
+	fetch *tokenFetch   // the fetch under way; nil while none is
+}
+
+// tokenFetch is one call to the token source; done is closed once tok and err are set.
+type tokenFetch struct {
+	done chan struct{}
+	tok  *oauth2.Token
+	err  error
+}
+
+func (t *tokenCache) get(ctx context.Context) (*oauth2.Token, error) {
+	t.mu.Lock()
+	if t.tok.Valid() {
+		tok := t.tok
+		t.mu.Unlock()
+		return tok, nil
+	}
+	if t.fetch == nil {
+		t.fetch = &tokenFetch{done: make(chan struct{})}
+		go t.refresh(t.fetch)
+	}
+	f := t.fetch
+	t.mu.Unlock()
 	select {
-	case r := <-done:
-		if r.err != nil || r.tok == nil || r.tok.AccessToken == "" {
-			return nil, credentialError(r.err)
-		}
-		return r.tok, nil
+	case <-f.done:
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+	// The token just fetched serves the requests that waited for it, even one that
+	// lives less than the refresh margin; the next request fetches again.
+	if f.err != nil || f.tok == nil || f.tok.AccessToken == "" {
+		return nil, credentialError(f.err)
+	}
+	return f.tok, nil
+}
+
+// refresh makes fetch f.
+func (t *tokenCache) refresh(f *tokenFetch) {
+	f.tok, f.err = t.src.Token()
+	t.mu.Lock()
+	if f.err == nil && f.tok != nil {
+		t.tok = f.tok
+	}
+	t.fetch = nil
+	t.mu.Unlock()
+	close(f.done)
 }
 
 // credentialError says what failed without the library's text, which may quote the

@@ -5,9 +5,13 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -339,4 +343,86 @@ func TestAnthropicErrorsPassThrough(t *testing.T) {
 	ch.Response(messagesOp, ok)
 	b, _ = io.ReadAll(ok.Body)
 	assert.Equal(t, `{"type":"message"}`, string(b), "a success is not touched")
+}
+
+// hungTokenServer is a token endpoint that takes requests and never answers (until the
+// test ends); it counts the requests.
+func hungTokenServer(t *testing.T) (*tokenServer, *atomic.Int32) {
+	ts := newTokenServer(t, 3600)
+	var asked atomic.Int32
+	release := make(chan struct{})
+	ts.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	t.Cleanup(func() { close(release) })
+	return ts, &asked
+}
+
+// Requests waiting on a token endpoint that does not answer each give up at their own
+// deadline, and leave nothing behind waiting for it: one fetch waits on the endpoint,
+// not one per request.
+func TestHungTokenEndpointHoldsNoRequestAndOneFetch(t *testing.T) {
+	ts, asked := hungTokenServer(t)
+	ch := newChannel(t, ts, vertex.Config{Project: "p", Region: "us-east5"})
+	before := runtime.NumGoroutine()
+	const requests = 40
+	var wg sync.WaitGroup
+	errs := make(chan error, requests)
+	for range requests {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			defer cancel()
+			_, err := ch.NewRequest(ctx, messagesOp, []byte(`{"model":"m"}`), false, http.Header{})
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		assert.ErrorIs(t, err, context.DeadlineExceeded, "each request ends at its deadline")
+	}
+	assert.Equal(t, int32(1), asked.Load(), "one fetch for all of them")
+	// The fetch, its connection and the server's side of it: a handful, not one per
+	// request that came and went.
+	assert.Less(t, runtime.NumGoroutine()-before, requests/4, "goroutines left behind by %d requests", requests)
+}
+
+// A fetch from a token endpoint that does not answer ends by itself, within the bound on
+// one fetch, as a credential failure, and the next request tries again.
+func TestTokenFetchIsBounded(t *testing.T) {
+	vertex.SetTokenTimeout(t, 200*time.Millisecond)
+	ts, asked := hungTokenServer(t)
+	ch := newChannel(t, ts, vertex.Config{Project: "p", Region: "us-east5"})
+	done := make(chan error, 1)
+	go func() {
+		_, err := ch.NewRequest(context.Background(), messagesOp, []byte(`{"model":"m"}`), false, http.Header{})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		assert.ErrorIs(t, err, channel.ErrCredential)
+	case <-time.After(10 * time.Second):
+		t.Fatal("a request without a deadline of its own waits on the token endpoint for ever")
+	}
+	_, err := ch.NewRequest(context.Background(), messagesOp, []byte(`{"model":"m"}`), false, http.Header{})
+	assert.ErrorIs(t, err, channel.ErrCredential)
+	assert.Equal(t, int32(2), asked.Load(), "the failed fetch is not kept: the next request asks again")
+}
+
+// The access tokens the channel obtains are secrets to mask, the current one and the
+// one before it only: a gateway running for months does not collect every token.
+func TestObtainedTokensAreSecretsBounded(t *testing.T) {
+	ts := newTokenServer(t, 5) // inside the refresh margin: a new token per request
+	ch := newChannel(t, ts, vertex.Config{Project: "p", Region: "us-east5"})
+	assert.Empty(t, ch.RuntimeSecrets(), "none before a token is obtained")
+	for range 6 {
+		_, err := ch.NewRequest(context.Background(), messagesOp, []byte(`{"model":"m"}`), false, http.Header{})
+		require.NoError(t, err)
+	}
+	assert.Equal(t, []string{"tok-6", "tok-5"}, ch.RuntimeSecrets())
+	var _ channel.RuntimeSecrets = ch
 }
