@@ -328,3 +328,31 @@ func TestTheExampleConsoleIsBehindItsLoginAndItsHeader(t *testing.T) {
 	r = g.call(t, "GET", "/console/api/projects", "", "Authorization", login)
 	assert.Empty(t, gjson.GetBytes(r.Body, "projects").Array())
 }
+
+// A cloud channel's error reaches the client in its family's envelope with the
+// candidate's account, ARN, project, service account and region masked, as the plain
+// API's host and credential are: Bedrock's and Vertex's own error shapes included,
+// streamed or not.
+func TestCloudChannelErrorsNameNoAccountProjectOrRegion(t *testing.T) {
+	sim := newChannelSim(t)
+	failingVertex := strings.Replace(sim.vertex("0"), "endpoint "+sim.up.URL, "endpoint "+sim.up.URL+"/vx+fail-400", 1)
+	require.Contains(t, failingVertex, "/vx+fail-400")
+	models := "\t\tmodel bad-bedrock {\n" + sim.bedrock(bedrockARN+"+fail-400", "0") + "\t\t}\n" +
+		"\t\tmodel bad-vertex {\n" + failingVertex + "\t\t}\n"
+	g := startGatewayWith(t, sim.up, models, "")
+	for _, model := range []string{"bad-bedrock", "bad-vertex"} {
+		for _, stream := range []bool{false, true} {
+			body := `{"model":"` + model + `","max_tokens":16,"stream":` + strconv.FormatBool(stream) +
+				`,"messages":[{"role":"user","content":"hi"}]}`
+			r := g.call(t, "POST", "/v1/messages", body, "anthropic-version", v1)
+			e := familyB(t, r, 400, "invalid_request_error")
+			assert.NotEmpty(t, e.Get("message").Str, "the upstream's own message is passed on")
+			all := string(r.Body)
+			for name, values := range r.Header {
+				all += "\n" + name + ": " + strings.Join(values, ",")
+			}
+			assertNoChannelLeak(t, sim.up, model+"'s answer", all)
+		}
+	}
+	require.Len(t, seenAll(sim.up), 4, "each request reached its channel")
+}

@@ -362,13 +362,23 @@ func (c *Channel) Response(op protocols.Operation, resp *http.Response) {
 // number>/locations/…/models/…); the project number is not known to the channel.
 var projectPath = regexp.MustCompile(`projects/[^\s"'\x60]+`)
 
+// requestIDTag starts Vertex's request ids.
+const requestIDTag = "req_vrtx_"
+
 // ErrorBody is the Anthropic error envelope for an error answer of the given status
-// and body: an Anthropic envelope stays as it is; Google's {"error":{…}}, alone or in
+// and body: an Anthropic envelope stays as it is (its request id untagged); Google's {"error":{…}}, alone or in
 // an array, gives its message; anything else a message of the status alone.
 func ErrorBody(status int, body []byte) []byte {
 	if gjson.ValidBytes(body) {
 		doc := gjson.ParseBytes(body)
 		if doc.Get("type").Str == "error" && doc.Get("error.type").Type == gjson.String {
+			// Vertex's request id (req_vrtx_…) would tell the client which channel
+			// answered: it loses its tag, as the message id of an answer does.
+			if id := doc.Get("request_id").Str; strings.HasPrefix(id, requestIDTag) {
+				if untagged, err := sjson.SetBytes(body, "request_id", "req_"+strings.TrimPrefix(id, requestIDTag)); err == nil {
+					return untagged
+				}
+			}
 			return body
 		}
 		if doc.IsArray() {
