@@ -258,6 +258,61 @@ func TestSettleAfterRolloverCountsInTheNewPeriod(t *testing.T) {
 	})
 }
 
+// A request reserved in one period that ends in the next counts once, in the next: not
+// in the period it was reserved in as well, and not twice in the new one when one of its
+// budgets' new counters exists already and another's is seeded from the ledger by the
+// settlement itself (the pass that adds to the seeded one must leave the other alone).
+func TestSettleAcrossRolloverCountsEachBudgetOnce(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		december := time.Date(2026, 12, 31, 23, 59, 59, 0, time.UTC)
+		clk := newClock(december)
+		lg := &ledger{}
+		l := b.limiter(t, Options{Now: clk.Now, Seeder: lg.Seeder})
+		key := Check{Scope: keyScope("k1"), Policy: Policy{Budget: budget(1000, PeriodMonth)}}
+		project := Check{Scope: projectScope("p1"), Policy: Policy{Budget: budget(5000, PeriodMonth)}}
+		// The ledger's database receives a record after the request's settlement has
+		// counted it (records wait in the journal a batch interval first).
+		recorded := func(cost int64, at time.Time, scopes ...Scope) {
+			for _, s := range scopes {
+				lg.add(s, at, cost)
+			}
+		}
+
+		admit(t, l, ask(0, 300, key, project)).Settle(context.Background(), 0, 300)
+		recorded(300, clk.Now(), key.Scope, project.Scope)
+		straddling := admit(t, l, ask(0, 700, key, project)) // reserved in December
+
+		clk.Add(2 * time.Second) // January: the project's new counter starts, the key's not yet
+		admit(t, l, ask(0, 100, project)).Settle(context.Background(), 0, 100)
+		recorded(100, clk.Now(), project.Scope)
+		straddling.Settle(context.Background(), 0, 600)
+		require.Eventually(t, func() bool {
+			l.Flush() // the add-only pass after the seeding is queued too
+			return status(t, l, key).SpentMicros == 600
+		}, 10*time.Second, time.Millisecond, "the key's January counter seeded from the ledger and given the request's cost")
+		recorded(600, clk.Now(), key.Scope, project.Scope)
+
+		st := status(t, l, project)
+		require.Equal(t, int64(700), st.SpentMicros, "the project counts the request once in January")
+		require.Equal(t, int64(0), st.ReservedMicros)
+		st = status(t, l, key)
+		require.Equal(t, int64(600), st.SpentMicros)
+		require.Equal(t, int64(0), st.ReservedMicros)
+		admit(t, l, ask(0, 400, key)).Settle(context.Background(), 0, 0)
+		refuse(t, l, ask(0, 401, key))
+
+		if b.srv == nil {
+			return // memory drops December's counters once January's are made
+		}
+		clk.Add(december.Sub(clk.Now())) // read December's counters, which Redis keeps an hour
+		for _, c := range []Check{key, project} {
+			st := status(t, l, c)
+			require.Equal(t, int64(300), st.SpentMicros, "%s: December keeps only what ended in December", c.Scope)
+			require.Equal(t, int64(0), st.ReservedMicros, "%s: the reservation was released", c.Scope)
+		}
+	})
+}
+
 func TestSettleTwiceAndNilAreHarmless(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b *backend) {
 		l := b.limiter(t, Options{Now: newClock(t0).Now})

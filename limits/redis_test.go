@@ -328,3 +328,71 @@ func TestRedisPauseResyncsReleasesAndSpend(t *testing.T) {
 	require.Equal(t, int64(1), st.InFlight)
 	r.Settle(context.Background(), 0, 200)
 }
+
+// A settlement queued for Redis that fails (Redis refuses it, or does not answer) leaves
+// the spend in the ledger only: once Redis answers again, the budget's counter is seeded
+// from the ledger, and the next admission sees the ledger's spend, the failed request's
+// cost included, and nothing of its reservation. Nothing is counted locally meanwhile,
+// so only the failed settlement can mark the counter for seeding.
+func TestAFailedSettlementIsSeededAgainFromTheLedger(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		fail, mend  func(t *testing.T, admin *redis.Client)
+		callTimeout time.Duration
+	}{
+		// Out of memory, Redis refuses the script's first write: certainly nothing of it ran.
+		{"refused", func(t *testing.T, admin *redis.Client) {
+			require.NoError(t, admin.ConfigSet(context.Background(), "maxmemory-policy", "noeviction").Err())
+			require.NoError(t, admin.ConfigSet(context.Background(), "maxmemory", "1").Err())
+		}, func(t *testing.T, admin *redis.Client) {
+			require.NoError(t, admin.ConfigSet(context.Background(), "maxmemory", "0").Err())
+		}, 0},
+		// Paused, Redis answers nothing within the call's timeout.
+		{"away", func(t *testing.T, admin *redis.Client) {
+			require.NoError(t, admin.Do(context.Background(), "CLIENT", "PAUSE", "100000", "WRITE").Err())
+		}, func(t *testing.T, admin *redis.Client) {
+			require.NoError(t, admin.Do(context.Background(), "CLIENT", "UNPAUSE").Err())
+		}, 50 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newGateways(t)
+			ctx := context.Background()
+			clk := newClock(t0)
+			lg := &ledger{}
+			l := g.limiter(t, Options{Now: clk.Now, Seeder: lg.Seeder, RetryEvery: 10 * time.Millisecond, Timeout: tc.callTimeout})
+			// The key's slot is held by another reservation (admission's first phase): the
+			// settlement's first write is the budget's, which an out-of-memory Redis refuses.
+			c := Check{Scope: keyScope("k1"), Policy: Policy{Budget: budget(1000, PeriodMonth)}, SlotHeld: true}
+			settle := func(r *Reservation, cost int64) {
+				lg.add(c.Scope, clk.Now(), cost)
+				r.Settle(ctx, 0, cost)
+				l.Flush()
+			}
+			counted := func() int64 {
+				key := g.prefix + "budget:key:k1:month:" + strconv.FormatInt(Budget{Period: PeriodMonth}.Start(t0).Unix(), 10)
+				v, err := g.admin.HGet(ctx, key, "spent").Int64()
+				require.NoError(t, err)
+				return v
+			}
+
+			settle(admit(t, l, ask(0, 300, c)), 300)
+			failing := admit(t, l, ask(0, 200, c))
+			tc.fail(t, g.admin)
+			settle(failing, 200) // the ledger holds 500; the settlement fails
+			require.True(t, l.down.Load(), "the failed settlement marks the shared counters down")
+			tc.mend(t, g.admin)
+			require.Equal(t, int64(300), counted(), "the settlement did not reach the counter")
+
+			require.Eventually(t, func() bool {
+				_, err := l.Reserve(ctx, ask(0, 0, c)) // ErrUnavailable until Redis is tried again
+				return err == nil
+			}, 10*time.Second, 5*time.Millisecond)
+			require.False(t, l.down.Load())
+			st := status(t, l, c)
+			require.Equal(t, int64(500), st.SpentMicros, "the next admission sees the ledger's spend")
+			require.Equal(t, int64(0), st.ReservedMicros, "the failed settlement's reservation was released")
+			refuse(t, l, ask(0, 501, c))
+			admit(t, l, ask(0, 500, c))
+		})
+	}
+}
