@@ -176,3 +176,16 @@ func ErrBodyMemory(f Family) *APIError {
 	e.RetryAfter = 1
 	return e
 }
+
+// CodeKeyBodyMemory is the code of ErrKeyBodyMemory.
+const CodeKeyBodyMemory = "key_body_memory_exceeded"
+
+// ErrKeyBodyMemory is the 429 for a body whose key's bodies already hold the key's share
+// of the gateway's request-body memory (share bytes): the key's own uploads in progress
+// fill it, and other keys are still served. It passes once some of them end.
+func ErrKeyBodyMemory(f Family, share int64) *APIError {
+	e := Errorf(f, http.StatusTooManyRequests, CodeKeyBodyMemory,
+		"this API key's request bodies still being received already hold its share of the gateway's request-body memory (%d bytes); retry once some of its uploads have finished", share)
+	e.RetryAfter = 1
+	return e
+}

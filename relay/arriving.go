@@ -65,7 +65,7 @@ type ArrivingBody struct {
 	// outgrown are the pool entries buf grew out of: they go back with it, under the same
 	// rule, once nothing reads any of them.
 	outgrown []*[]byte
-	mem      *BodyMemory
+	mem      *BodyShare
 	charged  int64 // what buf and the buffers it outgrew took from mem
 	holders  atomic.Int32
 	reuse    atomic.Bool // the handler left no view into buf behind
@@ -115,13 +115,13 @@ func NewArrivingBody(op protocols.Operation, declared int) *ArrivingBody {
 }
 
 // NewArrivingBodyWithin prepares to read a body of declared bytes for op, whose buffers
-// are taken from mem. It is protocols.ErrBodyMemory when mem has no room for the first buffer;
-// the body is given back to mem once its last holder lets go.
-func NewArrivingBodyWithin(op protocols.Operation, declared int, mem *BodyMemory) (*ArrivingBody, *protocols.APIError) {
+// are taken from mem. It is mem's refusal when mem has no room for the first buffer; the
+// body is given back to mem once its last holder lets go.
+func NewArrivingBodyWithin(op protocols.Operation, declared int, mem *BodyShare) (*ArrivingBody, *protocols.APIError) {
 	size := min(declared+1, protocols.FirstBodyBuffer)
 	charge := int64(bodyBufferSize(size))
 	if !mem.Take(charge) {
-		return nil, protocols.ErrBodyMemory(op.Family)
+		return nil, mem.Refusal(op.Family)
 	}
 	now := time.Now()
 	pooled := takeBodyBuffer(size)
@@ -272,7 +272,7 @@ func (a *ArrivingBody) readOnce(r io.Reader) {
 	declared := a.declared
 	if a.arrived == len(a.buf) && !a.grow() {
 		a.ended = true
-		a.fail(protocols.ErrBodyMemory(a.op.Family))
+		a.fail(a.mem.Refusal(a.op.Family))
 		return
 	}
 	n, err := r.Read(a.buf[a.arrived:])
