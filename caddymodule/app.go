@@ -52,6 +52,10 @@ type App struct {
 	// requests; a body past it waits up to a second for room, then gets 503 with
 	// Retry-After. Default: 1 GiB.
 	MaxBodyMemory int64 `json:"max_body_memory,omitempty"`
+	// MaxBodyMemoryPerKey is the most of MaxBodyMemory that one key's bodies hold at
+	// once; a body of a key past it waits up to a second, then gets 429 with
+	// Retry-After, while other keys still find room. Default: half of MaxBodyMemory.
+	MaxBodyMemoryPerKey int64 `json:"max_body_memory_per_key,omitempty"`
 	// DefaultBodyIdle and DefaultBodyMinRate (bytes/s, 0: none) are the time limits on
 	// a request body arriving on a server that sets none of Caddy's own (read_body, or
 	// read_body_idle with a min_rate): the longest pause, and the least average rate after
@@ -382,7 +386,17 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if a.MaxBodyMemory <= 0 {
 		a.MaxBodyMemory = DefaultMaxBodyMemory
 	}
-	a.bodyMemory = relay.NewBodyMemory(a.MaxBodyMemory, relay.DefaultBodyMemoryWait)
+	if a.MaxBodyMemoryPerKey <= 0 {
+		// Half: one key uploading slowly, or a great many bodies at once, leaves the
+		// other half to every other key. Never less than one body of the largest size
+		// needs at worst (its buffer and those it outgrew, twice its length), so that a
+		// body the ceiling can hold, its key's share can too.
+		a.MaxBodyMemoryPerKey = max(a.MaxBodyMemory/2, min(a.MaxBodyMemory, 2*a.MaxRequestBody))
+	}
+	if a.MaxBodyMemoryPerKey > a.MaxBodyMemory {
+		return fmt.Errorf("max_body_memory_per_key (%d bytes) is more than max_body_memory (%d bytes)", a.MaxBodyMemoryPerKey, a.MaxBodyMemory)
+	}
+	a.bodyMemory = relay.NewBodyMemory(a.MaxBodyMemory, relay.DefaultBodyMemoryWait).SharePerKey(a.MaxBodyMemoryPerKey)
 	if err := a.registerAppMetrics(ctx.GetMetricsRegistry()); err != nil {
 		return err
 	}

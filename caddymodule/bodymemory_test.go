@@ -211,3 +211,35 @@ func gaugeValue(t *testing.T, reg prometheus.Gatherer, name string) int64 {
 	require.Failf(t, "no such metric", "%s is not in the registry", name)
 	return 0
 }
+
+// A key's share of the body memory is half the ceiling unless set, never less than one
+// body of the largest size needs at worst (while the ceiling holds that), and never more
+// than the ceiling.
+func TestAKeysShareOfBodyMemory(t *testing.T) {
+	provision := func(ceiling, perKey, maxBody int64) (*App, error) {
+		app := &App{
+			Store:         &StoreConfig{Driver: "off"},
+			Keys:          []KeyConfig{{Name: "k", Secret: "sk-body-0123456789abcdef"}},
+			Models:        []ModelConfig{{ID: "m", Candidates: []CandidateConfig{{Name: "a", Protocol: "family_a", URL: "http://127.0.0.1:9/v1", UpstreamModel: "up"}}}},
+			MaxBodyMemory: ceiling, MaxBodyMemoryPerKey: perKey, MaxRequestBody: maxBody,
+		}
+		ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+		t.Cleanup(cancel)
+		return app, app.Provision(ctx)
+	}
+	for _, c := range []struct {
+		ceiling, perKey, maxBody, want int64
+	}{
+		{1 << 30, 0, 32 << 20, 512 << 20},  // the defaults: half
+		{64 << 20, 0, 32 << 20, 64 << 20},  // half would not hold one 32 MiB body at worst
+		{100 << 20, 0, 32 << 20, 64 << 20}, // twice the largest body, more than half
+		{1 << 30, 100 << 20, 32 << 20, 100 << 20},
+	} {
+		app, err := provision(c.ceiling, c.perKey, c.maxBody)
+		require.NoError(t, err)
+		assert.Equal(t, c.want, app.bodyMemory.PerKey(), "ceiling %d, per key %d", c.ceiling, c.perKey)
+		assert.Equal(t, c.want, app.MaxBodyMemoryPerKey)
+	}
+	_, err := provision(64<<20, 128<<20, 1<<20)
+	assert.ErrorContains(t, err, "max_body_memory_per_key")
+}

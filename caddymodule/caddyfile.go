@@ -66,6 +66,7 @@ func takesNoOptions(d *caddyfile.Dispenser) error {
 //	switchyard {
 //		max_request_body <size>
 //		max_body_memory <size>
+//		max_body_memory_per_key <size>
 //		default_read_body_idle <duration> [<min_rate bytes/s>]
 //		key <name> <secret> {
 //			models <model...>
@@ -172,6 +173,15 @@ func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
 				return nil, d.Errf("max_body_memory: %q is not a size", d.Val())
 			}
 			app.MaxBodyMemory = int64(size)
+		case "max_body_memory_per_key":
+			if !d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			size, err := humanize.ParseBytes(d.Val())
+			if err != nil || size == 0 || size > math.MaxInt64 {
+				return nil, d.Errf("max_body_memory_per_key: %q is not a size", d.Val())
+			}
+			app.MaxBodyMemoryPerKey = int64(size)
 		case "default_read_body_idle":
 			// As Caddy's timeouts { read_body_idle <duration> [<min_rate>] }.
 			args := d.RemainingArgs()

@@ -65,6 +65,8 @@ func requestFlags(r metering.RequestRow) string {
 		f = append(f, "refused:"+auth.PrintableName(r.RefusedBy))
 	case metering.OutcomeFailed:
 		f = append(f, "failed")
+	case metering.OutcomeStreamError:
+		f = append(f, "stream-error")
 	}
 	if r.FailedOver {
 		f = append(f, "failed-over")
@@ -84,6 +86,9 @@ func tryText(t metering.Try) string {
 		parts = append(parts, auth.PrintableName(t.Reason))
 	} else {
 		parts = append(parts, "served")
+	}
+	if t.StreamError != "" {
+		parts = append(parts, "stream ended: "+auth.PrintableName(t.StreamError))
 	}
 	return strings.Join(parts, ", ")
 }

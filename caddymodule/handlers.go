@@ -149,6 +149,18 @@ func logOf(r *http.Request) *requestLog {
 // fail hands an APIError to Caddy's error routes, where switchyard_errors renders it.
 func fail(e *protocols.APIError) error { return caddyhttp.Error(e.Status, e) }
 
+// failBody is fail for the request's body refused. One refused before its end was read
+// (too large, no memory for it, too slow: any but a 400, which comes of a body read
+// whole) closes the connection after the answer: the rest is of no use, and net/http
+// would otherwise read up to 256 KiB of it before it sends the answer, waiting on a
+// client that stopped sending, or that asked for `100 Continue` and sends nothing.
+func failBody(w http.ResponseWriter, e *protocols.APIError) error {
+	if e.Status != http.StatusBadRequest {
+		w.Header().Set("Connection", "close")
+	}
+	return fail(e)
+}
+
 // Auth is the `switchyard_auth` handler: it resolves the request's API key to an
 // identity and lets nothing else run for a missing, wrong or revoked key.
 type Auth struct {
@@ -257,7 +269,7 @@ func (h *Model) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp
 	// any other is read to its end here, scanned on the way in.
 	var forwarded *routing.Model
 	body, apiErr := relay.ReadBody(op, http.MaxBytesReader(w, r.Body, h.app.MaxRequestBody), r.ContentLength,
-		relay.BodyLimits{Max: h.app.MaxRequestBody, Memory: h.app.bodyMemory},
+		relay.BodyLimits{Max: h.app.MaxRequestBody, Memory: h.app.bodyMemory, Key: identity.KeyID},
 		func(modelID string) (func(*protocols.ParsedRequest) *protocols.APIError, bool) {
 			model, ok := h.app.catalog.Lookup(modelID)
 			if !ok || !identity.MayCall(modelID) || !model.Supports(op.Family) {
@@ -274,7 +286,7 @@ func (h *Model) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp
 			}, true
 		})
 	if apiErr != nil {
-		return fail(apiErr)
+		return failBody(w, apiErr)
 	}
 	err := h.serveBody(w, r, next, identity, op, body, forwarded)
 	// An error is written after this handler returns, and may quote the body (a model
@@ -382,7 +394,7 @@ func (h *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Ha
 	if rt.parsed == nil && h.needsWholeBody(r, rt, identity) {
 		parsed, bodyErr := rt.body.Wait()
 		if bodyErr != nil {
-			return fail(bodyErr)
+			return failBody(w, bodyErr)
 		}
 		rt.parsed = parsed
 	}
@@ -467,6 +479,9 @@ func (h *Proxy) serve(w http.ResponseWriter, r *http.Request, rt *route, req *re
 		// A body that failed is the client's answer, whatever the candidates did.
 		if _, bodyErr := rt.body.Wait(); bodyErr != nil {
 			apiErr = bodyErr
+			if bodyErr.Status != http.StatusBadRequest {
+				w.Header().Set("Connection", "close") // as failBody says
+			}
 		}
 	}
 	if conversation != "" && outcome.Served != nil && outcome.StreamError == nil {

@@ -72,6 +72,10 @@ func (h *Proxy) meter(rt *route, identity *auth.Identity, requestID string, out 
 	}, time.Now())
 	rec.ProjectID = projectID
 	rec.Tries = triesOf(out.Attempts)
+	if end := out.StreamEnd(); end != "" && len(rec.Tries) > 0 {
+		// The serving attempt is the last; the record stays a served (billed) one.
+		rec.Tries[len(rec.Tries)-1].StreamError = end
+	}
 	tokens, costMicros = rec.Usage.Input+rec.Usage.Output, rec.CostMicros
 	loadUsageMetrics().observe(rt.model.ID, keyID, rec.Usage, rec.CostMicros)
 	if h.app.ledgerReady == nil {

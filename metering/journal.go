@@ -54,6 +54,10 @@ const (
 	OutcomeServed  = "served"
 	OutcomeRefused = "refused"
 	OutcomeFailed  = "failed"
+	// OutcomeStreamError is a stream that reached the client and ended in an error event
+	// (see Try.StreamError). It is stored as served, and billed as such: the client had
+	// the answer's start and the upstream did the work. The request log shows it apart.
+	OutcomeStreamError = "stream_error"
 )
 
 // Try is one upstream attempt of a request, as the request log shows it.
@@ -68,6 +72,10 @@ type Try struct {
 	Reason     string `json:"reason,omitempty"`
 	Status     int    `json:"status,omitempty"`
 	DurationMs int64  `json:"duration_ms"`
+	// StreamError, on the attempt whose stream reached the client, is why that stream
+	// ended in an error event: upstream_error (the upstream's own), malformed_event,
+	// oversized_event, stalled or interrupted.
+	StreamError string `json:"stream_error,omitempty"`
 }
 
 // Ledger keeps usage records without losing any. Append writes each record to a local

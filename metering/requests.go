@@ -43,7 +43,7 @@ type RequestRow struct {
 	Output     int64  `json:"output"`
 	CostMicros int64  `json:"cost_micros"`
 	Estimated  bool   `json:"estimated,omitempty"`
-	// Outcome is OutcomeServed, OutcomeRefused or OutcomeFailed.
+	// Outcome is OutcomeServed, OutcomeStreamError, OutcomeRefused or OutcomeFailed.
 	Outcome   string `json:"outcome"`
 	RefusedBy string `json:"refused_by,omitempty"`
 	// FailedOver: an attempt on another candidate came after a failed one; Retried: a
@@ -66,10 +66,14 @@ type RequestLog interface {
 	ListRequests(ctx context.Context, q RequestQuery) (RequestPage, error)
 }
 
-// Flags derives a row's failed-over and retried flags from its attempts.
+// Flags derives a row's failed-over and retried flags from its attempts, and tells a
+// stream that ended in an error event from one served whole: both are stored as served.
 func (r *RequestRow) Flags() {
 	r.FailedOver, r.Retried = false, false
 	for i, t := range r.Tries {
+		if t.StreamError != "" && r.Outcome == OutcomeServed {
+			r.Outcome = OutcomeStreamError
+		}
 		if t.Retry > 0 {
 			r.Retried = true
 		}

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"time"
 )
 
 // The errors the gateway answers itself, named, so that every handler and the relay say
@@ -108,6 +109,23 @@ func ErrNoChannel(f Family, model string, retryAfter int) *APIError {
 	return e
 }
 
+// CodeDeadline is the code of ErrDeadline.
+const CodeDeadline = "request_deadline_exceeded"
+
+// ErrDeadline is the 504 for a request whose deadline (the model's request_timeout, from
+// its whole body on) ran out before any candidate's answer began: the candidates may be
+// fine, the request was not given the time to fail over or wait for one. timeout is the
+// deadline, zero when it is not known.
+func ErrDeadline(f Family, model string, timeout time.Duration) *APIError {
+	limit := ""
+	if timeout > 0 {
+		limit = " (" + timeout.String() + ")"
+	}
+	return Errorf(f, http.StatusGatewayTimeout, CodeDeadline,
+		"the request's time ran out: model '%s' gave no answer within its request deadline%s; "+
+			"a slow or silent candidate used it up before another could be tried", model, limit)
+}
+
 // ErrSubOperationNotOffered is the 404 when no candidate of the model offers a
 // sub-operation (token counts, compaction).
 func ErrSubOperationNotOffered(op Operation, model string) *APIError {
@@ -121,6 +139,7 @@ const (
 	StreamInterrupted = "the upstream stream was interrupted before it completed"
 	StreamStalled     = "the upstream stream stalled and was ended by the gateway"
 	StreamOversized   = "the upstream sent an event larger than the gateway's limit"
+	StreamMalformed   = "the upstream sent a malformed event (not one JSON object), which the gateway does not pass on; the stream was ended there"
 )
 
 // ErrStreamEnded is the error carried by the native error event that ends such a stream.
@@ -154,6 +173,19 @@ const CodeBodyMemoryFull = "gateway_busy"
 func ErrBodyMemory(f Family) *APIError {
 	e := Errorf(f, http.StatusServiceUnavailable, CodeBodyMemoryFull,
 		"the gateway is receiving as many request bodies as it can hold; retry shortly")
+	e.RetryAfter = 1
+	return e
+}
+
+// CodeKeyBodyMemory is the code of ErrKeyBodyMemory.
+const CodeKeyBodyMemory = "key_body_memory_exceeded"
+
+// ErrKeyBodyMemory is the 429 for a body whose key's bodies already hold the key's share
+// of the gateway's request-body memory (share bytes): the key's own uploads in progress
+// fill it, and other keys are still served. It passes once some of them end.
+func ErrKeyBodyMemory(f Family, share int64) *APIError {
+	e := Errorf(f, http.StatusTooManyRequests, CodeKeyBodyMemory,
+		"this API key's request bodies still being received already hold its share of the gateway's request-body memory (%d bytes); retry once some of its uploads have finished", share)
 	e.RetryAfter = 1
 	return e
 }

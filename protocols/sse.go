@@ -54,8 +54,8 @@ type EventStream struct {
 	// probe is what a wait for the upstream reads into while nothing is held.
 	probe [1]byte
 	// overflowed is set once an event exceeded MaxEventSize; broken once an unreadable
-	// event was kept from the client.
-	overflowed, broken bool
+	// event was kept from the client; errored once an in-band error event was passed on.
+	overflowed, broken, errored bool
 
 	// Obs is what the stream carried so far; Obs.Complete is set once the stream's
 	// natural last event has been seen ([DONE], response.completed/failed/incomplete,
@@ -272,6 +272,10 @@ func fieldValue(line []byte, name string) ([]byte, bool) {
 	return v, true
 }
 
+// Errored reports that AppendRewritten passed on an in-band error event of the upstream's:
+// the stream, however it ends, carried a failure.
+func (s *EventStream) Errored() bool { return s.errored }
+
 // IsError reports an in-band error event of the stream's shape.
 func (s *EventStream) IsError(ev Event) bool { return s.shape.IsError(ev) }
 
@@ -312,6 +316,7 @@ func (s *EventStream) AppendRewritten(dst []byte, ev Event) (out []byte, keep bo
 	switch {
 	case v.isError:
 		// Every in-band error form is scrubbed as an error, and never dropped.
+		s.errored = true
 		return s.appendScrubbed(dst, ev), true
 	case v.drop:
 		return dst, false

@@ -27,6 +27,20 @@ type patience struct {
 
 var defaultPatience = patience{stall: time.Second, minRate: 1 << 20}
 
+// giveUpAt is the latest a body of declared bytes that began to arrive at start may be
+// whole: the stall limit plus its length at the minimum rate.
+func (p patience) giveUpAt(start time.Time, declared int) time.Time {
+	rate := int64(p.minRate)
+	whole := time.Duration(int64(declared)/rate)*time.Second + time.Duration(int64(declared)%rate)*time.Second/time.Duration(rate)
+	return start.Add(p.stall + whole)
+}
+
+// wait is how much longer, at now, a forwarder waits for more of a body whose last bytes
+// came at lastAt and which must be whole by giveUpAt; zero or less: it gives up.
+func (p patience) wait(now, lastAt, giveUpAt time.Time) time.Duration {
+	return min(lastAt.Add(p.stall).Sub(now), giveUpAt.Sub(now))
+}
+
 // ArrivingBody is a request body that the gateway forwards while it is still coming in.
 // It is read into a buffer that starts small and doubles as bytes arrive (up to its
 // Content-Length), and is checked as it arrives by the scan every body gets
@@ -51,7 +65,7 @@ type ArrivingBody struct {
 	// outgrown are the pool entries buf grew out of: they go back with it, under the same
 	// rule, once nothing reads any of them.
 	outgrown []*[]byte
-	mem      *BodyMemory
+	mem      *BodyShare
 	charged  int64 // what buf and the buffers it outgrew took from mem
 	holders  atomic.Int32
 	reuse    atomic.Bool // the handler left no view into buf behind
@@ -65,9 +79,10 @@ type ArrivingBody struct {
 
 	mu    sync.Mutex
 	start time.Time // when reading began
-	// patience bounds a forwarder's wait on this body; recycle gives its buffers back
-	// (both replaced by tests only).
+	// patience bounds a forwarder's wait on this body, read on the clock now; recycle
+	// gives its buffers back (all three replaced by tests only).
 	patience patience
+	now      func() time.Time
 	recycle  func(bufs ...*[]byte)
 	lastAt   time.Time // when the last bytes arrived
 	arrived  int
@@ -100,19 +115,19 @@ func NewArrivingBody(op protocols.Operation, declared int) *ArrivingBody {
 }
 
 // NewArrivingBodyWithin prepares to read a body of declared bytes for op, whose buffers
-// are taken from mem. It is protocols.ErrBodyMemory when mem has no room for the first buffer;
-// the body is given back to mem once its last holder lets go.
-func NewArrivingBodyWithin(op protocols.Operation, declared int, mem *BodyMemory) (*ArrivingBody, *protocols.APIError) {
+// are taken from mem. It is mem's refusal when mem has no room for the first buffer; the
+// body is given back to mem once its last holder lets go.
+func NewArrivingBodyWithin(op protocols.Operation, declared int, mem *BodyShare) (*ArrivingBody, *protocols.APIError) {
 	size := min(declared+1, protocols.FirstBodyBuffer)
 	charge := int64(bodyBufferSize(size))
 	if !mem.Take(charge) {
-		return nil, protocols.ErrBodyMemory(op.Family)
+		return nil, mem.Refusal(op.Family)
 	}
 	now := time.Now()
 	pooled := takeBodyBuffer(size)
 	a := &ArrivingBody{op: op, declared: declared, buf: *pooled, pooled: pooled, mem: mem, charged: charge,
 		start: now, lastAt: now, changed: make(chan struct{}), done: make(chan struct{}),
-		patience: defaultPatience, recycle: recycleBodyBuffers}
+		patience: defaultPatience, now: time.Now, recycle: recycleBodyBuffers}
 	a.holders.Store(1)
 	a.scan = protocols.NewBodyScan(op.Family)
 	return a, nil
@@ -257,7 +272,7 @@ func (a *ArrivingBody) readOnce(r io.Reader) {
 	declared := a.declared
 	if a.arrived == len(a.buf) && !a.grow() {
 		a.ended = true
-		a.fail(protocols.ErrBodyMemory(a.op.Family))
+		a.fail(a.mem.Refusal(a.op.Family))
 		return
 	}
 	n, err := r.Read(a.buf[a.arrived:])
@@ -295,7 +310,7 @@ func (a *ArrivingBody) fail(err *protocols.APIError) { a.publish(a.arrived, a.sa
 func (a *ArrivingBody) publish(arrived, safe int, state arrivalState, err *protocols.APIError) {
 	a.mu.Lock()
 	if arrived > a.arrived {
-		a.lastAt = time.Now()
+		a.lastAt = a.now()
 	}
 	a.arrived, a.safe = arrived, max(a.safe, safe)
 	if state != stillArriving {
@@ -382,7 +397,7 @@ var (
 func (a *ArrivingBody) Forward(upstreamModel string, declaredCap int64) *Forwarder {
 	f := &Forwarder{a: a, upstreamModel: upstreamModel, declaredCap: declaredCap, value: protocols.AppendJSONString(nil, upstreamModel),
 		modelAt: a.modelAt, end: a.modelEnd, closed: make(chan struct{}), hold: a.newHold()}
-	f.giveUpAt = a.start.Add(a.patience.stall + time.Duration(a.declared)*time.Second/time.Duration(a.patience.minRate))
+	f.giveUpAt = a.patience.giveUpAt(a.start, a.declared)
 	f.length = -1
 	// A chat stream's request for usage changes a body's length, and so does the declared
 	// cap a Family A generation without one gets (Family B's max_tokens is required); any
@@ -444,7 +459,7 @@ func (f *Forwarder) readHeld(p []byte) (int, error) {
 		if n := f.copyKnownGood(p, buf, safe); n > 0 {
 			return n, nil
 		}
-		wait := min(time.Until(lastAt.Add(f.a.patience.stall)), time.Until(f.giveUpAt))
+		wait := f.a.patience.wait(f.a.now(), lastAt, f.giveUpAt)
 		if wait <= 0 {
 			f.wholeAgain.Store(true)
 			return 0, ErrBodyStalled

@@ -33,8 +33,8 @@ type Body interface {
 	failed() *protocols.APIError
 	// whenPassed calls f with the whole body once it has passed every check.
 	whenPassed(f func(*protocols.ParsedRequest))
-	// memory is the ceiling the body's bytes are taken from (nil: none).
-	memory() *BodyMemory
+	// memory is the account the body's bytes are taken from (nil: no ceiling).
+	memory() *BodyShare
 }
 
 // Upload is one attempt's upstream body, as the transport reads it.
@@ -53,10 +53,12 @@ type Upload interface {
 	usageInjected() bool
 }
 
-// BodyLimits bound what ReadBody reads: at most Max bytes, taken from Memory.
+// BodyLimits bound what ReadBody reads: at most Max bytes, taken from Memory on the
+// account of the request's Key.
 type BodyLimits struct {
 	Max    int64
 	Memory *BodyMemory
+	Key    string
 }
 
 // ReadBody reads the client's body for op from r (which must stop at limits.Max, as
@@ -67,8 +69,15 @@ type BodyLimits struct {
 // whole and scanned. A body refused is its client error, and holds nothing.
 func ReadBody(op protocols.Operation, r io.Reader, contentLength int64, limits BodyLimits,
 	forward func(model string) (check func(*protocols.ParsedRequest) *protocols.APIError, ok bool)) (Body, *protocols.APIError) {
+	if contentLength > limits.Max {
+		// Refused on its declared length, before a byte is read: net/http sends
+		// `100 Continue` only once the body is read, so a client that asked for it never
+		// sends a body that would be thrown away.
+		return nil, protocols.ErrBodyTooLarge(op.Family, limits.Max)
+	}
+	share := limits.Memory.For(limits.Key)
 	if contentLength >= ForwardWhileArrivingMin && contentLength <= limits.Max {
-		arriving, apiErr := NewArrivingBodyWithin(op, int(contentLength), limits.Memory)
+		arriving, apiErr := NewArrivingBodyWithin(op, int(contentLength), share)
 		if apiErr != nil {
 			return nil, apiErr
 		}
@@ -84,23 +93,23 @@ func ReadBody(op protocols.Operation, r io.Reader, contentLength int64, limits B
 		}
 		return arriving, nil
 	}
-	body, held, err := protocols.ReadBoundedWithin(r, contentLength, int(limits.Max)+1, limits.Memory)
+	body, held, err := protocols.ReadBoundedWithin(r, contentLength, int(limits.Max)+1, share)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		switch {
 		case errors.As(err, &tooLarge):
 			return nil, protocols.ErrBodyTooLarge(op.Family, limits.Max)
 		case errors.Is(err, protocols.ErrNoBodyMemory):
-			return nil, protocols.ErrBodyMemory(op.Family)
+			return nil, share.Refusal(op.Family)
 		}
 		return nil, protocols.ErrBodyRead(op.Family, err)
 	}
 	parsed, apiErr := protocols.ParseRequest(op.Family, body)
 	if apiErr != nil {
-		limits.Memory.Give(held)
+		share.Give(held)
 		return nil, apiErr
 	}
-	return &wholeBody{op: op, parsed: parsed, mem: limits.Memory, held: held}, nil
+	return &wholeBody{op: op, parsed: parsed, mem: share, held: held}, nil
 }
 
 // WholeBody is a body read and parsed whole by its caller, held against no ceiling.
@@ -114,7 +123,7 @@ func WholeBody(op protocols.Operation, parsed *protocols.ParsedRequest) Body {
 type wholeBody struct {
 	op       protocols.Operation
 	parsed   *protocols.ParsedRequest
-	mem      *BodyMemory
+	mem      *BodyShare
 	held     int64 // what the body took from mem, counted until the request is over
 	released atomic.Bool
 }
@@ -138,7 +147,7 @@ func (b *wholeBody) failed() *protocols.APIError { return nil }
 
 func (b *wholeBody) whenPassed(f func(*protocols.ParsedRequest)) { f(b.parsed) }
 
-func (b *wholeBody) memory() *BodyMemory { return b.mem }
+func (b *wholeBody) memory() *BodyShare { return b.mem }
 
 // wholeUpload is the upstream form of a whole body.
 type wholeUpload struct {
@@ -170,7 +179,7 @@ func (a *ArrivingBody) failed() *protocols.APIError { return a.Failed() }
 
 func (a *ArrivingBody) whenPassed(f func(*protocols.ParsedRequest)) { a.WhenGood(f) }
 
-func (a *ArrivingBody) memory() *BodyMemory { return a.mem }
+func (a *ArrivingBody) memory() *BodyShare { return a.mem }
 
 func (f *Forwarder) early() bool          { return !f.Delivered() }
 func (f *Forwarder) sendWholeAgain() bool { return f.SendWholeAgain() }

@@ -112,14 +112,14 @@ func TestAnArrivingBodyGrowsWithWhatArrivesUpToItsLength(t *testing.T) {
 	// Sixteen times its length is promised; nothing past the first buffer is taken
 	// until bytes come.
 	promised := 16 * len(body)
-	a, apiErr := NewArrivingBodyWithin(op, promised, m)
+	a, apiErr := NewArrivingBodyWithin(op, promised, m.For("k"))
 	require.Nil(t, apiErr)
 	assert.Equal(t, int64(protocols.FirstBodyBuffer), m.Held())
 	a.Release(false)
 	assert.Zero(t, m.Held())
 
 	before := w.recycled()
-	a, apiErr = NewArrivingBodyWithin(op, len(body), m)
+	a, apiErr = NewArrivingBodyWithin(op, len(body), m.For("k"))
 	w.of(a)
 	require.Nil(t, apiErr)
 	src := bytes.NewReader(body)
@@ -145,7 +145,7 @@ func TestAnArrivingBodyThatCannotGrowIsRefusedAndGivesItsMemoryBack(t *testing.T
 	op := protocols.Operation{Kind: protocols.KindMessages, Family: protocols.FamilyB}
 	body := []byte(`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"` + strings.Repeat("y", 300<<10) + `"}]}`)
 	m := NewBodyMemory(200<<10, 0)
-	a, apiErr := NewArrivingBodyWithin(op, len(body), m)
+	a, apiErr := NewArrivingBodyWithin(op, len(body), m.For("k"))
 	require.Nil(t, apiErr)
 	src := bytes.NewReader(body)
 	_, ok := a.ReadUntilModel(src)
@@ -164,7 +164,42 @@ func TestAnArrivingBodyThatCannotGrowIsRefusedAndGivesItsMemoryBack(t *testing.T
 
 	// No room for even the first buffer: refused before anything is read.
 	full := NewBodyMemory(1, 0)
-	_, apiErr = NewArrivingBodyWithin(op, len(body), full)
+	_, apiErr = NewArrivingBodyWithin(op, len(body), full.For("k"))
 	require.NotNil(t, apiErr)
 	assert.Equal(t, http.StatusServiceUnavailable, apiErr.Status)
+}
+
+func TestNoKeyHoldsMoreThanItsShareOfTheCeiling(t *testing.T) {
+	m := NewBodyMemory(100, 20*time.Millisecond).SharePerKey(50)
+	greedy, other := m.For("greedy"), m.For("other")
+	require.True(t, greedy.Take(30))
+	require.True(t, greedy.Take(20))
+	start := time.Now()
+	assert.False(t, greedy.Take(1), "past its share")
+	assert.GreaterOrEqual(t, time.Since(start), 20*time.Millisecond, "it waited for its own bytes to come back first")
+	refusal := greedy.Refusal(protocols.FamilyB)
+	assert.Equal(t, http.StatusTooManyRequests, refusal.Status, "the key's own limit, not the gateway's")
+	assert.Equal(t, protocols.CodeKeyBodyMemory, refusal.Code)
+	assert.Equal(t, 1, refusal.RetryAfter)
+	assert.False(t, m.For("greedy").Take(51), "one body larger than the share never fits")
+
+	assert.True(t, other.Take(50), "another key still has its share")
+	assert.Equal(t, int64(100), m.Held())
+	assert.Equal(t, int64(50), m.HeldBy("greedy"))
+	// Now the ceiling is full: a third key is refused by the ceiling, with 503.
+	third := m.For("third")
+	assert.False(t, third.Take(1))
+	assert.Equal(t, http.StatusServiceUnavailable, third.Refusal(protocols.FamilyA).Status)
+
+	greedy.Give(50)
+	other.Give(50)
+	assert.Zero(t, m.Held())
+	assert.Zero(t, m.HeldBy("greedy"))
+	assert.Empty(t, m.byKey, "a key holding nothing has no entry")
+	assert.True(t, m.For("greedy").Take(50), "its share is its own again")
+
+	var none *BodyMemory
+	assert.True(t, none.For("k").Take(1<<40), "no ceiling refuses nothing")
+	assert.Equal(t, int64(100), NewBodyMemory(100, 0).SharePerKey(0).PerKey(), "no share: the whole ceiling")
+	assert.Equal(t, int64(100), NewBodyMemory(100, 0).SharePerKey(500).PerKey(), "never more than the ceiling")
 }

@@ -48,7 +48,7 @@ func (a *attempt) sendThroughChannel() bool {
 	mem, charge := req.Body.memory(), 2*max(upload.Length(), 0)
 	if !mem.Take(charge) {
 		_ = upload.Close()
-		a.att.Reason, a.bodyErr = routing.ReasonClientBody, protocols.ErrBodyMemory(req.Op.Family)
+		a.att.Reason, a.bodyErr = routing.ReasonClientBody, mem.Refusal(req.Op.Family)
 		return false
 	}
 	given := false

@@ -197,6 +197,9 @@ func TestTheRequestDeadlineEndsASlowAttemptWithoutBlame(t *testing.T) {
 	assert.Less(t, time.Since(began), 2*time.Second)
 	require.Len(t, r.out.Attempts, 1)
 	assert.Equal(t, routing.ReasonDeadline, r.out.Attempts[0].Reason)
+	assert.Equal(t, http.StatusGatewayTimeout, r.err.Status, "the client is told its time ran out, not that no candidate was there")
+	assert.Equal(t, protocols.CodeDeadline, r.err.Code)
+	assert.Equal(t, "deadline", r.out.Result())
 	snap := slow.Health.Snapshot(time.Now())
 	assert.Zero(t, snap.RecentFailures, "the candidate was not given its own time: its health does not move")
 }

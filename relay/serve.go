@@ -86,8 +86,12 @@ type Outcome struct {
 	Stream bool
 	// TimeToFirstByte is from the start of Serve to the first byte sent to the client.
 	TimeToFirstByte time.Duration
-	// StreamError is set when a committed answer failed before its natural end.
+	// StreamError is set when a committed answer failed before its natural end, or
+	// carried the upstream's own error event; StreamEnd names it.
 	StreamError error
+	// DeadlineExceeded is set when the request's deadline, not its candidates, ended
+	// the attempts before any answer.
+	DeadlineExceeded bool
 	// ClientGone is set when the client went away before the answer was complete.
 	ClientGone bool
 	// Obs is what the answer's shape observed: usage, text sizes, completeness.
@@ -100,11 +104,13 @@ type Outcome struct {
 }
 
 // Result names how the request ended, for metrics: success, client_error (an upstream
-// 4xx passed back), stream_error, client_gone or no_channel.
+// 4xx passed back), stream_error, client_gone, deadline or no_channel.
 func (out *Outcome) Result() string {
 	switch {
 	case out.ClientGone:
 		return "client_gone"
+	case out.Served == nil && out.DeadlineExceeded:
+		return "deadline"
 	case out.Served == nil:
 		return "no_channel"
 	case out.StreamError != nil:
@@ -180,6 +186,12 @@ func Serve(ctx context.Context, w http.ResponseWriter, req *Request, upstreams [
 		s.out.ClientGone = true
 		return s.out, nil
 	}
+	if s.outOfTime {
+		// The request's own time ran out, not its candidates: saying none was available
+		// would send the client to retry a request that needs a longer deadline.
+		s.out.DeadlineExceeded = true
+		return s.out, protocols.ErrDeadline(req.Op.Family, req.ServiceModel, req.Timeout)
+	}
 	if s.notOffered > 0 && s.notOffered == len(s.out.Attempts) {
 		return s.out, protocols.ErrSubOperationNotOffered(req.Op, req.ServiceModel)
 	}
@@ -199,6 +211,9 @@ type serving struct {
 
 	retries    []retryLater
 	notOffered int
+	// outOfTime is set once the deadline cut an attempt short or left a candidate
+	// untried.
+	outOfTime bool
 }
 
 // retryLater is a retry waiting for its time.
@@ -215,6 +230,7 @@ func (s *serving) try(pos, n int, wait time.Duration) bool {
 	up, health := s.upstreams[pos], s.opts[pos].Health
 	now := time.Now()
 	if s.deadline.passed(now) {
+		s.outOfTime = true
 		return false
 	}
 	admission := health.Admit(now)
@@ -253,7 +269,11 @@ func (s *serving) try(pos, n int, wait time.Duration) bool {
 		health.Release(admission)
 		s.err = a.bodyErr
 		return true
-	case att.Blameless, att.Reason == routing.ReasonDeadline:
+	case att.Reason == routing.ReasonDeadline:
+		health.Release(admission)
+		s.outOfTime = true
+		return false
+	case att.Blameless:
 		health.Release(admission)
 		return false
 	case att.Reason == routing.ReasonNotOffered:

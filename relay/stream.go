@@ -120,6 +120,11 @@ func (a *attempt) relayStream(injectedUsage bool) bool {
 		for ev, ok := events.Next(); ok && !events.Broken(); ev, ok = events.Next() {
 			pending, _ = events.AppendRewritten(pending, ev)
 		}
+		if events.Errored() && out.StreamError == nil {
+			// The upstream's own error event is passed on as it came (scrubbed); the
+			// answer still failed, for the request log, the metrics and health alike.
+			out.StreamError = errUpstreamErrorEvent
+		}
 		if events.Overflowed() && (readErr == nil || errors.Is(readErr, io.EOF)) {
 			readErr = errEventTooLarge
 		}
@@ -151,6 +156,8 @@ func (a *attempt) relayStream(injectedUsage bool) bool {
 			switch {
 			case errors.Is(readErr, errEventTooLarge):
 				why = protocols.StreamOversized
+			case errors.Is(readErr, errUnreadableEvent):
+				why = protocols.StreamMalformed
 			case clock.timedOut.Load():
 				out.StreamError = errIdle
 				why = protocols.StreamStalled
@@ -194,6 +201,28 @@ var errEventTooLarge = errors.New("upstream event exceeds the gateway's limit")
 var errUnreadableEvent = errors.New("upstream event is not one JSON object")
 
 var errIdle = errors.New("upstream idle for longer than the idle limit")
+
+var errUpstreamErrorEvent = errors.New("upstream sent an error event after the stream began")
+
+// StreamEnd names why a stream that reached the client ended in an error event, for the
+// request log: upstream_error (the upstream's own error event, passed on), and for the
+// gateway's own error event malformed_event, oversized_event, stalled or interrupted (the
+// upstream broke off). Empty when the answer did not end so.
+func (out *Outcome) StreamEnd() string {
+	switch err := out.StreamError; {
+	case err == nil:
+		return ""
+	case errors.Is(err, errUpstreamErrorEvent):
+		return "upstream_error"
+	case errors.Is(err, errUnreadableEvent):
+		return "malformed_event"
+	case errors.Is(err, errEventTooLarge):
+		return "oversized_event"
+	case errors.Is(err, errIdle):
+		return "stalled"
+	}
+	return "interrupted"
+}
 
 func flusher(w http.ResponseWriter) func() {
 	rc := http.NewResponseController(w)

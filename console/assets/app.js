@@ -1709,6 +1709,7 @@
     const flags = [];
     if (r.outcome === 'refused') flags.push(el('span', { className: 'flag flag-bad', testid: 'request-flag', text: 'Refused: ' + (r.refused_by || 'limit') }));
     if (r.outcome === 'failed') flags.push(el('span', { className: 'flag flag-bad', testid: 'request-flag', text: 'Failed' }));
+    if (r.outcome === 'stream_error') flags.push(el('span', { className: 'flag flag-bad', testid: 'request-flag', text: 'Stream error' }));
     if (r.failed_over) flags.push(el('span', { className: 'flag', testid: 'request-flag', text: 'Failed over' }));
     if (r.retried) flags.push(el('span', { className: 'flag', testid: 'request-flag', text: 'Retried' }));
     return flags;
@@ -1720,7 +1721,7 @@
         text: r.outcome === 'refused' ? 'Refused before any upstream was called.' : 'No attempts recorded.' });
     }
     return el('ol', { className: 'attempts', testid: 'request-attempts' }, r.tries.map((t) => {
-      const why = t.reason ? 'moved on: ' + t.reason : 'served';
+      const why = t.reason ? 'moved on: ' + t.reason : (t.stream_error ? 'served, stream ended: ' + t.stream_error : 'served');
       const retry = t.retry ? 'retry ' + t.retry + ' after ' + t.wait_ms + ' ms, ' : '';
       return el('li', { testid: 'request-attempt', dataset: { candidate: t.candidate, reason: t.reason || '' } },
         el('strong', { text: t.candidate }), ' ', el('span', { text: (t.status ? t.status : 'no answer') + ', ' + t.duration_ms + ' ms, ' + retry + why }));
