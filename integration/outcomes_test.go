@@ -172,6 +172,9 @@ func TestAStreamEndedByAnErrorEventIsToldSo(t *testing.T) {
 			assert.Equal(t, c.end, row.Tries[len(row.Tries)-1].StreamError)
 		})
 	}
+	// The upstream's own error event is passed on, not held against its candidate: what
+	// it says may be the request's doing, and no client may move a candidate's health.
+	g.assertNoCircuitOpen(t, "erroring", true)
 	// A stream served whole is still served.
 	r := g.bounded(t, "POST", "/v1/chat/completions", `{"model":"malformed","messages":[{"role":"user","content":"hi"}]}`)
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -253,8 +254,10 @@ func (s *serving) try(pos, n int, wait time.Duration) bool {
 		out.Served = up
 		// The candidate's own time to first byte, from its attempt's start.
 		health.RecordSuccess(admission, max(out.TimeToFirstByte-now.Sub(out.start), 0), end)
-		if out.StreamError != nil && !out.ClientGone {
+		if out.StreamError != nil && !out.ClientGone && !errors.Is(out.StreamError, errUpstreamErrorEvent) {
 			// Failed after the first byte: too late to fail over, not too late to learn.
+			// The upstream's own error event is left out: what it says may be the
+			// request's doing, and nothing a client sends may move a candidate's health.
 			health.RecordFailure(routing.Admitted, routing.ReasonBrokenBody, 0, end)
 		}
 		return true

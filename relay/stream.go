@@ -122,7 +122,7 @@ func (a *attempt) relayStream(injectedUsage bool) bool {
 		}
 		if events.Errored() && out.StreamError == nil {
 			// The upstream's own error event is passed on as it came (scrubbed); the
-			// answer still failed, for the request log, the metrics and health alike.
+			// answer still failed, for the request log and the metrics.
 			out.StreamError = errUpstreamErrorEvent
 		}
 		if events.Overflowed() && (readErr == nil || errors.Is(readErr, io.EOF)) {
