@@ -93,7 +93,19 @@ type requestLog struct {
 	streamInterrupted                             bool
 	// trace is the request's span; nil when the request is not traced.
 	trace *requestTrace
+
+	// clientKeys are the secrets the client sent in its key headers, which
+	// switchyard_auth took off the request: the relay keeps a forwarded header holding
+	// one from the upstream. Held here, in the request's one allocation, in keyWords
+	// when there are few. Never logged (MarshalLogObject writes only the fields it
+	// names) nor printed (String).
+	clientKeys []string
+	keyWords   [2]string
 }
+
+// String is what a placeholder naming the request variable prints: the request id,
+// never the fields behind it.
+func (l *requestLog) String() string { return l.requestID }
 
 // MarshalLogObject writes the fields known so far.
 func (l *requestLog) MarshalLogObject(enc zapcore.ObjectEncoder) error {
@@ -177,17 +189,24 @@ func (h *Auth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 	return err
 }
 
+// isKey reports whether s is a key of this gateway.
+func (h *Auth) isKey(s string) bool {
+	_, known := h.app.verifier.Verify(s)
+	return known
+}
+
 func (h *Auth) serve(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, log *requestLog) error {
-	if auth.KeyInQuery(r.URL.RawQuery, func(v string) bool { _, known := h.app.verifier.Verify(v); return known }) {
+	secret := auth.KeyFromRequest(r.Header)
+	// The key has been read: its headers go, so no later handler sees them, and the
+	// secrets in them stay with the request, so that no copy of the key leaves in a
+	// header that is forwarded.
+	log.clientKeys = auth.TakeKeyHeaders(r.Header, log.keyWords[:0])
+	if auth.KeyInQuery(r.URL.RawQuery, h.isKey) {
 		// Never forwarded, and refused so that the client learns to stop putting it in
 		// URLs, which proxies and logs keep.
-		auth.StripKeyHeaders(r.Header)
 		return fail(protocols.ErrKeyInQuery(protocols.FamilyOfPath(r.URL.Path)))
 	}
-	identity, ok := h.app.verifier.Verify(auth.KeyFromRequest(r.Header))
-	// The key has been read: remove it, so no later handler and no access log line can
-	// see it (Caddy's log redacts Authorization, but knows nothing of x-api-key).
-	auth.StripKeyHeaders(r.Header)
+	identity, ok := h.app.verifier.Verify(secret)
 	if !ok {
 		return fail(protocols.ErrInvalidKey())
 	}
@@ -391,6 +410,7 @@ func (h *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Ha
 		ServiceModel: rt.model.ID,
 		Body:         rt.body,
 		Header:       r.Header,
+		ClientKeys:   logOf(r).clientKeys,
 		RawQuery:     r.URL.RawQuery,
 		// What admission reserves for a request without a cap of its own.
 		DeclaredOutputCap: rt.model.MaxOutputTokens,

@@ -29,9 +29,13 @@ type Request struct {
 	ServiceModel string
 	// Body is the client's body: read whole, or still arriving and forwarded as it
 	// comes until it is whole.
-	Body     Body
-	Header   http.Header
-	RawQuery string
+	Body   Body
+	Header http.Header
+	// ClientKeys are the secrets the client sent in its key headers, which are no longer
+	// in Header: a forwarded header holding one is not sent (see
+	// protocols.UpstreamRequestHeader).
+	ClientKeys []string
+	RawQuery   string
 	// DeclaredOutputCap is the model's declared output cap (zero for none). A generation
 	// request that sets no cap of its own is sent with it, so the upstream enforces the
 	// cap admission reserved for.
