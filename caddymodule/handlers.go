@@ -184,9 +184,35 @@ func (h *Auth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 	log := startLog(r, id)
 	log.trace = startTrace(r.Context(), id)
 	err := h.serve(w, r, next, log)
+	log.trace.maskServerSpan(r, log.clientKeys, h.isKey)
+	if err != nil {
+		if apiErr := gatewayError(err); apiErr != nil {
+			// The gateway writes its own error answers here rather than leave them to
+			// handle_errors: Caddy's `tracing` handler ends the request's server span as
+			// the handlers return, before any error route runs, and takes the span's
+			// status from what was written by then. The relay returns an error only with
+			// nothing written.
+			apiErr.Write(w, id)
+			log.trace.end(err)
+			return nil
+		}
+	}
 	// Ends once the handlers have returned: after a streamed answer's last byte.
 	log.trace.end(err)
 	return err
+}
+
+// gatewayError is the answer the gateway phrased for err, or nil when err is none of
+// its own. errors.As needs its target on the heap: kept out of line, so that only a
+// failed request pays for it.
+//
+//go:noinline
+func gatewayError(err error) *protocols.APIError {
+	var apiErr *protocols.APIError
+	if !errors.As(err, &apiErr) {
+		return nil
+	}
+	return apiErr
 }
 
 // isKey reports whether s is a key of this gateway.
@@ -199,7 +225,7 @@ func (h *Auth) serve(w http.ResponseWriter, r *http.Request, next caddyhttp.Hand
 	secret := auth.KeyFromRequest(r.Header)
 	// The key has been read: its headers go, so no later handler sees them, and the
 	// secrets in them stay with the request, so that no copy of the key leaves in a
-	// header that is forwarded.
+	// header that is forwarded, nor reaches a span.
 	log.clientKeys = auth.TakeKeyHeaders(r.Header, log.keyWords[:0])
 	if auth.KeyInQuery(r.URL.RawQuery, h.isKey) {
 		// Never forwarded, and refused so that the client learns to stop putting it in
