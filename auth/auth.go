@@ -62,14 +62,35 @@ func KeyFromRequest(h http.Header) string {
 	return strings.TrimSpace(h.Get("X-Api-Key"))
 }
 
-// keyHeaders are the request headers a gateway key may arrive in.
-var keyHeaders = []string{"Authorization", "X-Api-Key", "Api-Key", "X-Goog-Api-Key"}
+// MinKeyLength is the shortest key the gateway accepts (ErrWeakKey): a shorter value
+// cannot be a key.
+const MinKeyLength = 16
 
-// StripKeyHeaders removes every header a key may have come in.
-func StripKeyHeaders(h http.Header) {
+// keyHeaders are the request headers a gateway key may arrive in, and
+// Proxy-Authorization, which a client may fill with the same secret. None is forwarded.
+var keyHeaders = []string{"Authorization", "X-Api-Key", "Api-Key", "X-Goog-Api-Key", "Proxy-Authorization"}
+
+// TakeKeyHeaders removes every header a key may have come in, and appends to secrets
+// each word of their values long enough to be a key (so "Bearer" and "Basic" are not):
+// the key the client presented, and any other secret it put beside it. The headers go
+// so that no later handler sees them; the secrets stay with the request so that a copy
+// of the key in a header that is forwarded (a user agent string, a session id) is kept
+// from the upstream (protocols.UpstreamRequestHeader).
+func TakeKeyHeaders(h http.Header, secrets []string) []string {
 	for _, name := range keyHeaders {
+		for _, v := range h[name] {
+			// Cut, not FieldsSeq, whose iterator is an allocation per value.
+			for rest := v; rest != ""; {
+				var word string
+				word, rest, _ = strings.Cut(rest, " ")
+				if word = strings.TrimSpace(word); len(word) >= MinKeyLength {
+					secrets = append(secrets, word)
+				}
+			}
+		}
 		delete(h, name)
 	}
+	return secrets
 }
 
 // Verifier resolves keys to identities.
@@ -107,7 +128,7 @@ func NewStaticKeys(keys []StaticKey) (*StaticKeys, error) {
 			return nil, fmt.Errorf("key %q: name used twice", k.Name)
 		}
 		names[k.Name] = true
-		if len(k.Secret) < 16 {
+		if len(k.Secret) < MinKeyLength {
 			return nil, fmt.Errorf("key %q: %w", k.Name, ErrWeakKey)
 		}
 		h := HashKey(k.Secret)

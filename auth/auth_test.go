@@ -139,3 +139,25 @@ func TestStaticKeyNamesAreUnique(t *testing.T) {
 	})
 	assert.ErrorContains(t, err, "used twice")
 }
+
+// Every header a key may come in is taken off the request, with the secrets in it, so
+// that a copy of the key elsewhere can still be told.
+func TestTakeKeyHeaders(t *testing.T) {
+	h := http.Header{}
+	h.Set("Authorization", "Bearer sk-sy-bearer-0123456789")
+	h.Set("X-Api-Key", "sk-sy-x-api-key-0123456789")
+	h.Set("Api-Key", "short")
+	h.Set("X-Goog-Api-Key", "goog-0123456789abcdef")
+	h.Set("Proxy-Authorization", "Basic Y29ycDpzZWNyZXQtcGFzc3dvcmQ=")
+	h.Set("User-Agent", "my-tool/1.0")
+	got := auth.TakeKeyHeaders(h, nil)
+	assert.ElementsMatch(t, []string{"sk-sy-bearer-0123456789", "sk-sy-x-api-key-0123456789",
+		"goog-0123456789abcdef", "Y29ycDpzZWNyZXQtcGFzc3dvcmQ="}, got,
+		"every word long enough to be a key; not Bearer, Basic nor a short value")
+	assert.Equal(t, http.Header{"User-Agent": {"my-tool/1.0"}}, h, "only the key headers are taken")
+
+	var room [2]string
+	got = auth.TakeKeyHeaders(http.Header{"X-Api-Key": {"sk-sy-x-api-key-0123456789"}}, room[:0])
+	assert.Equal(t, "sk-sy-x-api-key-0123456789", room[0], "appended into the room given")
+	assert.Len(t, got, 1)
+}

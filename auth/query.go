@@ -32,7 +32,7 @@ func KeyInQuery(rawQuery string, isKey func(string) bool) bool {
 		}
 		// Each lookup hashes the value; a URL with thousands of long values must not
 		// cost thousands of hashes. Keys are long, so short values are not looked up.
-		if len(value) >= 16 && verified < maxVerifiedQueryValues {
+		if len(value) >= MinKeyLength && verified < maxVerifiedQueryValues {
 			verified++
 			if isKey(value) {
 				return true

@@ -93,7 +93,19 @@ type requestLog struct {
 	streamInterrupted                             bool
 	// trace is the request's span; nil when the request is not traced.
 	trace *requestTrace
+
+	// clientKeys are the secrets the client sent in its key headers, which
+	// switchyard_auth took off the request: the relay keeps a forwarded header holding
+	// one from the upstream. Held here, in the request's one allocation, in keyWords
+	// when there are few. Never logged (MarshalLogObject writes only the fields it
+	// names) nor printed (String).
+	clientKeys []string
+	keyWords   [2]string
 }
+
+// String is what a placeholder naming the request variable prints: the request id,
+// never the fields behind it.
+func (l *requestLog) String() string { return l.requestID }
 
 // MarshalLogObject writes the fields known so far.
 func (l *requestLog) MarshalLogObject(enc zapcore.ObjectEncoder) error {
@@ -184,22 +196,55 @@ func (h *Auth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 	log := startLog(r, id)
 	log.trace = startTrace(r.Context(), id)
 	err := h.serve(w, r, next, log)
+	log.trace.maskServerSpan(r, log.clientKeys, h.isKey)
+	if err != nil {
+		if apiErr := gatewayError(err); apiErr != nil {
+			// The gateway writes its own error answers here rather than leave them to
+			// handle_errors: Caddy's `tracing` handler ends the request's server span as
+			// the handlers return, before any error route runs, and takes the span's
+			// status from what was written by then. The relay returns an error only with
+			// nothing written.
+			apiErr.Write(w, id)
+			log.trace.end(err)
+			return nil
+		}
+	}
 	// Ends once the handlers have returned: after a streamed answer's last byte.
 	log.trace.end(err)
 	return err
 }
 
+// gatewayError is the answer the gateway phrased for err, or nil when err is none of
+// its own. errors.As needs its target on the heap: kept out of line, so that only a
+// failed request pays for it.
+//
+//go:noinline
+func gatewayError(err error) *protocols.APIError {
+	var apiErr *protocols.APIError
+	if !errors.As(err, &apiErr) {
+		return nil
+	}
+	return apiErr
+}
+
+// isKey reports whether s is a key of this gateway.
+func (h *Auth) isKey(s string) bool {
+	_, known := h.app.verifier.Verify(s)
+	return known
+}
+
 func (h *Auth) serve(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, log *requestLog) error {
-	if auth.KeyInQuery(r.URL.RawQuery, func(v string) bool { _, known := h.app.verifier.Verify(v); return known }) {
+	secret := auth.KeyFromRequest(r.Header)
+	// The key has been read: its headers go, so no later handler sees them, and the
+	// secrets in them stay with the request, so that no copy of the key leaves in a
+	// header that is forwarded, nor reaches a span.
+	log.clientKeys = auth.TakeKeyHeaders(r.Header, log.keyWords[:0])
+	if auth.KeyInQuery(r.URL.RawQuery, h.isKey) {
 		// Never forwarded, and refused so that the client learns to stop putting it in
 		// URLs, which proxies and logs keep.
-		auth.StripKeyHeaders(r.Header)
 		return fail(protocols.ErrKeyInQuery(protocols.FamilyOfPath(r.URL.Path)))
 	}
-	identity, ok := h.app.verifier.Verify(auth.KeyFromRequest(r.Header))
-	// The key has been read: remove it, so no later handler and no access log line can
-	// see it (Caddy's log redacts Authorization, but knows nothing of x-api-key).
-	auth.StripKeyHeaders(r.Header)
+	identity, ok := h.app.verifier.Verify(secret)
 	if !ok {
 		return fail(protocols.ErrInvalidKey())
 	}
@@ -404,6 +449,7 @@ func (h *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Ha
 		ServiceModel: rt.model.ID,
 		Body:         rt.body,
 		Header:       r.Header,
+		ClientKeys:   logOf(r).clientKeys,
 		RawQuery:     r.URL.RawQuery,
 		ID:           requestID,
 		// What admission reserves for a request without a cap of its own.

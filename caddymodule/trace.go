@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strconv"
 	"time"
 
@@ -30,6 +31,8 @@ const tracerName = "github.com/switchyard-gw/switchyard"
 type requestTrace struct {
 	tracer trace.Tracer
 	span   trace.Span
+	// server is Caddy's server span, the parent of span.
+	server trace.Span
 
 	// Known as the request goes, for the span's name and its end.
 	operation, model string
@@ -52,7 +55,41 @@ func startTrace(ctx context.Context, requestID string) *requestTrace {
 	tracer := parent.TracerProvider().Tracer(tracerName)
 	_, span := tracer.Start(ctx, "switchyard", trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithAttributes(attribute.String("switchyard.request_id", requestID)))
-	return &requestTrace{tracer: tracer, span: span}
+	return &requestTrace{tracer: tracer, span: span, server: parent}
+}
+
+// maskServerSpan keeps keys out of Caddy's server span, which records the request's
+// path (url.path) and user agent (user_agent.original) as the request arrives, and may
+// be named from the request by the `tracing` directive's span name: each that holds a
+// key is written again masked, under the rules the access log masks a URI by
+// (auth.MaskKeys), with clientKeys (the secrets the client sent in its key headers) and
+// the gateway's own keys recognised as well. It runs before the server span ends, on
+// traced requests only.
+func (t *requestTrace) maskServerSpan(r *http.Request, clientKeys []string, isKey func(string) bool) {
+	if t == nil {
+		return
+	}
+	// The path as the server span saw it, before any rewrite.
+	path := r.URL.Path
+	if orig, ok := r.Context().Value(caddyhttp.OriginalRequestCtxKey).(http.Request); ok && orig.URL != nil {
+		path = orig.URL.Path
+	}
+	if masked := auth.MaskKeys(path, clientKeys, isKey); masked != path {
+		t.server.SetAttributes(attribute.String("url.path", masked))
+	}
+	if ua := r.UserAgent(); ua != "" {
+		if masked := auth.MaskKeys(ua, clientKeys, nil); masked != ua {
+			t.server.SetAttributes(attribute.String("user_agent.original", masked))
+		}
+	}
+	// The SDK's spans tell their name; a span that does not cannot be checked.
+	if named, ok := t.server.(interface{ Name() string }); ok {
+		if name := named.Name(); name != "" {
+			if masked := auth.MaskKeys(name, clientKeys, isKey); masked != name {
+				t.server.SetName(masked)
+			}
+		}
+	}
 }
 
 // identity records whose request it is: ids only, never the key itself.

@@ -174,7 +174,8 @@ func FuzzUpstreamHeaders(f *testing.F) {
 			}
 			client.Add(name, strings.TrimSpace(value))
 		}
-		// The client's keys, found here independently of the code under test.
+		// The secrets in the client's key headers, as switchyard_auth takes them
+		// (auth.TakeKeyHeaders) and passes them in with the headers.
 		var keys []string
 		for _, name := range []string{"Authorization", "X-Api-Key", "Api-Key", "X-Goog-Api-Key", "Proxy-Authorization"} {
 			for _, v := range client[name] {
@@ -187,7 +188,7 @@ func FuzzUpstreamHeaders(f *testing.F) {
 		}
 		hop := connectionNamed(client)
 		for _, family := range []Family{FamilyA, FamilyB} {
-			out := UpstreamRequestHeader(client, family, "cand-cred")
+			out := UpstreamRequestHeader(client, keys, family, "cand-cred")
 			for name, values := range out {
 				gatewaySet := slices.Contains(setByGateway[family], name)
 				if !gatewaySet && !requestHeadersForwarded[name] {

@@ -56,30 +56,6 @@ var requestHeadersForwarded = map[string]bool{
 	// by proxies in front of the gateway, which has its own id).
 }
 
-// keyHeaders are the headers a client may send its gateway key in. None is forwarded; the
-// key in them is also looked for in the headers that are (see clientKeys).
-var keyHeaders = []string{"Authorization", "X-Api-Key", "Api-Key", "X-Goog-Api-Key", "Proxy-Authorization"}
-
-// minKeyLength is the shortest key the gateway accepts (auth.ErrWeakKey); shorter values
-// in a key header cannot be a key, and looking for them would drop innocent headers.
-const minKeyLength = 16
-
-// clientKeys returns the secrets the client sent in its key headers: every word of their
-// values long enough to be a key (so "Bearer" and "Basic" are not).
-func clientKeys(client http.Header) []string {
-	var keys []string
-	for _, name := range keyHeaders {
-		for _, v := range client[name] {
-			for word := range strings.FieldsSeq(v) {
-				if len(word) >= minKeyLength {
-					keys = append(keys, word)
-				}
-			}
-		}
-	}
-	return keys
-}
-
 // connectionNamed returns the headers the client's Connection header lists: hop-by-hop
 // by definition (RFC 9110 section 7.6.1), so they end at the gateway.
 func connectionNamed(client http.Header) map[string]bool {
@@ -116,14 +92,15 @@ func RequestEncodingOK(h http.Header) bool {
 // on the forwarded list (content type, anthropic-beta, SDK and session headers, …), the
 // candidate's credential in its family's native header, and for Family B the version.
 // A forwarded header is still dropped when the client's Connection header names it
-// (hop-by-hop by definition) or when its value holds the key the client sent.
-func UpstreamRequestHeader(client http.Header, family Family, credential string) http.Header {
+// (hop-by-hop by definition) or when its value holds one of clientKeys: the secrets the
+// client sent in its key headers, which switchyard_auth took off the request before
+// anything was forwarded (auth.TakeKeyHeaders), so they are passed in, not looked for.
+func UpstreamRequestHeader(client http.Header, clientKeys []string, family Family, credential string) http.Header {
 	out := make(http.Header, min(len(client), len(requestHeadersForwarded))+3)
 	hop := connectionNamed(client)
-	keys := clientKeys(client)
 	for name, values := range client {
 		name = http.CanonicalHeaderKey(name)
-		if !requestHeadersForwarded[name] || hop[name] || anyHolds(values, keys) {
+		if !requestHeadersForwarded[name] || hop[name] || anyHolds(values, clientKeys) {
 			continue
 		}
 		if prior, ok := out[name]; ok {

@@ -187,7 +187,7 @@ func (a *attempt) send() bool {
 		Proto:         "HTTP/1.1",
 		ProtoMajor:    1,
 		ProtoMinor:    1,
-		Header:        protocols.UpstreamRequestHeader(req.Header, cand.Protocol, cand.Credential),
+		Header:        protocols.UpstreamRequestHeader(req.Header, req.ClientKeys, cand.Protocol, cand.Credential),
 		Body:          body,
 		GetBody:       reopenBody,
 		ContentLength: length,

@@ -65,7 +65,7 @@ func (a *attempt) sendThroughChannel() bool {
 		a.bodyErr = protocols.ErrBodyRead(req.Op.Family, err)
 		return false
 	}
-	header := protocols.UpstreamRequestHeader(req.Header, cand.Protocol, "")
+	header := protocols.UpstreamRequestHeader(req.Header, req.ClientKeys, cand.Protocol, "")
 	upReq, err := up.channel.NewRequest(attemptCtx, req.Op, body, parsed.Streamed(), header)
 	if err != nil {
 		a.att.Reason = routing.ReasonConnect

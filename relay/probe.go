@@ -47,7 +47,7 @@ func (u *Upstream) Probe(ctx context.Context) routing.ProbeOutcome {
 		Proto:      "HTTP/1.1",
 		ProtoMajor: 1,
 		ProtoMinor: 1,
-		Header:     protocols.UpstreamRequestHeader(header, c.Protocol, c.Credential),
+		Header:     protocols.UpstreamRequestHeader(header, nil, c.Protocol, c.Credential),
 		Host:       u.host,
 	}).WithContext(ctx)
 	// The transport itself, not a client: a redirect is an answer like any other.

@@ -30,9 +30,13 @@ type Request struct {
 	ServiceModel string
 	// Body is the client's body: read whole, or still arriving and forwarded as it
 	// comes until it is whole.
-	Body     Body
-	Header   http.Header
-	RawQuery string
+	Body   Body
+	Header http.Header
+	// ClientKeys are the secrets the client sent in its key headers, which are no longer
+	// in Header: a forwarded header holding one is not sent (see
+	// protocols.UpstreamRequestHeader).
+	ClientKeys []string
+	RawQuery   string
 	// ID is the gateway's id of the request: it stands in a channel's error bodies where
 	// the provider named its own.
 	ID string
