@@ -246,7 +246,7 @@ func (a *attempt) answer(resp *http.Response, injectedUsage, early bool) bool {
 	a.att.Status = resp.StatusCode
 	mt := mediaType(resp.Header)
 	if a.att.Reason = classifyStatus(req.Op, resp.StatusCode, mt); a.att.Reason != routing.ReasonNone {
-		a.att.RetryAfter = routing.RetryAfterSeconds(resp.Header, time.Now())
+		a.att.RetryAfter = routing.RetryAfter(resp.Header, time.Now(), up.HealthFor(req.Op).MaxPause())
 		a.att.Blameless = early
 		// Read a little so the connection can be reused; the body is not shown to anyone.
 		_, _ = io.CopyN(io.Discard, resp.Body, 64<<10)

@@ -65,8 +65,9 @@ type Attempt struct {
 	// Start is when the attempt began, after its wait; Duration is how long it took.
 	Start    time.Time
 	Duration time.Duration
-	// RetryAfter is the upstream's retry hint in seconds, when it gave one.
-	RetryAfter float64
+	// RetryAfter is the pause the upstream asked for, when it gave one, bounded by the
+	// candidate's max_cooldown (routing.RetryAfter).
+	RetryAfter time.Duration
 	// Blameless is a failure that came while the client's body was still being
 	// forwarded: a slow client could have caused it, so the candidate's health does not
 	// move (a failed dial is always the candidate's).
@@ -321,7 +322,7 @@ func (d *deadline) passed(t time.Time) bool {
 // Retry-After (or retry-after-ms).
 func cooldownHint(a Attempt) time.Duration {
 	if a.RetryAfter > 0 && (a.Status == http.StatusTooManyRequests || a.Status == http.StatusServiceUnavailable) {
-		return time.Duration(a.RetryAfter * float64(time.Second))
+		return a.RetryAfter
 	}
 	return 0
 }

@@ -283,7 +283,9 @@ func (h *Health) recordFailureLocked(a Admission, reason Reason, retryAfter time
 	h.lastFailure = reason
 
 	if retryAfter > 0 {
-		h.openFor(retryAfter, now, true)
+		// However the hint was read, a pause never outlasts max_cooldown: one header must
+		// not take a candidate out for longer than the operator's own worst case.
+		h.openFor(min(retryAfter, h.policy.MaxCooldown), now, true)
 		return
 	}
 	if h.state != Closed && a != Probe {
@@ -364,8 +366,9 @@ func (h *Health) trip(now time.Time) {
 	h.nextProbe = now.Add(h.probeWait)
 }
 
-// openFor opens the circuit for d; paused says the upstream asked for it, so it ends in
-// half-open whether background probes are on or not.
+// openFor opens the circuit for d; paused says the upstream asked for it: it is then not
+// probed before it ends, and ends with a background probe where a prober looks after the
+// candidate, else in half-open.
 func (h *Health) openFor(d time.Duration, now time.Time, paused bool) {
 	until := now.Add(d)
 	if h.state == Open && h.openUntil.After(until) {
@@ -383,6 +386,44 @@ func (h *Health) openFor(d time.Duration, now time.Time, paused bool) {
 	h.probeLease = time.Time{}
 	h.failures = h.failures[:0]
 	h.lastChange = now
+	if paused {
+		// Where background probes look after the candidate, the first is due when the
+		// pause ends, and only a passing one brings it back; a failed one waits longer.
+		h.nextProbe = until
+		h.probeWait = h.policy.ProbeInterval
+	}
+}
+
+// MaxPause is the longest an upstream's Retry-After can pause the candidate: its
+// max_cooldown.
+func (h *Health) MaxPause() time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.policy.MaxCooldown
+}
+
+// Reset forgets what the candidate's health has learnt (its circuit, cooldown or pause,
+// recent failures, trips, success rate, latency and a probe's 404), so that it takes
+// traffic again at once: an operator's way out when a candidate was taken out for a
+// reason they know has passed. A probe or probe slot under way stays counted until it
+// ends, but its result no longer applies.
+func (h *Health) Reset(now time.Time) {
+	h.mu.Lock()
+	was := h.state
+	h.state = Closed
+	h.failures = h.failures[:0]
+	h.trips = 0
+	h.openUntil = time.Time{}
+	h.paused = false
+	h.openings++
+	h.nextProbe, h.probeWait, h.probeLease = time.Time{}, 0, time.Time{}
+	h.noProbe = false
+	h.onTrial = false
+	h.successRate, h.rateAt = 1, now
+	h.ttfb = 0
+	h.lastFailure = ReasonNone
+	h.lastChange = now
+	h.unlockAndNotify(was, now)
 }
 
 // decayedSuccessRate is the success rate with past failures fading: half of their weight
@@ -435,6 +476,9 @@ type Snapshot struct {
 	// ProbeNotOffered: the candidate answered a probe with 404 or 405, so live requests
 	// probe it after the cooldown instead.
 	ProbeNotOffered bool `json:"probe_not_offered,omitempty"`
+	// Paused: the circuit is open because the upstream asked for a pause (Retry-After);
+	// CooldownSeconds is then what is left of it.
+	Paused bool `json:"paused,omitempty"`
 }
 
 // Snapshot reads the health at now.
@@ -456,11 +500,14 @@ func (h *Health) Snapshot(now time.Time) Snapshot {
 		Probing:          h.awaitingProbe(),
 		ProbeNotOffered:  h.noProbe,
 	}
-	switch {
-	case s.Probing:
+	if s.Probing {
 		s.NextProbeSeconds = math.Round(max(h.nextProbe.Sub(now), 0).Seconds()*100) / 100
-	case h.state == Open:
-		s.CooldownSeconds = math.Round(h.openUntil.Sub(now).Seconds()*100) / 100
+	}
+	if h.state == Open && (h.paused || !s.Probing) {
+		// A pause is shown whether a probe or a live request ends it; a cooldown only
+		// when no probe comes sooner.
+		s.Paused = h.paused
+		s.CooldownSeconds = math.Round(max(h.openUntil.Sub(now), 0).Seconds()*100) / 100
 	}
 	return s
 }

@@ -46,11 +46,11 @@ const probeLease = time.Minute
 type ProbeTicket struct{ opening uint64 }
 
 // awaitingProbe reports whether background probes, rather than live requests, are to
-// close the circuit: it is open after failures (not for a pause the upstream asked for),
-// probes are on, a prober is running for this health, and the candidate offers them.
-// Caller holds mu.
+// close the circuit: it is open (after failures, or for a pause the upstream asked for,
+// whose first probe is due when it ends), probes are on, a prober is running for this
+// health, and the candidate offers them. Caller holds mu.
 func (h *Health) awaitingProbe() bool {
-	return h.state == Open && !h.paused && h.policy.ProbeInterval > 0 && h.probers > 0 && !h.noProbe
+	return h.state == Open && h.policy.ProbeInterval > 0 && h.probers > 0 && !h.noProbe
 }
 
 // lookAfter counts a prober in (+1) or out (-1). Only a health some prober looks after
@@ -104,7 +104,7 @@ func (h *Health) recordProbeLocked(t ProbeTicket, out ProbeOutcome, now time.Tim
 		h.lastChange = now
 	case ProbeFail:
 		h.probeWait = min(max(2*h.probeWait, h.policy.ProbeInterval), h.policy.ProbeMaxInterval)
-		h.nextProbe = now.Add(max(h.probeWait, out.RetryAfter))
+		h.nextProbe = now.Add(max(h.probeWait, min(out.RetryAfter, h.policy.MaxCooldown)))
 	}
 }
 
