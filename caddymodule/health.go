@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
 
 	"github.com/switchyard-gw/switchyard/routing"
 )
@@ -108,6 +109,32 @@ type candidateHealth struct {
 	Protocol  string `json:"protocol"`
 	Priority  int    `json:"priority"`
 	routing.Snapshot
+}
+
+// resetHealth clears the live health (generation and sub-operations) of every candidate
+// of the model with that name, on each protocol it serves; it reports whether there was
+// one. Health is shared across reloads, so the configuration that replaces this one
+// keeps the reset; each gateway keeps its own.
+func (a *App) resetHealth(model, candidate string) bool {
+	m, ok := a.catalog.Lookup(model)
+	if !ok {
+		return false
+	}
+	now, found := time.Now(), false
+	for _, c := range m.Candidates {
+		if c.Name != candidate {
+			continue
+		}
+		up := a.upstreams[c]
+		up.Health.Reset(now)
+		up.SubHealth.Reset(now)
+		found = true
+	}
+	if found {
+		a.logger.Info("candidate health reset by an operator: it takes traffic again",
+			zap.String("model", model), zap.String("candidate", candidate))
+	}
+	return found
 }
 
 func (a *App) healthRows(now time.Time) []candidateHealth {

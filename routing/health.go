@@ -394,6 +394,14 @@ func (h *Health) openFor(d time.Duration, now time.Time, paused bool) {
 	}
 }
 
+// FailureThreshold is how many failures open the circuit: also the most attempts one
+// request makes on the candidate, so that its retries alone never decide its health.
+func (h *Health) FailureThreshold() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.policy.FailureThreshold
+}
+
 // MaxPause is the longest an upstream's Retry-After can pause the candidate: its
 // max_cooldown.
 func (h *Health) MaxPause() time.Duration {
