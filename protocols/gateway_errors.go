@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"time"
 )
 
 // The errors the gateway answers itself, named, so that every handler and the relay say
@@ -105,6 +106,23 @@ func ErrNoChannel(f Family, model string, retryAfter int) *APIError {
 	e := Errorf(f, http.StatusServiceUnavailable, CodeNoChannel,
 		"%s: model '%s' has no candidate available to serve this request right now; retry later", CodeNoChannel, model)
 	e.RetryAfter = max(1, retryAfter)
+	return e
+}
+
+// CodeUpstreamTimeout is the code of ErrUpstreamTimeout.
+const CodeUpstreamTimeout = "upstream_timeout"
+
+// ErrUpstreamTimeout is the 504 for a request whose upstream had the whole request and
+// did not answer within the gateway's limit, named as the configuration names it
+// (header_timeout, first_byte_timeout, first_token_timeout, idle_timeout,
+// request_timeout). The upstream may still be doing the work, which is billed, so the
+// gateway did not send it again, and SDKs are told not to either: a retry would start
+// the work once more, and likely time out the same way.
+func ErrUpstreamTimeout(f Family, model, limit string, d time.Duration) *APIError {
+	e := Errorf(f, http.StatusGatewayTimeout, CodeUpstreamTimeout,
+		"model '%s': the upstream had the whole request but did not answer within the gateway's %s (%s); it may still be working on it, so the request was not sent again",
+		model, limit, d)
+	e.NoRetry = true
 	return e
 }
 
