@@ -284,7 +284,11 @@ func (s *serving) try(pos, n int, wait time.Duration) bool {
 		return true
 	case s.ctx.Err() != nil:
 		// The client left; that says nothing about the candidate, whether its answer
-		// was read on and metered (Served is then set) or not. No other is tried.
+		// was read on and metered (Served is then set) or not. No other is tried. An
+		// answer the read-on gave up on was still work the upstream had: billed.
+		if att.Abandoned {
+			s.billAbandoned(&abandonedAttempt{up: up, ran: a.abandonedAt})
+		}
 		att.Reason = routing.ReasonClientGone
 		health.Release(admission)
 		out.ClientGone = true
@@ -334,13 +338,18 @@ func (s *serving) try(pos, n int, wait time.Duration) bool {
 // timedOut ends the request with a 504 naming the limit that ran out, and bills the
 // abandoned attempt: its upstream had the whole request, so the work was started.
 func (s *serving) timedOut(ab *abandonedAttempt) {
+	s.billAbandoned(ab)
+	s.err = protocols.ErrUpstreamTimeout(s.req.Op.Family, s.req.ServiceModel, ab.ran.name, ab.ran.d)
+}
+
+// billAbandoned records the abandoned attempt through Finalize, as a 504: nothing of the
+// answer came, so its input is billed as admission estimates it, flagged estimated.
+func (s *serving) billAbandoned(ab *abandonedAttempt) {
 	out, req := s.out, s.req
 	out.TimedOut = true
 	out.Status = http.StatusGatewayTimeout
-	// Nothing of the answer came: the input is billed as admission estimated it, flagged.
 	out.Obs = protocols.Observation{Billable: req.Op.Generates()}
 	out.finalize(req, ab.up)
-	s.err = protocols.ErrUpstreamTimeout(req.Op.Family, req.ServiceModel, ab.ran.name, ab.ran.d)
 }
 
 // waitUntil waits for t; it reports false when the client left meanwhile.
