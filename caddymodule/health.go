@@ -25,7 +25,8 @@ type HealthConfig struct {
 	// Cooldown is how long a circuit stays open after its first trip; it doubles with
 	// each consecutive trip, up to MaxCooldown. Default: 5s.
 	Cooldown caddy.Duration `json:"cooldown,omitempty"`
-	// MaxCooldown caps the doubling cooldown. Default: 5m.
+	// MaxCooldown caps the doubling cooldown, and the pause an upstream's Retry-After
+	// can ask for (a longer one is read as MaxCooldown). Default: 5m.
 	MaxCooldown caddy.Duration `json:"max_cooldown,omitempty"`
 	// HalfOpenProbes is how many live requests may probe a recovering candidate at once.
 	// Default: 1.
@@ -36,8 +37,9 @@ type HealthConfig struct {
 	// {url}/v1/models for family_b, with its credential) and only a passing probe closes
 	// the circuit, so no client request pays for a failed probe; "off" leaves it to a
 	// live request once the cooldown is over. A candidate that answers the probe with 404
-	// or 405 is left to live requests. A pause the upstream asked for (Retry-After) is
-	// never probed. Default: "models".
+	// or 405 is left to live requests. A pause the upstream asked for (Retry-After, at
+	// most MaxCooldown) is not probed before it ends, and is probed as it ends.
+	// Default: "models".
 	Probe string `json:"probe,omitempty"`
 	// ProbeInterval is how long after the circuit opens the first probe is sent; each
 	// failed probe doubles the wait, up to ProbeMaxInterval, which bounds how long a

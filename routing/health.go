@@ -36,7 +36,8 @@ type HealthPolicy struct {
 	Window           time.Duration
 	// Cooldown is how long the circuit stays open after its first trip; each further
 	// trip without a success in between doubles it, up to MaxCooldown.
-	Cooldown    time.Duration
+	Cooldown time.Duration
+	// MaxCooldown also bounds a pause the upstream asks for (Retry-After).
 	MaxCooldown time.Duration
 	// HalfOpenProbes is how many live requests may probe a half-open candidate at once.
 	HalfOpenProbes int
@@ -367,8 +368,8 @@ func (h *Health) trip(now time.Time) {
 }
 
 // openFor opens the circuit for d; paused says the upstream asked for it: it is then not
-// probed before it ends, and ends with a background probe where a prober looks after the
-// candidate, else in half-open.
+// probed before it ends, and ends in half-open, with a background probe due at once
+// where a prober looks after the candidate.
 func (h *Health) openFor(d time.Duration, now time.Time, paused bool) {
 	until := now.Add(d)
 	if h.state == Open && h.openUntil.After(until) {
@@ -387,8 +388,8 @@ func (h *Health) openFor(d time.Duration, now time.Time, paused bool) {
 	h.failures = h.failures[:0]
 	h.lastChange = now
 	if paused {
-		// Where background probes look after the candidate, the first is due when the
-		// pause ends, and only a passing one brings it back; a failed one waits longer.
+		// Where background probes look after the candidate, one is due when the pause
+		// ends (pauseOver), so that it comes back without waiting for traffic.
 		h.nextProbe = until
 		h.probeWait = h.policy.ProbeInterval
 	}
@@ -505,7 +506,7 @@ func (h *Health) Snapshot(now time.Time) Snapshot {
 		Outcomes:         h.outcomes,
 		LastFailure:      string(h.lastFailure),
 		Since:            h.lastChange,
-		Probing:          h.awaitingProbe(),
+		Probing:          h.awaitingProbe() || h.pauseOver(),
 		ProbeNotOffered:  h.noProbe,
 	}
 	if s.Probing {

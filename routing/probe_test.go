@@ -137,10 +137,10 @@ func TestPassingProbeClosesTheCircuit(t *testing.T) {
 	assert.Equal(t, passed.Add(5*time.Second), h.ReadyAt(passed.Add(4*time.Second)))
 }
 
-// A pause the upstream asked for is not probed before it ends; where a prober looks
-// after the candidate, a probe is due the moment it ends and only a passing one brings
-// the candidate back (no live request pays for finding out). That holds for a pause that
-// comes while a circuit is already being probed, too.
+// A pause the upstream asked for is not probed before it ends; it ends in half-open, so a
+// retry that waited it out may probe it, and where a prober looks after the candidate a
+// background probe is due at once, so that it comes back without traffic. That holds for
+// a pause that comes while a circuit is already being probed, too.
 func TestNoProbeBeforeARetryAfterPauseEnds(t *testing.T) {
 	h := probedHealth()
 	h.RecordFailure(Admitted, ReasonRateLimit, 10*time.Second, t0)
@@ -151,18 +151,28 @@ func TestNoProbeBeforeARetryAfterPauseEnds(t *testing.T) {
 	s := h.Snapshot(t0)
 	assert.True(t, s.Paused)
 	assert.Equal(t, 10.0, s.CooldownSeconds)
-	assert.Equal(t, 10.0, s.NextProbeSeconds)
 	end := at(10 * time.Second)
-	assert.Equal(t, Refused, h.Admit(end), "no live request probes it: the prober does")
+	assert.Equal(t, HalfOpen, h.State(end))
 	h.RecordProbe(claim(t, h, end), ProbeOutcome{Result: ProbePass}, end)
 	assert.Equal(t, Admitted, h.Admit(end), "a passing probe at the pause's end brings it back")
 
-	// A failed probe at the end keeps it out, and the next waits longer.
+	// A live request may probe it at the end too (a retry that waited the pause out).
+	h = probedHealth()
+	h.RecordFailure(Admitted, ReasonRateLimit, 10*time.Second, t0)
+	a := h.Admit(end)
+	require.Equal(t, Probe, a)
+	h.RecordSuccess(a, time.Millisecond, end)
+	assert.Equal(t, Closed, h.State(end))
+	_, ok := h.ClaimProbe(end)
+	assert.False(t, ok, "nothing left to probe")
+
+	// A failed probe at the end takes it out again, probed on the failure schedule.
 	h = probedHealth()
 	h.RecordFailure(Admitted, ReasonRateLimit, 10*time.Second, t0)
 	h.RecordProbe(claim(t, h, end), ProbeOutcome{Result: ProbeFail}, end)
-	assert.Equal(t, Open, h.State(end.Add(time.Second)))
-	claim(t, h, end.Add(2*time.Second))
+	assert.Equal(t, Open, h.State(end.Add(time.Second-time.Nanosecond)))
+	assert.Equal(t, Refused, h.Admit(end.Add(time.Second-time.Nanosecond)))
+	claim(t, h, end.Add(time.Second))
 
 	// Without a prober (probe off, a cloud channel), the pause ends in half-open, for a
 	// live request.
@@ -176,7 +186,7 @@ func TestNoProbeBeforeARetryAfterPauseEnds(t *testing.T) {
 	h = probedHealth()
 	tripped := fail(h, t0, 3)
 	h.RecordFailure(Admitted, ReasonRateLimit, 20*time.Second, tripped.Add(500*time.Millisecond))
-	_, ok := h.ClaimProbe(tripped.Add(2 * time.Second))
+	_, ok = h.ClaimProbe(tripped.Add(2 * time.Second))
 	assert.False(t, ok)
 	_, ok = h.ClaimProbe(tripped.Add(20499 * time.Millisecond))
 	assert.False(t, ok)
