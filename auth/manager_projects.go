@@ -41,6 +41,16 @@ func (m *Manager) appendAudit(ctx context.Context, e *AuditEntry) error {
 	return m.Projects.AppendAudit(ctx, e)
 }
 
+// RecordChange records in the audit trail a change made with ctx to something the key
+// store does not keep itself (a candidate's live health, say). With no audit trail it
+// records nothing and succeeds. A change whose record fails should not be made.
+func (m *Manager) RecordChange(ctx context.Context, action, target, detail string) error {
+	if m == nil {
+		return nil
+	}
+	return m.appendAudit(ctx, m.entry(ctx, action, target, detail))
+}
+
 // checkLimits validates a policy an operator gave: its figures, and that every
 // per-model variant names a model of this gateway.
 func (m *Manager) checkLimits(p *limits.Policy) error {

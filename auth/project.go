@@ -56,9 +56,13 @@ const (
 	ActionKeyProject    = "key.project"
 	ActionProjectCreate = "project.create"
 	ActionProjectLimits = "project.limits"
+	// ActionCandidateReset is an operator clearing a candidate's live health; its target
+	// is "<model>/<candidate>".
+	ActionCandidateReset = "candidate.reset"
 )
 
-// AuditEntry is one change to a key, a project or their limits: who made it (the
+// AuditEntry is one change to a key, a project or their limits, or an operator's reset of
+// a candidate's health: who made it (the
 // console's basic-auth user, or "admin API"), what it was, to what, and when. Detail
 // says in words what changed; it never holds a secret.
 type AuditEntry struct {
@@ -67,7 +71,8 @@ type AuditEntry struct {
 	At     time.Time `json:"at"`
 	Actor  string    `json:"actor"`
 	Action string    `json:"action"`
-	// Target is the key id or project id changed.
+	// Target is the key id or project id changed, or "<model>/<candidate>" for a
+	// candidate's health.
 	Target string `json:"target"`
 	Detail string `json:"detail,omitempty"`
 }

@@ -29,7 +29,8 @@ func adminApp(ctx caddy.Context) (*App, error) {
 }
 
 // AdminAPI is Switchyard's part of Caddy's admin endpoint, everything under /switchyard/:
-// the candidates' live health (GET /switchyard/health), client set-ups
+// the candidates' live health (GET /switchyard/health, and
+// POST /switchyard/health/{model}/{candidate}/reset to clear it), client set-ups
 // (GET /switchyard/connect/{client}), and the console API over the key store: keys,
 // projects, audit, models, usage, requests, latency and alerts. It is what
 // `caddy switchyard …` talks to. Caddy loads every admin.api module it knows, so no
@@ -38,7 +39,8 @@ type AdminAPI struct {
 	app *App
 	// api is the console API, or noStore when the configuration keeps no keys.
 	api http.Handler
-	// connect answers set-ups: the console API whenever there is an app, store or not.
+	// connect answers set-ups and health resets: the console API whenever there is an
+	// app, store or not.
 	connect http.Handler
 }
 
@@ -93,7 +95,9 @@ func (a *AdminAPI) serve(w http.ResponseWriter, r *http.Request) error {
 	switch {
 	case rest == "health":
 		return a.serveHealth(w, r)
-	case first == "connect" && nested:
+	case first == "connect" && nested, first == "health" && nested:
+		// Both serve from the configuration alone, store or not (a reset is audited
+		// when there is an audit trail).
 		http.StripPrefix("/switchyard", a.connect).ServeHTTP(w, r)
 	case consoleRoutes[first] && (!nested || first == "keys" || first == "projects"):
 		http.StripPrefix("/switchyard", a.api).ServeHTTP(w, r)

@@ -147,6 +147,10 @@ type ModelConfig struct {
 	// the first byte of an answer: every attempt, retry, back-off and failover together.
 	// Default: the retry block's request_timeout (10m).
 	RequestTimeout caddy.Duration `json:"request_timeout,omitempty"`
+	// FailoverAfterTimeout, when true, lets a request go on to the next candidate after
+	// an attempt timed out once its upstream had the whole body (the upstream may still
+	// be doing, and billing, that work). Default: the retry block's (false).
+	FailoverAfterTimeout *bool `json:"failover_after_timeout,omitempty"`
 }
 
 // maxRetries bounds a candidate's retries: each is a full attempt on an upstream that
@@ -166,6 +170,11 @@ type RetryConfig struct {
 	MaxBackoff caddy.Duration `json:"max_backoff,omitempty"`
 	// RequestTimeout is the request deadline of models that set none. Default: 10m.
 	RequestTimeout caddy.Duration `json:"request_timeout,omitempty"`
+	// FailoverAfterTimeout is the failover_after_timeout of models that set none: false
+	// ends a request whose attempt timed out after its upstream had the whole body with
+	// a 504, billed; true tries the next candidate, which starts the work again.
+	// Default: false.
+	FailoverAfterTimeout bool `json:"failover_after_timeout,omitempty"`
 }
 
 // policy is the retry policy these settings give, the defaults filling what they leave.
@@ -481,6 +490,10 @@ func (mc ModelConfig) build(repl *caddy.Replacer, now time.Time, retry *RetryCon
 	m.RequestTimeout = timeout
 	if mc.RequestTimeout > 0 {
 		m.RequestTimeout = time.Duration(mc.RequestTimeout)
+	}
+	m.FailoverAfterTimeout = retry != nil && retry.FailoverAfterTimeout
+	if mc.FailoverAfterTimeout != nil {
+		m.FailoverAfterTimeout = *mc.FailoverAfterTimeout
 	}
 	for j, cc := range mc.Candidates {
 		var ch channel.Channel

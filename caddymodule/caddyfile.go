@@ -112,6 +112,7 @@ func takesNoOptions(d *caddyfile.Dispenser) error {
 //			retries <n>
 //			backoff <duration> [<max duration>]
 //			request_timeout <duration>
+//			failover_after_timeout [true|false]
 //		}
 //		affinity [off] {
 //			header <name>
@@ -128,6 +129,7 @@ func takesNoOptions(d *caddyfile.Dispenser) error {
 //			context_window <tokens>
 //			max_output_tokens <tokens>
 //			request_timeout <duration>
+//			failover_after_timeout [true|false]
 //			price <input|cached_input|cache_write|output|reasoning> <per-million> ...
 //			candidate <name> {
 //				protocol <family_a|family_b>
@@ -341,6 +343,12 @@ func parseModel(d *caddyfile.Dispenser) (ModelConfig, error) {
 			if len(m.Protocols) == 0 {
 				return m, d.Errf("model %q: protocols: expected family_a and/or family_b", m.ID)
 			}
+		case "failover_after_timeout":
+			on, err := flagValue(d.RemainingArgs())
+			if err != nil {
+				return m, d.Errf("model %q: failover_after_timeout: %v", m.ID, err)
+			}
+			m.FailoverAfterTimeout = &on
 		case "reasoning", "capability":
 			tag := "reasoning"
 			if opt == "capability" && !d.Args(&tag) {
@@ -483,6 +491,21 @@ func parseRetries(v string) (int, error) {
 	return n, nil
 }
 
+// flagValue reads an option that is on when named alone: `opt`, `opt true`, `opt false`.
+func flagValue(args []string) (bool, error) {
+	switch len(args) {
+	case 0:
+		return true, nil
+	case 1:
+		v, err := strconv.ParseBool(args[0])
+		if err != nil {
+			return false, fmt.Errorf("%q is not true or false", args[0])
+		}
+		return v, nil
+	}
+	return false, fmt.Errorf("expected at most one value, true or false")
+}
+
 func parseRetry(d *caddyfile.Dispenser) (*RetryConfig, error) {
 	rc := new(RetryConfig)
 	if d.NextArg() {
@@ -491,6 +514,14 @@ func parseRetry(d *caddyfile.Dispenser) (*RetryConfig, error) {
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		opt := d.Val()
 		args := d.RemainingArgs()
+		if opt == "failover_after_timeout" {
+			on, err := flagValue(args)
+			if err != nil {
+				return nil, d.Errf("retry: failover_after_timeout: %v", err)
+			}
+			rc.FailoverAfterTimeout = on
+			continue
+		}
 		if len(args) != 1 && !(opt == "backoff" && len(args) == 2) {
 			return nil, d.Errf("retry: %s: wrong number of values", opt)
 		}

@@ -438,4 +438,26 @@ func TestRetryAndDeadlineDefaultsReachTheCandidates(t *testing.T) {
 	m, _ := bare.catalog.Lookup("m")
 	assert.Equal(t, routing.DefaultRetry, m.Candidates[0].Retry, "one retry, 500 ms to 8 s, without a retry block")
 	assert.Equal(t, routing.DefaultRequestTimeout, m.RequestTimeout)
+	assert.False(t, m.FailoverAfterTimeout, "off unless asked for")
+}
+
+// failover_after_timeout in the retry block reaches every model that does not set its
+// own; a model's own wins either way.
+func TestFailoverAfterTimeoutReachesTheModels(t *testing.T) {
+	cand := "\t\t\tcandidate a {\n\t\t\t\tprotocol family_a\n\t\t\t\turl http://127.0.0.1:9/v1\n\t\t\t\tupstream_model m\n\t\t\t}\n"
+	app := provisionedApp(t, "{\n\tswitchyard {\n\t\tstore off\n"+
+		"\t\tretry {\n\t\t\tfailover_after_timeout\n\t\t}\n"+
+		"\t\tmodel inherits {\n"+cand+"\t\t}\n"+
+		"\t\tmodel declines {\n\t\t\tfailover_after_timeout false\n"+cand+"\t\t}\n"+
+		"\t}\n}\n:0 {\n\tswitchyard_proxy\n}\n")
+	inherits, _ := app.catalog.Lookup("inherits")
+	declines, _ := app.catalog.Lookup("declines")
+	assert.True(t, inherits.FailoverAfterTimeout)
+	assert.False(t, declines.FailoverAfterTimeout)
+
+	for _, bad := range []string{"failover_after_timeout maybe", "failover_after_timeout true false"} {
+		_, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte("{\n\tswitchyard {\n\t\tretry {\n\t\t\t"+bad+"\n\t\t}\n\t}\n}\n"), nil)
+		require.Error(t, err, bad)
+		assert.Contains(t, err.Error(), "failover_after_timeout")
+	}
 }

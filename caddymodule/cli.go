@@ -22,8 +22,8 @@ import (
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "switchyard",
-		Usage: "keys <create|list|show|limits|project|rotate|revoke> [flags] | projects <create|list|show|limits> [flags] | audit [flags] | usage [flags] | requests [flags] | connect <client> [flags]",
-		Short: "Manages Switchyard API keys, projects and limits, reads usage and the audit trail, and prints client set-ups through the admin API",
+		Usage: "keys <create|list|show|limits|project|rotate|revoke> [flags] | projects <create|list|show|limits> [flags] | audit [flags] | usage [flags] | requests [flags] | connect <client> [flags] | health [reset <model> <candidate>]",
+		Short: "Manages Switchyard API keys, projects and limits, reads usage and the audit trail, shows and resets candidate health, and prints client set-ups through the admin API",
 		Long: `
 Manages the API keys of a running Switchyard gateway by calling its admin API
 (the Caddy admin endpoint), so keys are never edited in the database by hand.
@@ -62,6 +62,10 @@ Limit flags (each left out: not limited; on "limits", left out: unchanged):
   caddy switchyard connect <codex|claude-code|openai|anthropic> --base-url <url>
                            [--key-env SWITCHYARD_API_KEY] [--key <id>] [--write]
 
+  caddy switchyard health                            each candidate's live health
+  caddy switchyard health reset <model> <candidate>  clears its circuit, cooldown,
+                             pause and demotion on this gateway (audited)
+
 A new key's secret is printed once, when it is created or rotated; it is not
 stored and cannot be shown again.`,
 		CobraFunc: buildCLI,
@@ -97,7 +101,7 @@ func buildCLIWith(cmd *cobra.Command, out io.Writer) {
 
 // groups are the builders of the command groups: a new group is one more entry here.
 func (c *cli) groups() []func() *cobra.Command {
-	return []func() *cobra.Command{c.keysCommand, c.projectsCommand, c.auditCommand, c.usageCommand, c.requestsCommand, c.connectCommand}
+	return []func() *cobra.Command{c.keysCommand, c.projectsCommand, c.auditCommand, c.usageCommand, c.requestsCommand, c.connectCommand, c.healthCommand}
 }
 
 func (c *cli) baseURL() string {

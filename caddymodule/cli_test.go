@@ -353,6 +353,7 @@ func TestEveryIDInAPathIsEscaped(t *testing.T) {
 			{[]string{"keys", "revoke", id}, "POST /switchyard/keys/" + escaped + "/revoke"},
 			{[]string{"projects", "show", id}, "GET /switchyard/projects/" + escaped},
 			{[]string{"projects", "limits", id, "--rpm", "5"}, "GET /switchyard/projects/" + escaped},
+			{[]string{"health", "reset", id, id}, "POST /switchyard/health/" + escaped + "/" + escaped + "/reset"},
 			{[]string{"connect", id, "--base-url", "http://gw"}, "GET /switchyard/connect/" + escaped + "?base_url=http%3A%2F%2Fgw&key_env=SWITCHYARD_API_KEY"},
 		} {
 			f := newFakeAdmin(t, nil)
@@ -362,4 +363,25 @@ func TestEveryIDInAPathIsEscaped(t *testing.T) {
 			assert.Equal(t, c.want, sent[0], "%q", c.args)
 		}
 	}
+}
+
+// `health` lists each candidate's state and what keeps it out; `health reset` posts to the
+// candidate's reset route and says what it was.
+func TestCLIHealthAndReset(t *testing.T) {
+	f := newFakeAdmin(t, map[string]string{
+		"GET /switchyard/health": `{"candidates":[` +
+			`{"model":"m","candidate":"primary","protocol":"family_a","priority":0,"state":"open","success_rate":0.8,"recent_failures":0,` +
+			`"cooldown_remaining_s":299.5,"paused":true,"probing":true,"next_probe_s":299.5,"last_failure":"rate_limit"},` +
+			`{"model":"m","candidate":"backup\u001b[31m","protocol":"family_a","priority":1,"state":"closed","success_rate":1}]}`,
+		"POST /switchyard/health/m/primary/reset": `{"model":"m","was":"open","candidate":{"name":"primary","protocol":"family_a","priority":0,"state":"closed"}}`,
+	})
+	out, err := f.run(t, "health")
+	require.NoError(t, err)
+	assert.Regexp(t, `m\s+primary\s+family_a\s+open\s+0.8\s+0\s+299.5s \(paused by the upstream\)\s+rate_limit`, out)
+	assert.NotContains(t, out, "\x1b")
+
+	out, err = f.run(t, "health", "reset", "m", "primary")
+	require.NoError(t, err)
+	assert.Equal(t, "POST /switchyard/health/m/primary/reset", f.sent()[len(f.sent())-1])
+	assert.Contains(t, out, "m / primary: health reset (was open, now closed)")
 }

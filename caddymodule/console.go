@@ -21,7 +21,7 @@ func init() {
 // the caller sets the API's Actor (the console handler does: its basic-auth user).
 func (a *App) consoleAPI(requireHeader string) *console.API {
 	api := &console.API{Keys: a.manager, Models: a.modelInfo, Usage: a.usageReader, Latency: a.latencyReader,
-		Requests: a.requestLog, RequireHeader: requireHeader, Standing: a.limitStanding}
+		Requests: a.requestLog, RequireHeader: requireHeader, Standing: a.limitStanding, ResetHealth: a.resetHealth}
 	if a.alerts != nil {
 		api.Alerts = a.alertsView
 	}

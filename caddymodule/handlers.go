@@ -453,9 +453,10 @@ func (h *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Ha
 		RawQuery:     r.URL.RawQuery,
 		ID:           requestID,
 		// What admission reserves for a request without a cap of its own.
-		DeclaredOutputCap: rt.model.MaxOutputTokens,
-		Timeout:           rt.model.RequestTimeout,
-		KeepFinishReason:  logOf(r).trace != nil,
+		DeclaredOutputCap:    rt.model.MaxOutputTokens,
+		Timeout:              rt.model.RequestTimeout,
+		FailoverAfterTimeout: rt.model.FailoverAfterTimeout,
+		KeepFinishReason:     logOf(r).trace != nil,
 	}
 	// Admission: the request's worst case is reserved against every limit on its path
 	// before any upstream is called; the answer's metered cost replaces it at the end,
@@ -530,7 +531,7 @@ func (h *Proxy) serve(w http.ResponseWriter, r *http.Request, rt *route, req *re
 			}
 		}
 	}
-	if conversation != "" && outcome.Served != nil && outcome.StreamError == nil {
+	if conversation != "" && outcome.Served != nil && outcome.StreamError == nil && !outcome.TimedOut {
 		h.app.affinity.Set(conversation, outcome.Served.Identity, time.Now())
 	}
 	return outcome, apiErr

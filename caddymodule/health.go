@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
 
 	"github.com/switchyard-gw/switchyard/routing"
 )
@@ -24,7 +25,8 @@ type HealthConfig struct {
 	// Cooldown is how long a circuit stays open after its first trip; it doubles with
 	// each consecutive trip, up to MaxCooldown. Default: 5s.
 	Cooldown caddy.Duration `json:"cooldown,omitempty"`
-	// MaxCooldown caps the doubling cooldown. Default: 5m.
+	// MaxCooldown caps the doubling cooldown, and the pause an upstream's Retry-After
+	// can ask for (a longer one is read as MaxCooldown). Default: 5m.
 	MaxCooldown caddy.Duration `json:"max_cooldown,omitempty"`
 	// HalfOpenProbes is how many live requests may probe a recovering candidate at once.
 	// Default: 1.
@@ -35,8 +37,9 @@ type HealthConfig struct {
 	// {url}/v1/models for family_b, with its credential) and only a passing probe closes
 	// the circuit, so no client request pays for a failed probe; "off" leaves it to a
 	// live request once the cooldown is over. A candidate that answers the probe with 404
-	// or 405 is left to live requests. A pause the upstream asked for (Retry-After) is
-	// never probed. Default: "models".
+	// or 405 is left to live requests. A pause the upstream asked for (Retry-After, at
+	// most MaxCooldown) is not probed before it ends, and is probed as it ends.
+	// Default: "models".
 	Probe string `json:"probe,omitempty"`
 	// ProbeInterval is how long after the circuit opens the first probe is sent; each
 	// failed probe doubles the wait, up to ProbeMaxInterval, which bounds how long a
@@ -108,6 +111,32 @@ type candidateHealth struct {
 	Protocol  string `json:"protocol"`
 	Priority  int    `json:"priority"`
 	routing.Snapshot
+}
+
+// resetHealth clears the live health (generation and sub-operations) of every candidate
+// of the model with that name, on each protocol it serves; it reports whether there was
+// one. Health is shared across reloads, so the configuration that replaces this one
+// keeps the reset; each gateway keeps its own.
+func (a *App) resetHealth(model, candidate string) bool {
+	m, ok := a.catalog.Lookup(model)
+	if !ok {
+		return false
+	}
+	now, found := time.Now(), false
+	for _, c := range m.Candidates {
+		if c.Name != candidate {
+			continue
+		}
+		up := a.upstreams[c]
+		up.Health.Reset(now)
+		up.SubHealth.Reset(now)
+		found = true
+	}
+	if found {
+		a.logger.Info("candidate health reset by an operator: it takes traffic again",
+			zap.String("model", model), zap.String("candidate", candidate))
+	}
+	return found
 }
 
 func (a *App) healthRows(now time.Time) []candidateHealth {

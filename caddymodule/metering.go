@@ -69,6 +69,7 @@ func (h *Proxy) meter(rt *route, identity *auth.Identity, requestID string, out 
 		Channel: out.Served.ChannelName(), Op: rt.op, Status: out.Status, Obs: out.Obs,
 		RequestInputTokens: func() int64 { return metering.EstimateInputTokens(rt.parsed.Body) },
 		Prices:             rt.model.PricesOf(out.Served.Candidate), Latency: out.Latency, TTFB: out.TimeToFirstByte, Attempts: len(out.Attempts),
+		Abandoned: out.Abandoned,
 	}, time.Now())
 	rec.ProjectID = projectID
 	rec.Tries = triesOf(out.Attempts)

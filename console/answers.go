@@ -50,6 +50,14 @@ type ModelsAnswer struct {
 	Models []ModelInfo `json:"models"`
 }
 
+// HealthResetAnswer is POST /health/{model}/{candidate}/reset: the candidate as it is
+// now, and the circuit state it was in.
+type HealthResetAnswer struct {
+	Candidate CandidateInfo `json:"candidate"`
+	Model     string        `json:"model"`
+	Was       string        `json:"was"`
+}
+
 // UsageAnswer is GET /usage: the days asked for (To included), the dimensions summed by,
 // a row per group and their total.
 type UsageAnswer struct {

@@ -61,6 +61,9 @@ type API struct {
 	// Alerts reads the configured webhooks and the latest deliveries (at most limit);
 	// nil: alerts are not configured.
 	Alerts func(ctx context.Context, limit int) (*AlertsView, error)
+	// ResetHealth clears the live health of a model's candidate (every protocol it is
+	// on), reporting false when the model has no candidate of that name; nil: no reset.
+	ResetHealth func(model, candidate string) bool
 
 	latency latencyCache
 }
@@ -71,8 +74,9 @@ const ConsoleHeader = "X-Switchyard-Console"
 // Handler routes the API: GET/POST /keys, GET /keys/{id}, POST /keys/{id}/rotate,
 // POST /keys/{id}/revoke (and DELETE /keys/{id}), PUT /keys/{id}/limits,
 // PUT /keys/{id}/project, GET/POST /projects, GET /projects/{id},
-// PUT /projects/{id}/limits, GET /audit, GET /models, GET /usage, GET /latency,
-// GET /alerts and GET /connect/{client}. Every change is recorded in the audit trail with the actor
+// PUT /projects/{id}/limits, GET /audit, GET /models,
+// POST /health/{model}/{candidate}/reset, GET /usage, GET /latency, GET /alerts and
+// GET /connect/{client}. Every change is recorded in the audit trail with the actor
 // Actor names.
 func (a *API) Handler() http.Handler {
 	mux := http.NewServeMux()
@@ -90,6 +94,7 @@ func (a *API) Handler() http.Handler {
 	mux.HandleFunc("PUT /projects/{id}/limits", a.changing(a.setProjectLimits))
 	mux.HandleFunc("GET /audit", a.listAudit)
 	mux.HandleFunc("GET /models", a.listModels)
+	mux.HandleFunc("POST /health/{model}/{candidate}/reset", a.changing(a.resetHealth))
 	mux.HandleFunc("GET /usage", a.queryUsage)
 	mux.HandleFunc("GET /requests", a.listRequests)
 	mux.HandleFunc("GET /latency", a.queryLatency)
@@ -302,6 +307,39 @@ func (a *API) listModels(w http.ResponseWriter, _ *http.Request) {
 		models = a.Models()
 	}
 	writeJSON(w, http.StatusOK, ModelsAnswer{Models: models})
+}
+
+// resetHealth is POST /health/{model}/{candidate}/reset: the candidate takes traffic
+// again at once, its circuit closed and its cooldown, pause and demotion forgotten. The
+// audit trail records it first: a reset that could not be recorded is not made.
+func (a *API) resetHealth(w http.ResponseWriter, r *http.Request) {
+	model, name := r.PathValue("model"), r.PathValue("candidate")
+	var found *CandidateInfo
+	if a.ResetHealth != nil && a.Models != nil {
+		for _, m := range a.Models() {
+			for i, c := range m.Candidates {
+				if m.ID == model && c.Name == name {
+					found = &m.Candidates[i]
+				}
+			}
+		}
+	}
+	if found == nil {
+		writeError(w, http.StatusNotFound, "no candidate with that name in that model; GET /models lists them")
+		return
+	}
+	detail := "health reset: circuit closed; cooldown, pause, failures and demotion cleared (was " + found.State + ")"
+	if err := a.Keys.RecordChange(r.Context(), auth.ActionCandidateReset, model+"/"+name, detail); err != nil {
+		writeError(w, http.StatusInternalServerError, "the reset could not be recorded in the audit trail (is the key store reachable?), so it was not made")
+		return
+	}
+	if !a.ResetHealth(model, name) {
+		writeError(w, http.StatusNotFound, "no candidate with that name in that model; GET /models lists them")
+		return
+	}
+	answer := HealthResetAnswer{Model: model, Candidate: *found, Was: found.State}
+	answer.Candidate.State = "closed"
+	writeJSON(w, http.StatusOK, answer)
 }
 
 // queryUsage sums usage: ?from=YYYY-MM-DD&to=YYYY-MM-DD (to inclusive, UTC days;

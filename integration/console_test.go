@@ -700,11 +700,14 @@ func TestConsoleInBrowserLimits(t *testing.T) {
 			{"project.create", "platform", actor},
 			{"key.create", r.KeyID, actor},
 			{"key.limits", r.KeyID, actor},
+			{"candidate.reset", "chat-a/main", actor}, // the models view's Reset button
 		})
-		require.NotEmpty(t, r.Audit)
-		assert.Equal(t, "key.limits", r.Audit[0].Action, "newest first")
-		assert.Equal(t, "Set key limits", r.Audit[0].Shown)
-		assert.Contains(t, r.Audit[0].Detail, keyBudget)
+		require.GreaterOrEqual(t, len(r.Audit), 2)
+		assert.Equal(t, "candidate.reset", r.Audit[0].Action, "newest first")
+		assert.Equal(t, "Reset candidate health", r.Audit[0].Shown)
+		assert.Equal(t, "key.limits", r.Audit[1].Action)
+		assert.Equal(t, "Set key limits", r.Audit[1].Shown)
+		assert.Contains(t, r.Audit[1].Detail, keyBudget)
 		for _, a := range r.Audit {
 			assert.NotContains(t, a.Detail, r.Secret)
 		}

@@ -24,11 +24,16 @@ type faultCase struct {
 	extra  []string // further lines of the faulty candidate
 	shape  string   // chat (default) or messages
 	stream bool
+	// modelExtra are further lines of both models' blocks.
+	modelExtra []string
 
 	// With a healthy fallback behind the faulty candidate.
 	foPrimary  int  // attempts the faulty candidate sees
 	foFallback int  // attempts the fallback sees
 	foBroken   bool // the answer starts, then ends with the family's error event
+	// foEstimated: the record bills an abandoned attempt's input, estimated, besides the
+	// answer's reported usage.
+	foEstimated bool
 
 	// As the model's only candidate.
 	onlyStatus   int           // what the client gets
@@ -63,13 +68,16 @@ var faultCases = []faultCase{
 	{name: "reset-once", tokens: "reset+first-1",
 		foPrimary: 1, foFallback: 1,
 		onlyStatus: 200, onlyAttempts: 2, onlyWithin: 3 * time.Second, onlyNext: 200},
-	{name: "silent", tokens: "silent", extra: []string{"first_byte_timeout 700ms"},
-		foPrimary: 1, foFallback: 1,
-		// Its first attempt lasts its first-byte limit, then the retry follows.
-		onlyStatus: 503, onlyAttempts: 2, onlyGap: 700 * time.Millisecond, onlyWithin: 4 * time.Second, onlyNext: 503},
+	// A timeout once the upstream has the whole request is not retried: it may still be
+	// generating. These models opt in to failing over after it; alone, the candidate's
+	// timeout is the client's answer (504), billed, and its health does not move.
+	{name: "silent", tokens: "silent", extra: []string{"first_byte_timeout 700ms"}, modelExtra: []string{"failover_after_timeout"},
+		foPrimary: 1, foFallback: 1, foEstimated: true,
+		onlyStatus: 504, onlyAttempts: 1, onlyWithin: 3 * time.Second, onlyNext: 504},
 	{name: "slow-first-token", tokens: "slow-first-event-20s", extra: []string{"first_token_timeout 700ms"}, stream: true,
-		foPrimary: 1, foFallback: 1,
-		onlyStatus: 503, onlyAttempts: 2, onlyGap: 700 * time.Millisecond, onlyWithin: 4 * time.Second, onlyNext: 503},
+		modelExtra: []string{"failover_after_timeout"},
+		foPrimary:  1, foFallback: 1, foEstimated: true,
+		onlyStatus: 504, onlyAttempts: 1, onlyWithin: 3 * time.Second, onlyNext: 504},
 	{name: "cut-mid-stream", tokens: "cut", stream: true,
 		foPrimary: 1, foBroken: true,
 		onlyStatus: 200, onlyAttempts: 1, onlyBroken: true, onlyWithin: 3 * time.Second, onlyNext: 200},
@@ -101,10 +109,14 @@ func faultModels(up *upstream) string {
 		if fc.shape == "messages" {
 			proto, url = "family_b", b
 		}
-		s.WriteString("\t\tmodel " + fc.name + "-fo {\n" +
+		lines := ""
+		for _, l := range fc.modelExtra {
+			lines += "\t\t\t" + l + "\n"
+		}
+		s.WriteString("\t\tmodel " + fc.name + "-fo {\n" + lines +
 			candidate("faulty", proto, url, faultyName(fc, "fo"), fc.extra...) +
 			candidate("fallback", proto, url, fallbackName(fc), "priority 1") + "\t\t}\n")
-		s.WriteString("\t\tmodel " + fc.name + "-only {\n" + candidate("faulty", proto, url, faultyName(fc, "only"), fc.extra...) + "\t\t}\n")
+		s.WriteString("\t\tmodel " + fc.name + "-only {\n" + lines + candidate("faulty", proto, url, faultyName(fc, "only"), fc.extra...) + "\t\t}\n")
 	}
 	return s.String()
 }
@@ -157,7 +169,11 @@ func TestFaultInjection(t *testing.T) {
 				row := record(t, db, r.Header.Get("X-Switchyard-Request-Id"))
 				assert.Equal(t, fc.foPrimary+fc.foFallback, row.Attempts, "the record counts every attempt")
 				assert.Equal(t, map[bool]string{true: "fallback", false: "faulty"}[fc.foFallback > 0], row.Candidate)
-				assert.Zero(t, row.Estimated, "billed from the usage the upstream reported")
+				if fc.foEstimated {
+					assert.True(t, row.Estimated, "the abandoned attempt's input is billed too, estimated")
+				} else {
+					assert.False(t, row.Estimated, "billed from the usage the upstream reported")
+				}
 			}
 			n := g.bounded(t, "POST", path, body, headers...)
 			if fc.onlyStatus == 400 {
@@ -197,6 +213,13 @@ func TestFaultInjection(t *testing.T) {
 				row := record(t, db, r.Header.Get("X-Switchyard-Request-Id"))
 				assert.Equal(t, fc.onlyAttempts, row.Attempts, "the record counts the retry")
 				assert.Equal(t, 200, row.Status)
+			case fc.onlyStatus == 504:
+				e := familyA(t, r, 504, "server_error")
+				assert.Equal(t, "upstream_timeout", e.Get("code").Str)
+				row := record(t, db, r.Header.Get("X-Switchyard-Request-Id"))
+				assert.Equal(t, 504, row.Status)
+				assert.True(t, row.Estimated, "the work the upstream was given is billed, estimated")
+				assert.Positive(t, row.Input)
 			case fc.onlyStatus == 503:
 				e := familyA(t, r, 503, "service_unavailable")
 				assert.Equal(t, "routing_no_available_channel", e.Get("code").Str)

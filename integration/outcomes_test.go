@@ -31,7 +31,7 @@ func outcomeGateway(t *testing.T) *gateway {
 	erroring := newErroringStreamUpstream(t)
 	a, b := "http://"+up.hostport()+"/v1", "http://"+up.hostport()
 	silentThenGood := func(proto, url string) string {
-		return candidate("silent", proto, url, upstreamPrefix+"-x+silent", "priority 1", "first_byte_timeout 1s") +
+		return candidate("silent", proto, url, upstreamPrefix+"-x+silent", "priority 1", "first_byte_timeout 3s") +
 			candidate("good", proto, url, upstreamPrefix+"-good-after-deadline", "priority 2")
 	}
 	models := "" +

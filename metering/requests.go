@@ -67,9 +67,16 @@ type RequestLog interface {
 }
 
 // Flags derives a row's failed-over and retried flags from its attempts, and tells a
-// stream that ended in an error event from one served whole: both are stored as served.
+// stream that ended in an error event, or an attempt billed after the gateway gave up
+// waiting on it (a 504), from an answer served whole: all are stored as served, since
+// all are billed.
 func (r *RequestRow) Flags() {
 	r.FailedOver, r.Retried = false, false
+	if r.Outcome == OutcomeServed && r.Status >= 500 {
+		// The upstream had the whole request and the gateway's limit ran out: the
+		// client got the 504, and the work started upstream is billed.
+		r.Outcome = OutcomeFailed
+	}
 	for i, t := range r.Tries {
 		if t.StreamError != "" && r.Outcome == OutcomeServed {
 			r.Outcome = OutcomeStreamError

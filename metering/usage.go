@@ -95,11 +95,19 @@ type Answer struct {
 	Prices             routing.Prices
 	Latency, TTFB      time.Duration
 	Attempts           int
+	// Abandoned counts attempts given up after their upstream had the whole request
+	// (the gateway's own timeout) besides the one the answer stands for: the upstream
+	// started that work too, so each adds the request's input, estimated.
+	Abandoned int
 }
 
 // NewRecord bills and prices an answer and makes its ledger record.
 func NewRecord(a Answer, now time.Time) *Record {
 	u := Bill(a.Obs, a.RequestInputTokens)
+	if a.Abandoned > 0 && a.Obs.Billable && a.RequestInputTokens != nil {
+		u.Input += int64(a.Abandoned) * a.RequestInputTokens()
+		u.Estimated = true
+	}
 	return &Record{
 		RequestID:  a.RequestID,
 		KeyID:      a.KeyID,

@@ -3,6 +3,7 @@ package metering
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 
@@ -208,4 +209,28 @@ func TestFinalUsageWinsWithoutATerminator(t *testing.T) {
 			assert.Equal(t, c.want, Bill(c.obs, nil))
 		})
 	}
+}
+
+// An attempt the gateway gave up on after its upstream had the whole request is billed
+// its input, estimated: on its own (nothing came) and on top of another candidate's
+// answer that then served the request.
+func TestAbandonedAttemptsAreBilledTheirInput(t *testing.T) {
+	prices := routing.Prices{Input: 2_000_000, Output: 8_000_000}
+	input := func() int64 { return 400 }
+
+	alone := NewRecord(Answer{Obs: protocols.Observation{Billable: true}, RequestInputTokens: input, Prices: prices}, time.Now())
+	assert.Equal(t, int64(400), alone.Usage.Input)
+	assert.Zero(t, alone.Usage.Output)
+	assert.True(t, alone.Usage.Estimated)
+	assert.Equal(t, int64(800), alone.CostMicros)
+
+	served := answered(protocols.KindChat, `{"model":"m","usage":{"prompt_tokens":7,"completion_tokens":1}}`)
+	after := NewRecord(Answer{Obs: served, RequestInputTokens: input, Prices: prices, Abandoned: 2}, time.Now())
+	assert.Equal(t, int64(7+2*400), after.Usage.Input, "the answer's own input and each abandoned attempt's")
+	assert.Equal(t, int64(1), after.Usage.Output)
+	assert.True(t, after.Usage.Estimated)
+
+	plain := NewRecord(Answer{Obs: served, RequestInputTokens: input, Prices: prices}, time.Now())
+	assert.Equal(t, int64(7), plain.Usage.Input)
+	assert.False(t, plain.Usage.Estimated)
 }

@@ -126,6 +126,23 @@ func ErrDeadline(f Family, model string, timeout time.Duration) *APIError {
 			"a slow or silent candidate used it up before another could be tried", model, limit)
 }
 
+// CodeUpstreamTimeout is the code of ErrUpstreamTimeout.
+const CodeUpstreamTimeout = "upstream_timeout"
+
+// ErrUpstreamTimeout is the 504 for a request whose upstream had the whole request and
+// did not answer within the gateway's limit, named as the configuration names it
+// (header_timeout, first_byte_timeout, first_token_timeout, idle_timeout,
+// request_timeout). The upstream may still be doing the work, which is billed, so the
+// gateway did not send it again, and SDKs are told not to either: a retry would start
+// the work once more, and likely time out the same way.
+func ErrUpstreamTimeout(f Family, model, limit string, d time.Duration) *APIError {
+	e := Errorf(f, http.StatusGatewayTimeout, CodeUpstreamTimeout,
+		"model '%s': the upstream had the whole request but did not answer within the gateway's %s (%s); it may still be working on it, so the request was not sent again",
+		model, limit, d)
+	e.NoRetry = true
+	return e
+}
+
 // ErrSubOperationNotOffered is the 404 when no candidate of the model offers a
 // sub-operation (token counts, compaction).
 func ErrSubOperationNotOffered(op Operation, model string) *APIError {

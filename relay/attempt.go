@@ -32,33 +32,60 @@ type attemptClock struct {
 	// limit.
 	due        atomic.Int64
 	byDeadline atomic.Bool
+	// running names the limit in force as the configuration does (header_timeout,
+	// first_byte_timeout, first_token_timeout, idle_timeout), and runningFor its length:
+	// what a client is told ran out.
+	running atomic.Pointer[limit]
 }
 
-// limitFirstByte sets the limit before the answer's first byte to d from now, or to the
+// limit is one of a candidate's time limits, by its configuration name.
+type limit struct {
+	name string
+	d    time.Duration
+}
+
+// requestTimeoutName is the request deadline's name among the limits: the model's
+// request_timeout, which is the request's, not a candidate's.
+const requestTimeoutName = "request_timeout"
+
+// limitFirstByte sets the limit before the answer's first byte to l from now, or to the
 // request's deadline when that comes first.
-func (c *attemptClock) limitFirstByte(d time.Duration, dl *deadline) {
+func (c *attemptClock) limitFirstByte(l limit, dl *deadline) {
 	now := time.Now()
+	d := l.d
 	left, ok := dl.left(now)
 	byDeadline := ok && left < d
 	if byDeadline {
 		d = max(left, 0)
 	}
 	c.byDeadline.Store(byDeadline)
+	c.running.Store(&l)
 	c.due.Store(now.Add(d).UnixNano())
 	c.timer.Reset(d)
+}
+
+// ranOut is the limit that ended the attempt: the one in force when the clock fired, or
+// the transport's own header timeout.
+func (c *attemptClock) ranOut(transportHeader time.Duration) limit {
+	if c.timedOut.Load() {
+		if l := c.running.Load(); l != nil {
+			return *l
+		}
+	}
+	return limit{"header_timeout", transportHeader}
 }
 
 // limitFirstEvent gives a stream whose headers came d for its first event, within what
 // the limit before the first byte leaves. Once the client has left, only the grace for
 // reading on counts.
-func (c *attemptClock) limitFirstEvent(d time.Duration, dl *deadline) {
+func (c *attemptClock) limitFirstEvent(l limit, dl *deadline) {
 	if c.clientLeft.Load() {
 		return
 	}
-	if left := time.Until(time.Unix(0, c.due.Load())); left < d {
+	if left := time.Until(time.Unix(0, c.due.Load())); left < l.d {
 		return // the limit already running is the shorter
 	}
-	c.limitFirstByte(d, dl)
+	c.limitFirstByte(l, dl)
 }
 
 func startClock(firstByte, idle time.Duration, cancel context.CancelFunc) *attemptClock {
@@ -74,6 +101,7 @@ func startClock(firstByte, idle time.Duration, cancel context.CancelFunc) *attem
 // has gone: then only the grace counts.
 func (c *attemptClock) activity() {
 	if !c.clientLeft.Load() {
+		c.running.Store(&limit{"idle_timeout", c.idle})
 		c.timer.Reset(c.idle)
 	}
 }
@@ -94,6 +122,19 @@ func (a *attempt) run() bool {
 	if a.att.Reason == routing.ReasonTimeout && a.clock.byDeadline.Load() {
 		// The request's deadline, not the candidate's own limit, ended it.
 		a.att.Reason = routing.ReasonDeadline
+	}
+	// Only a body that passed whole (not a slow client's body still arriving, nor one that
+	// failed) can have reached the upstream whole.
+	wholeWithUpstream := a.delivered.Load() && !a.att.Blameless && a.bodyErr == nil && a.req.Body.Parsed() != nil
+	if !committed && wholeWithUpstream && (a.att.Reason == routing.ReasonTimeout || a.att.Reason == routing.ReasonDeadline) {
+		// The upstream had the whole request and may be generating (and billing) the
+		// answer still: asking again would start the work again. A long generation is the
+		// request's doing as much as the candidate's, so its health does not move either.
+		a.att.Abandoned = true
+		a.abandonedAt = a.clock.ranOut(headerTimeout(a.up.Candidate))
+		if a.att.Reason == routing.ReasonDeadline {
+			a.abandonedAt = limit{requestTimeoutName, a.deadline.timeout}
+		}
 	}
 	return committed
 }
@@ -134,13 +175,12 @@ func (a *attempt) send() bool {
 	// upstream can do (and bill) the work, so its answer is read on for billing.
 	attemptCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	// delivered is set once the transport has taken the whole body; opened is the body
+	// a.delivered is set once the transport has taken the whole body; opened is the body
 	// the transport reads now.
-	var (
-		delivered atomic.Bool
-		opened    atomic.Pointer[deliveryWatch]
-	)
+	var opened atomic.Pointer[deliveryWatch]
+	delivered := &a.delivered
 
+	a.delivered.Store(false)
 	// upload is the body the transport reads; it may open it again on a new connection.
 	upload := req.Body.Open(cand.UpstreamModel, req.DeclaredOutputCap)
 	length := upload.Length()
@@ -157,10 +197,10 @@ func (a *attempt) send() bool {
 	})
 	defer a.clock.stop()
 	// Every body the transport reads, a reopened one too, is watched for its delivery.
-	body := watchDelivery(upload, length, &delivered, &opened)
+	body := watchDelivery(upload, length, delivered, &opened)
 	reopenBody := func() (io.ReadCloser, error) {
 		upload = req.Body.Open(cand.UpstreamModel, req.DeclaredOutputCap)
-		return watchDelivery(upload, length, &delivered, &opened), nil
+		return watchDelivery(upload, length, delivered, &opened), nil
 	}
 	stopWatching := context.AfterFunc(a.ctx, func() {
 		switch {
@@ -246,7 +286,7 @@ func (a *attempt) answer(resp *http.Response, injectedUsage, early bool) bool {
 	a.att.Status = resp.StatusCode
 	mt := mediaType(resp.Header)
 	if a.att.Reason = classifyStatus(req.Op, resp.StatusCode, mt); a.att.Reason != routing.ReasonNone {
-		a.att.RetryAfter = routing.RetryAfterSeconds(resp.Header, time.Now())
+		a.att.RetryAfter = routing.RetryAfter(resp.Header, time.Now(), up.HealthFor(req.Op).MaxPause())
 		a.att.Blameless = early
 		// Read a little so the connection can be reused; the body is not shown to anyone.
 		_, _ = io.CopyN(io.Discard, resp.Body, 64<<10)
@@ -306,6 +346,10 @@ type attempt struct {
 
 	// Set as the attempt runs.
 	clock *attemptClock
+	// delivered is set once the upstream has the whole body; abandonedAt names the limit
+	// that ran out after that, when one did (att.Abandoned).
+	delivered   atomic.Bool
+	abandonedAt limit
 	// again asks for the attempt to be made once more with the whole body; bodyErr is the
 	// client's error when its body failed while it was being forwarded.
 	again   bool
@@ -374,26 +418,30 @@ func (d *deliveryWatch) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func firstByteLimit(c *routing.Candidate, streamed bool) time.Duration {
+func firstByteLimit(c *routing.Candidate, streamed bool) limit {
 	switch {
 	case c.Timeouts.FirstByte > 0:
-		return c.Timeouts.FirstByte
+		return limit{"first_byte_timeout", c.Timeouts.FirstByte}
 	case streamed:
-		return DefaultStreamFirstByte
+		return limit{"first_byte_timeout", DefaultStreamFirstByte}
 	}
 	// A non-streamed answer's first byte comes when the generation is done: only the
 	// header timeout bounds it.
+	return limit{"header_timeout", headerTimeout(c)}
+}
+
+func headerTimeout(c *routing.Candidate) time.Duration {
 	if c.Timeouts.Header > 0 {
 		return c.Timeouts.Header
 	}
 	return DefaultHeaderTimeout
 }
 
-func firstEventLimit(c *routing.Candidate) time.Duration {
+func firstEventLimit(c *routing.Candidate) limit {
 	if c.Timeouts.FirstToken > 0 {
-		return c.Timeouts.FirstToken
+		return limit{"first_token_timeout", c.Timeouts.FirstToken}
 	}
-	return DefaultFirstToken
+	return limit{"first_token_timeout", DefaultFirstToken}
 }
 
 func idleLimit(c *routing.Candidate) time.Duration {

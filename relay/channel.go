@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
+	"sync/atomic"
 
 	"github.com/switchyard-gw/switchyard/channel"
 	"github.com/switchyard-gw/switchyard/protocols"
@@ -76,6 +78,15 @@ func (a *attempt) sendThroughChannel() bool {
 	}
 	// The client's query (Claude Code's ?beta=true) is not the channel's: its URL is
 	// the channel's own, and a signature covers it as built.
+	a.delivered.Store(false)
+	if upReq.Body != nil && upReq.Body != http.NoBody {
+		var opened atomic.Pointer[deliveryWatch]
+		length := upReq.ContentLength
+		if length <= 0 {
+			length = -1 // not known: delivered at its end
+		}
+		upReq.Body = watchDelivery(upReq.Body, length, &a.delivered, &opened)
+	}
 	resp, err := up.transport.RoundTrip(upReq)
 	giveBack() // the body has gone: an answer, even a long stream, holds none of it
 	if err != nil {

@@ -18,8 +18,6 @@ const (
 	probeAnswerTime = 5 * time.Second
 	maxProbeTime    = 10 * time.Second
 	probeBodyLimit  = 64 << 10
-	// maxProbeRetryAfter caps the pause a probe's answer may ask for.
-	maxProbeRetryAfter = time.Hour
 )
 
 // probeVersion is the Family B version the probe asks for: the one every Family B
@@ -65,8 +63,8 @@ func (u *Upstream) Probe(ctx context.Context) routing.ProbeOutcome {
 	}
 	out := routing.ProbeOutcome{Result: routing.ProbeFail}
 	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
-		// Honoured, up to an hour: a larger number is more likely a mistake than a plan.
-		out.RetryAfter = time.Duration(min(routing.RetryAfterSeconds(resp.Header, time.Now()), maxProbeRetryAfter.Seconds()) * float64(time.Second))
+		// Honoured up to max_cooldown, as a live answer's is.
+		out.RetryAfter = routing.RetryAfter(resp.Header, time.Now(), u.Health.MaxPause())
 	}
 	return out
 }

@@ -83,8 +83,8 @@ func TestProbeClassification(t *testing.T) {
 		{429, nil, routing.ProbeFail, 0},
 		{429, map[string]string{"Retry-After": "7"}, routing.ProbeFail, 7 * time.Second},
 		{503, map[string]string{"Retry-After-Ms": "1500"}, routing.ProbeFail, 1500 * time.Millisecond},
-		{503, map[string]string{"Retry-After": "99999999999"}, routing.ProbeFail, time.Hour},
-		{500, map[string]string{"Retry-After": "7"}, routing.ProbeFail, 0}, // only a 429 or 503 asks for a pause
+		{503, map[string]string{"Retry-After": "99999999999"}, routing.ProbeFail, routing.DefaultHealthPolicy.MaxCooldown}, // at most max_cooldown
+		{500, map[string]string{"Retry-After": "7"}, routing.ProbeFail, 0},                                                 // only a 429 or 503 asks for a pause
 	} {
 		up := probeUpstream(t, protocols.FamilyA, "/v1", routing.Timeouts{}, func(w http.ResponseWriter, r *http.Request) {
 			for k, v := range tc.header {

@@ -236,10 +236,13 @@ func TestAFirstEventLimitMovesOnFromASilentStream(t *testing.T) {
 	}, routing.Timeouts{FirstToken: 200 * time.Millisecond})
 	quick := testUpstream(t, "quick", sseHandler(chatStream(hiddenModel), false), routing.Timeouts{})
 	began := time.Now()
-	r := serveRecorded(t, chatRequest(t, protocols.KindChat, streamedChat), silent, quick)
+	req := chatRequest(t, protocols.KindChat, streamedChat)
+	req.FailoverAfterTimeout = true
+	r := serveRecorded(t, req, silent, quick)
 	require.Nil(t, r.err)
 	assert.Equal(t, "quick", r.out.Served.Candidate.Name)
 	assert.Equal(t, routing.ReasonTimeout, r.out.Attempts[0].Reason)
+	assert.True(t, r.out.Attempts[0].Abandoned, "the upstream had the whole body")
 	assert.Less(t, time.Since(began), 5*time.Second, "moved on at the first-event limit, not the first-byte one (60 s)")
 }
 
@@ -257,7 +260,9 @@ func TestTheFirstByteLimitStillBoundsTheFirstEvent(t *testing.T) {
 	}, routing.Timeouts{FirstByte: 200 * time.Millisecond, FirstToken: time.Minute})
 	quick := testUpstream(t, "quick", sseHandler(chatStream(hiddenModel), false), routing.Timeouts{})
 	began := time.Now()
-	r := serveRecorded(t, chatRequest(t, protocols.KindChat, streamedChat), silent, quick)
+	req := chatRequest(t, protocols.KindChat, streamedChat)
+	req.FailoverAfterTimeout = true
+	r := serveRecorded(t, req, silent, quick)
 	require.Nil(t, r.err)
 	assert.Equal(t, "quick", r.out.Served.Candidate.Name)
 	assert.Less(t, time.Since(began), 5*time.Second, "a longer first-event limit does not stretch the first-byte limit")

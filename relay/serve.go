@@ -47,6 +47,11 @@ type Request struct {
 	// Timeout is the model's request deadline: what the request may spend, from its whole
 	// body on, before an answer's first byte (zero: no deadline beyond each attempt's).
 	Timeout time.Duration
+	// FailoverAfterTimeout lets a request whose attempt timed out after the upstream had
+	// the whole body go on to the next candidate. Off, the request ends there with a 504:
+	// the upstream may still be doing (and billing) the work, and another candidate would
+	// do it again.
+	FailoverAfterTimeout bool
 	// Preferred is the Identity of the candidate that served this conversation last;
 	// it is tried first while it is available.
 	Preferred string
@@ -73,12 +78,17 @@ type Attempt struct {
 	// Start is when the attempt began, after its wait; Duration is how long it took.
 	Start    time.Time
 	Duration time.Duration
-	// RetryAfter is the upstream's retry hint in seconds, when it gave one.
-	RetryAfter float64
+	// RetryAfter is the pause the upstream asked for, when it gave one, bounded by the
+	// candidate's max_cooldown (routing.RetryAfter).
+	RetryAfter time.Duration
 	// Blameless is a failure that came while the client's body was still being
 	// forwarded: a slow client could have caused it, so the candidate's health does not
 	// move (a failed dial is always the candidate's).
 	Blameless bool
+	// Abandoned is a timeout (the candidate's, or the request's deadline) after the
+	// upstream had the whole body: it may still be generating, and billing, the answer.
+	// It is not retried, does not move health, and is billed (Outcome.Abandoned).
+	Abandoned bool
 }
 
 // Outcome describes how a request went, for logs, metrics, health and metering.
@@ -103,19 +113,29 @@ type Outcome struct {
 	Obs protocols.Observation
 	// Latency runs from the start of Serve to the end of the answer, when Finalize runs.
 	Latency time.Duration
+	// Abandoned counts the attempts given up after the upstream had the whole body
+	// (Attempt.Abandoned) whose work the answer Finalize records does not already stand
+	// for: each is billed the request's input, estimated.
+	Abandoned int
+	// TimedOut is set when the request ended with a 504 because an attempt was
+	// abandoned: Served is then that attempt's candidate, billed for the work it was
+	// given, and no answer reached the client.
+	TimedOut bool
 
 	start     time.Time
 	finalized bool
 }
 
 // Result names how the request ended, for metrics: success, client_error (an upstream
-// 4xx passed back), stream_error, client_gone, deadline or no_channel.
+// 4xx passed back), stream_error, client_gone, deadline, upstream_timeout or no_channel.
 func (out *Outcome) Result() string {
 	switch {
 	case out.ClientGone:
 		return "client_gone"
-	case out.Served == nil && out.DeadlineExceeded:
+	case out.DeadlineExceeded:
 		return "deadline"
+	case out.TimedOut:
+		return "upstream_timeout"
 	case out.Served == nil:
 		return "no_channel"
 	case out.StreamError != nil:
@@ -133,6 +153,14 @@ func (out *Outcome) finalize(req *Request, up *Upstream) {
 	}
 	out.finalized = true
 	out.Served = up
+	for _, a := range out.Attempts {
+		if a.Abandoned {
+			out.Abandoned++
+		}
+	}
+	if out.TimedOut {
+		out.Abandoned-- // the record Finalize makes is this attempt's own
+	}
 	out.Latency = time.Since(out.start)
 	if req.Finalize != nil {
 		req.Finalize(out)
@@ -191,6 +219,12 @@ func Serve(ctx context.Context, w http.ResponseWriter, req *Request, upstreams [
 		s.out.ClientGone = true
 		return s.out, nil
 	}
+	if s.abandoned != nil {
+		// Failed over after a timeout and no other candidate served: the request ends as
+		// it would have without failing over, billed for the first abandoned attempt.
+		s.timedOut(s.abandoned)
+		return s.out, s.err
+	}
 	if s.outOfTime {
 		// The request's own time ran out, not its candidates: saying none was available
 		// would send the client to retry a request that needs a longer deadline.
@@ -219,6 +253,15 @@ type serving struct {
 	// outOfTime is set once the deadline cut an attempt short or left a candidate
 	// untried.
 	outOfTime bool
+	// abandoned is the first attempt given up after the upstream had the whole body.
+	abandoned *abandonedAttempt
+}
+
+// abandonedAttempt is an attempt the gateway gave up on after its upstream had the whole
+// body, and the limit that ran out.
+type abandonedAttempt struct {
+	up  *Upstream
+	ran limit
 }
 
 // retryLater is a retry waiting for its time.
@@ -267,7 +310,11 @@ func (s *serving) try(pos, n int, wait time.Duration) bool {
 		return true
 	case s.ctx.Err() != nil:
 		// The client left; that says nothing about the candidate, whether its answer
-		// was read on and metered (Served is then set) or not. No other is tried.
+		// was read on and metered (Served is then set) or not. No other is tried. An
+		// answer the read-on gave up on was still work the upstream had: billed.
+		if att.Abandoned {
+			s.billAbandoned(&abandonedAttempt{up: up, ran: a.abandonedAt})
+		}
 		att.Reason = routing.ReasonClientGone
 		health.Release(admission)
 		out.ClientGone = true
@@ -276,6 +323,18 @@ func (s *serving) try(pos, n int, wait time.Duration) bool {
 		health.Release(admission)
 		s.err = a.bodyErr
 		return true
+	case att.Abandoned:
+		// Not retried and not held against the candidate; billed. Failing over would have
+		// another upstream start the same work, which the operator may allow.
+		health.Release(admission)
+		if s.abandoned == nil {
+			s.abandoned = &abandonedAttempt{up: up, ran: a.abandonedAt}
+		}
+		if !s.req.FailoverAfterTimeout || att.Reason == routing.ReasonDeadline {
+			s.timedOut(s.abandoned)
+			return true
+		}
+		return false
 	case att.Reason == routing.ReasonDeadline:
 		health.Release(admission)
 		s.outOfTime = true
@@ -293,14 +352,43 @@ func (s *serving) try(pos, n int, wait time.Duration) bool {
 	health.RecordFailure(admission, att.Reason, hint, end)
 	// A pause asked for that is longer than the longest back-off is the client's to wait
 	// out, told by Retry-After; a retry that could not start before the deadline is not
-	// made either. The request then fails over, or is answered, at once.
-	if retry := up.Candidate.Retry; n < retry.Retries && routing.Retryable(att.Reason, att.Status) && hint <= retry.MaxBackoff {
+	// made either. The request then fails over, or is answered, at once. Nor does one
+	// request make more attempts on a candidate than would open its circuit: a probe that
+	// passes in between must not let its retries go on failing there.
+	retry := up.Candidate.Retry
+	if n < retry.Retries && n+1 < health.FailureThreshold() && routing.Retryable(att.Reason, att.Status) && hint <= retry.MaxBackoff {
 		wait := retry.Wait(n+1, hint, rand.Float64())
 		if at := end.Add(wait); !s.deadline.passed(at) {
 			s.retries = append(s.retries, retryLater{pos: pos, n: n + 1, at: at, wait: wait})
 		}
 	}
 	return false
+}
+
+// timedOut ends the request with a 504 naming the limit that ran out, and bills the
+// abandoned attempt: its upstream had the whole request, so the work was started.
+func (s *serving) timedOut(ab *abandonedAttempt) {
+	s.billAbandoned(ab)
+	if ab.ran.name == requestTimeoutName {
+		// The request's own deadline ran out, not a limit of the candidate's: told as
+		// the deadline, and not to be sent again, since the upstream had the work.
+		s.out.DeadlineExceeded = true
+		e := protocols.ErrDeadline(s.req.Op.Family, s.req.ServiceModel, ab.ran.d)
+		e.NoRetry = true
+		s.err = e
+		return
+	}
+	s.err = protocols.ErrUpstreamTimeout(s.req.Op.Family, s.req.ServiceModel, ab.ran.name, ab.ran.d)
+}
+
+// billAbandoned records the abandoned attempt through Finalize, as a 504: nothing of the
+// answer came, so its input is billed as admission estimates it, flagged estimated.
+func (s *serving) billAbandoned(ab *abandonedAttempt) {
+	out, req := s.out, s.req
+	out.TimedOut = true
+	out.Status = http.StatusGatewayTimeout
+	out.Obs = protocols.Observation{Billable: req.Op.Generates()}
+	out.finalize(req, ab.up)
 }
 
 // waitUntil waits for t; it reports false when the client left meanwhile.
@@ -351,7 +439,7 @@ func (d *deadline) passed(t time.Time) bool {
 // Retry-After (or retry-after-ms).
 func cooldownHint(a Attempt) time.Duration {
 	if a.RetryAfter > 0 && (a.Status == http.StatusTooManyRequests || a.Status == http.StatusServiceUnavailable) {
-		return time.Duration(a.RetryAfter * float64(time.Second))
+		return a.RetryAfter
 	}
 	return 0
 }

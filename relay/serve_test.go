@@ -339,7 +339,9 @@ func TestIdleLimitWhileReadingAJSONAnswer(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"id":"y","model":"m"}`))
 	}, routing.Timeouts{})
-	r := serveRecorded(t, chatRequest(t, protocols.KindChat, `{"model":"svc","messages":[]}`), stalling, good)
+	req := chatRequest(t, protocols.KindChat, `{"model":"svc","messages":[]}`)
+	req.FailoverAfterTimeout = true
+	r := serveRecorded(t, req, stalling, good)
 	require.Nil(t, r.err)
 	assert.Equal(t, "good", r.out.Served.Candidate.Name)
 	assert.Equal(t, routing.ReasonTimeout, r.out.Attempts[0].Reason)
@@ -475,7 +477,9 @@ func TestFirstByteLimitFailsOverASilentStream(t *testing.T) {
 		w.(http.Flusher).Flush() // headers, then nothing
 		<-r.Context().Done()
 	}, routing.Timeouts{FirstByte: 150 * time.Millisecond})
-	r := serveRecorded(t, chatRequest(t, protocols.KindChat, streamedChat), silent,
+	req := chatRequest(t, protocols.KindChat, streamedChat)
+	req.FailoverAfterTimeout = true
+	r := serveRecorded(t, req, silent,
 		testUpstream(t, "good", sseHandler(chatStream(hiddenModel), false), routing.Timeouts{}))
 	require.Nil(t, r.err)
 	assert.Equal(t, "good", r.out.Served.Candidate.Name)

@@ -114,6 +114,9 @@ type Model struct {
 	// RequestTimeout bounds what one request may spend before an answer's first byte:
 	// every attempt, retry, wait and failover together. Zero: none beyond each attempt's.
 	RequestTimeout time.Duration
+	// FailoverAfterTimeout lets a request go on to the next candidate after an attempt
+	// timed out once its upstream had the whole body (off: it ends with a 504, billed).
+	FailoverAfterTimeout bool
 }
 
 // Supports reports whether the model is supplied on the family.

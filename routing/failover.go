@@ -1,8 +1,8 @@
 package routing
 
 import (
+	"errors"
 	"fmt"
-	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -52,25 +52,48 @@ func FailoverStatus(code int) bool {
 	return false
 }
 
-// RetryAfterSeconds reads an upstream's retry hint, preferring the millisecond header; a
-// date is read as the time left from now. It returns 0 when neither is set or parsable.
-func RetryAfterSeconds(h http.Header, now time.Time) float64 {
+// RetryAfter reads an upstream's request for a pause, preferring the millisecond header
+// (a date is read as the time left from now), bounded by limit: every hint, from a live
+// answer, a probe or a channel, is read here, so none can pause a candidate for longer
+// than its configuration allows. A value past limit, however large (one that would
+// overflow a time.Duration too), is read as limit, never as no hint at all. It returns 0
+// when neither header is set, parses or is positive.
+func RetryAfter(h http.Header, now time.Time, limit time.Duration) time.Duration {
+	if limit <= 0 {
+		return 0
+	}
+	seconds := 0.0
 	if ms := h.Get("Retry-After-Ms"); ms != "" {
-		if v, err := strconv.ParseFloat(ms, 64); err == nil && v > 0 && !math.IsInf(v, 1) {
-			return v / 1000
+		if v, ok := positiveNumber(ms); ok {
+			seconds = v / 1000
 		}
 	}
-	if s := h.Get("Retry-After"); s != "" {
-		if v, err := strconv.ParseFloat(s, 64); err == nil && v > 0 && !math.IsInf(v, 1) {
-			return v
-		}
-		if t, err := http.ParseTime(s); err == nil {
-			if d := t.Sub(now).Seconds(); d > 0 {
-				return d
-			}
+	if s := h.Get("Retry-After"); seconds == 0 && s != "" {
+		if v, ok := positiveNumber(s); ok {
+			seconds = v
+		} else if t, err := http.ParseTime(s); err == nil && t.After(now) {
+			// Sub saturates at the largest duration rather than overflowing.
+			seconds = t.Sub(now).Seconds()
 		}
 	}
-	return 0
+	// NaN fails both comparisons and gives no hint; +Inf and anything past limit is limit.
+	switch {
+	case !(seconds > 0):
+		return 0
+	case seconds >= limit.Seconds():
+		return limit
+	}
+	return time.Duration(seconds * float64(time.Second))
+}
+
+// positiveNumber reads a positive number; one too large for a float64 reads as +Inf (a
+// very long pause, not junk).
+func positiveNumber(s string) (float64, bool) {
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
+		return 0, false
+	}
+	return v, v > 0
 }
 
 // ParsePrice turns a decimal price per million tokens ("0.15", "3", "12.5") into

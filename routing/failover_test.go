@@ -31,37 +31,48 @@ func TestFailoverStatus(t *testing.T) {
 	}
 }
 
-func TestRetryAfterSeconds(t *testing.T) {
+func TestRetryAfter(t *testing.T) {
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	const limit = 5 * time.Minute
 
 	cases := []struct {
 		name string
 		h    http.Header
-		want float64
+		want time.Duration
 	}{
 		{"none", http.Header{}, 0},
-		{"seconds", http.Header{"Retry-After": {"20"}}, 20},
-		{"fractional seconds", http.Header{"Retry-After": {"1.5"}}, 1.5},
-		{"milliseconds", http.Header{"Retry-After-Ms": {"19500"}}, 19.5},
-		{"milliseconds preferred", http.Header{"Retry-After-Ms": {"250"}, "Retry-After": {"1"}}, 0.25},
-		{"junk milliseconds fall back to seconds", http.Header{"Retry-After-Ms": {"soon"}, "Retry-After": {"3"}}, 3},
-		{"zero milliseconds fall back to seconds", http.Header{"Retry-After-Ms": {"0"}, "Retry-After": {"3"}}, 3},
-		{"http date", http.Header{"Retry-After": {"Sun, 22 Nov 2026 12:00:30 GMT"}}, 30},
+		{"seconds", http.Header{"Retry-After": {"20"}}, 20 * time.Second},
+		{"fractional seconds", http.Header{"Retry-After": {"1.5"}}, 1500 * time.Millisecond},
+		{"milliseconds", http.Header{"Retry-After-Ms": {"19500"}}, 19500 * time.Millisecond},
+		{"milliseconds preferred", http.Header{"Retry-After-Ms": {"250"}, "Retry-After": {"1"}}, 250 * time.Millisecond},
+		{"junk milliseconds fall back to seconds", http.Header{"Retry-After-Ms": {"soon"}, "Retry-After": {"3"}}, 3 * time.Second},
+		{"zero milliseconds fall back to seconds", http.Header{"Retry-After-Ms": {"0"}, "Retry-After": {"3"}}, 3 * time.Second},
+		{"http date", http.Header{"Retry-After": {"Sun, 22 Nov 2026 12:00:30 GMT"}}, 30 * time.Second},
 		{"http date in the past", http.Header{"Retry-After": {"Sun, 22 Nov 2026 11:59:00 GMT"}}, 0},
 		{"zero", http.Header{"Retry-After": {"0"}}, 0},
 		{"negative", http.Header{"Retry-After": {"-5"}}, 0},
 		{"negative milliseconds", http.Header{"Retry-After-Ms": {"-5"}}, 0},
 		{"junk", http.Header{"Retry-After": {"in a while"}}, 0},
-		{"junk infinity", http.Header{"Retry-After": {"Infinity"}}, 0},
-		{"junk infinite milliseconds", http.Header{"Retry-After-Ms": {"+Inf"}}, 0},
 		{"junk NaN", http.Header{"Retry-After": {"NaN"}}, 0},
 		{"empty", http.Header{"Retry-After": {""}}, 0},
+		{"tiny underflow", http.Header{"Retry-After": {"1e-400"}}, 0},
+		// However long the pause asked for, it is the limit: never ignored, never longer.
+		{"just past the limit", http.Header{"Retry-After": {"301"}}, limit},
+		{"31 years", http.Header{"Retry-After": {"999999999"}}, limit},
+		{"past a duration's range", http.Header{"Retry-After": {"9999999999999"}}, limit},
+		{"past a float's range", http.Header{"Retry-After": {"1e400"}}, limit},
+		{"infinity", http.Header{"Retry-After": {"Infinity"}}, limit},
+		{"infinite milliseconds", http.Header{"Retry-After-Ms": {"+Inf"}}, limit},
+		{"huge milliseconds", http.Header{"Retry-After-Ms": {"99999999999999999999"}}, limit},
+		{"http date in 2100", http.Header{"Retry-After": {"Fri, 01 Jan 2100 00:00:00 GMT"}}, limit},
+		{"http date past a duration's range", http.Header{"Retry-After": {"Mon, 01 Jan 9999 00:00:00 GMT"}}, limit},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			assert.InDelta(t, tc.want, RetryAfterSeconds(tc.h, now), 1e-9)
+			assert.Equal(t, tc.want, RetryAfter(tc.h, now, limit))
 		})
 	}
+	assert.Zero(t, RetryAfter(http.Header{"Retry-After": {"20"}}, now, 0), "no room for a pause: none")
 }
 
 func TestParsePrice(t *testing.T) {

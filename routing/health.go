@@ -36,7 +36,8 @@ type HealthPolicy struct {
 	Window           time.Duration
 	// Cooldown is how long the circuit stays open after its first trip; each further
 	// trip without a success in between doubles it, up to MaxCooldown.
-	Cooldown    time.Duration
+	Cooldown time.Duration
+	// MaxCooldown also bounds a pause the upstream asks for (Retry-After).
 	MaxCooldown time.Duration
 	// HalfOpenProbes is how many live requests may probe a half-open candidate at once.
 	HalfOpenProbes int
@@ -283,7 +284,9 @@ func (h *Health) recordFailureLocked(a Admission, reason Reason, retryAfter time
 	h.lastFailure = reason
 
 	if retryAfter > 0 {
-		h.openFor(retryAfter, now, true)
+		// However the hint was read, a pause never outlasts max_cooldown: one header must
+		// not take a candidate out for longer than the operator's own worst case.
+		h.openFor(min(retryAfter, h.policy.MaxCooldown), now, true)
 		return
 	}
 	if h.state != Closed && a != Probe {
@@ -364,8 +367,9 @@ func (h *Health) trip(now time.Time) {
 	h.nextProbe = now.Add(h.probeWait)
 }
 
-// openFor opens the circuit for d; paused says the upstream asked for it, so it ends in
-// half-open whether background probes are on or not.
+// openFor opens the circuit for d; paused says the upstream asked for it: it is then not
+// probed before it ends, and ends in half-open, with a background probe due at once
+// where a prober looks after the candidate.
 func (h *Health) openFor(d time.Duration, now time.Time, paused bool) {
 	until := now.Add(d)
 	if h.state == Open && h.openUntil.After(until) {
@@ -383,6 +387,52 @@ func (h *Health) openFor(d time.Duration, now time.Time, paused bool) {
 	h.probeLease = time.Time{}
 	h.failures = h.failures[:0]
 	h.lastChange = now
+	if paused {
+		// Where background probes look after the candidate, one is due when the pause
+		// ends (pauseOver), so that it comes back without waiting for traffic.
+		h.nextProbe = until
+		h.probeWait = h.policy.ProbeInterval
+	}
+}
+
+// FailureThreshold is how many failures open the circuit: also the most attempts one
+// request makes on the candidate, so that its retries alone never decide its health.
+func (h *Health) FailureThreshold() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.policy.FailureThreshold
+}
+
+// MaxPause is the longest an upstream's Retry-After can pause the candidate: its
+// max_cooldown.
+func (h *Health) MaxPause() time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.policy.MaxCooldown
+}
+
+// Reset forgets what the candidate's health has learnt (its circuit, cooldown or pause,
+// recent failures, trips, success rate, latency and a probe's 404), so that it takes
+// traffic again at once: an operator's way out when a candidate was taken out for a
+// reason they know has passed. A probe or probe slot under way stays counted until it
+// ends, but its result no longer applies.
+func (h *Health) Reset(now time.Time) {
+	h.mu.Lock()
+	was := h.state
+	h.state = Closed
+	h.failures = h.failures[:0]
+	h.trips = 0
+	h.openUntil = time.Time{}
+	h.paused = false
+	h.openings++
+	h.nextProbe, h.probeWait, h.probeLease = time.Time{}, 0, time.Time{}
+	h.noProbe = false
+	h.onTrial = false
+	h.successRate, h.rateAt = 1, now
+	h.ttfb = 0
+	h.lastFailure = ReasonNone
+	h.lastChange = now
+	h.unlockAndNotify(was, now)
 }
 
 // decayedSuccessRate is the success rate with past failures fading: half of their weight
@@ -435,6 +485,9 @@ type Snapshot struct {
 	// ProbeNotOffered: the candidate answered a probe with 404 or 405, so live requests
 	// probe it after the cooldown instead.
 	ProbeNotOffered bool `json:"probe_not_offered,omitempty"`
+	// Paused: the circuit is open because the upstream asked for a pause (Retry-After);
+	// CooldownSeconds is then what is left of it.
+	Paused bool `json:"paused,omitempty"`
 }
 
 // Snapshot reads the health at now.
@@ -453,14 +506,17 @@ func (h *Health) Snapshot(now time.Time) Snapshot {
 		Outcomes:         h.outcomes,
 		LastFailure:      string(h.lastFailure),
 		Since:            h.lastChange,
-		Probing:          h.awaitingProbe(),
+		Probing:          h.awaitingProbe() || h.pauseOver(),
 		ProbeNotOffered:  h.noProbe,
 	}
-	switch {
-	case s.Probing:
+	if s.Probing {
 		s.NextProbeSeconds = math.Round(max(h.nextProbe.Sub(now), 0).Seconds()*100) / 100
-	case h.state == Open:
-		s.CooldownSeconds = math.Round(h.openUntil.Sub(now).Seconds()*100) / 100
+	}
+	if h.state == Open && (h.paused || !s.Probing) {
+		// A pause is shown whether a probe or a live request ends it; a cooldown only
+		// when no probe comes sooner.
+		s.Paused = h.paused
+		s.CooldownSeconds = math.Round(max(h.openUntil.Sub(now), 0).Seconds()*100) / 100
 	}
 	return s
 }

@@ -297,33 +297,34 @@ func TestSuccessClearsRecentFailures(t *testing.T) {
 
 func TestRetryAfterOpensAtOnce(t *testing.T) {
 	h := NewHealth(testPolicy)
-	h.RecordFailure(Admitted, ReasonRateLimit, 45*time.Second, t0)
+	h.RecordFailure(Admitted, ReasonRateLimit, 15*time.Second, t0)
 	assert.Equal(t, Open, h.State(t0), "one 429 with Retry-After is enough")
 	assert.False(t, h.Available(t0))
 	assert.Equal(t, Refused, h.Admit(t0))
-	// The upstream's own pause is honoured as asked, even beyond MaxCooldown.
-	assert.Equal(t, at(45*time.Second), h.ReadyAt(t0))
-	assert.Equal(t, 45.0, h.Snapshot(t0).CooldownSeconds)
+	// The upstream's own pause is honoured as asked, longer than the cooldown.
+	assert.Equal(t, at(15*time.Second), h.ReadyAt(t0))
+	assert.Equal(t, 15.0, h.Snapshot(t0).CooldownSeconds)
+	assert.True(t, h.Snapshot(t0).Paused)
 	assert.Equal(t, string(ReasonRateLimit), h.Snapshot(t0).LastFailure)
 
-	assert.Equal(t, Open, h.State(at(45*time.Second-time.Nanosecond)))
-	assert.Equal(t, HalfOpen, h.State(at(45*time.Second)))
+	assert.Equal(t, Open, h.State(at(15*time.Second-time.Nanosecond)))
+	assert.Equal(t, HalfOpen, h.State(at(15*time.Second)))
 }
 
 func TestRetryAfterNeverShortensALongerPause(t *testing.T) {
 	h := NewHealth(testPolicy)
-	h.RecordFailure(Admitted, ReasonRateLimit, time.Minute, t0)
+	h.RecordFailure(Admitted, ReasonRateLimit, 15*time.Second, t0)
 	// Late answers from requests admitted before the pause ask for less.
 	h.RecordFailure(Admitted, ReasonRateLimit, 5*time.Second, at(time.Second))
-	assert.Equal(t, at(time.Minute), h.ReadyAt(at(time.Second)))
+	assert.Equal(t, at(15*time.Second), h.ReadyAt(at(time.Second)))
 	h.RecordFailure(Admitted, ReasonStatus, 0, at(2*time.Second))
 	h.RecordFailure(Admitted, ReasonStatus, 0, at(3*time.Second))
 	h.RecordFailure(Admitted, ReasonStatus, 0, at(4*time.Second))
-	assert.Equal(t, at(time.Minute), h.ReadyAt(at(4*time.Second)), "failures while open do not reset the pause")
+	assert.Equal(t, at(15*time.Second), h.ReadyAt(at(4*time.Second)), "failures while open do not reset the pause")
 
-	// A longer request does extend it.
+	// A longer request does extend it, up to max_cooldown from when it came.
 	h.RecordFailure(Admitted, ReasonRateLimit, 2*time.Minute, at(10*time.Second))
-	assert.Equal(t, at(10*time.Second+2*time.Minute), h.ReadyAt(at(10*time.Second)))
+	assert.Equal(t, at(10*time.Second+testPolicy.MaxCooldown), h.ReadyAt(at(10*time.Second)))
 
 	// A Retry-After shorter than a tripped circuit's cooldown leaves the cooldown alone.
 	h = NewHealth(testPolicy)
@@ -337,9 +338,9 @@ func TestRetryAfterOnAFailedProbe(t *testing.T) {
 	now := halfOpen(t, h, fail(h, t0, 3))
 	a := h.Admit(now)
 	require.Equal(t, Probe, a)
-	h.RecordFailure(a, ReasonRateLimit, 42*time.Second, now)
+	h.RecordFailure(a, ReasonRateLimit, 12*time.Second, now)
 	assert.Equal(t, Open, h.State(now))
-	assert.Equal(t, now.Add(42*time.Second), h.ReadyAt(now))
+	assert.Equal(t, now.Add(12*time.Second), h.ReadyAt(now))
 	assert.Zero(t, h.Snapshot(now).ProbesInFlight)
 }
 

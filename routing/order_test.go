@@ -74,9 +74,9 @@ func TestOrderLeavesOutOpenCandidates(t *testing.T) {
 
 	// A Retry-After pause leaves a candidate out just the same.
 	opts = []LiveCandidate{live("a", 0, 1), live("b", 1, 1)}
-	opts[0].Health.RecordFailure(Admitted, ReasonRateLimit, time.Minute, t0)
-	assert.Equal(t, []int{1}, Order(opts, -1, t0.Add(30*time.Second)))
-	assert.Equal(t, []int{0, 1}, Order(opts, -1, t0.Add(time.Minute)), "back once the pause is over")
+	opts[0].Health.RecordFailure(Admitted, ReasonRateLimit, 15*time.Second, t0)
+	assert.Equal(t, []int{1}, Order(opts, -1, t0.Add(10*time.Second)))
+	assert.Equal(t, []int{0, 1}, Order(opts, -1, t0.Add(15*time.Second)), "back once the pause is over")
 }
 
 func TestOrderHalfOpenCandidates(t *testing.T) {

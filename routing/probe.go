@@ -50,7 +50,20 @@ type ProbeTicket struct{ opening uint64 }
 // probes are on, a prober is running for this health, and the candidate offers them.
 // Caller holds mu.
 func (h *Health) awaitingProbe() bool {
-	return h.state == Open && !h.paused && h.policy.ProbeInterval > 0 && h.probers > 0 && !h.noProbe
+	return h.state == Open && !h.paused && h.probed()
+}
+
+// probed reports whether background probes look after this health. Caller holds mu.
+func (h *Health) probed() bool {
+	return h.policy.ProbeInterval > 0 && h.probers > 0 && !h.noProbe
+}
+
+// pauseOver reports whether a pause the upstream asked for has ended in half-open and a
+// background probe is to be sent now, so that the candidate comes back without waiting
+// for traffic; a live request (a retry that waited the pause out) may probe it too.
+// Caller holds mu.
+func (h *Health) pauseOver() bool {
+	return h.state == HalfOpen && h.paused && h.probed()
 }
 
 // lookAfter counts a prober in (+1) or out (-1). Only a health some prober looks after
@@ -68,7 +81,7 @@ func (h *Health) ClaimProbe(now time.Time) (ProbeTicket, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.advance(now)
-	if !h.awaitingProbe() || now.Before(h.nextProbe) || now.Before(h.probeLease) {
+	if !(h.awaitingProbe() || h.pauseOver()) || now.Before(h.nextProbe) || now.Before(h.probeLease) {
 		return ProbeTicket{}, false
 	}
 	h.probeLease = now.Add(probeLease)
@@ -92,10 +105,15 @@ func (h *Health) recordProbeLocked(t ProbeTicket, out ProbeOutcome, now time.Tim
 	if out.Result == ProbeNotOffered {
 		h.noProbe = true // whatever the circuit did meanwhile, this is true of the candidate
 	}
-	if t.opening != h.openings || !h.awaitingProbe() {
+	if t.opening != h.openings || !(h.awaitingProbe() || h.pauseOver()) {
 		return // the circuit moved on meanwhile (a pause); this result is about an older state
 	}
 	h.probeLease = time.Time{}
+	if h.pauseOver() && out.Result == ProbeFail {
+		// Still failing after the pause it asked for: out, and probed on schedule.
+		h.trip(now)
+		return
+	}
 	switch out.Result {
 	case ProbePass:
 		h.state = Closed
@@ -104,7 +122,7 @@ func (h *Health) recordProbeLocked(t ProbeTicket, out ProbeOutcome, now time.Tim
 		h.lastChange = now
 	case ProbeFail:
 		h.probeWait = min(max(2*h.probeWait, h.policy.ProbeInterval), h.policy.ProbeMaxInterval)
-		h.nextProbe = now.Add(max(h.probeWait, out.RetryAfter))
+		h.nextProbe = now.Add(max(h.probeWait, min(out.RetryAfter, h.policy.MaxCooldown)))
 	}
 }
 

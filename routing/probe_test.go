@@ -2,6 +2,7 @@ package routing
 
 import (
 	"context"
+	"math"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -136,9 +137,10 @@ func TestPassingProbeClosesTheCircuit(t *testing.T) {
 	assert.Equal(t, passed.Add(5*time.Second), h.ReadyAt(passed.Add(4*time.Second)))
 }
 
-// A pause the upstream asked for is never probed; it ends in half-open, for a live
-// request, as without probes. That holds for a pause that comes while a circuit is
-// already being probed, too.
+// A pause the upstream asked for is not probed before it ends; it ends in half-open, so a
+// retry that waited it out may probe it, and where a prober looks after the candidate a
+// background probe is due at once, so that it comes back without traffic. That holds for
+// a pause that comes while a circuit is already being probed, too.
 func TestNoProbeBeforeARetryAfterPauseEnds(t *testing.T) {
 	h := probedHealth()
 	h.RecordFailure(Admitted, ReasonRateLimit, 10*time.Second, t0)
@@ -146,19 +148,49 @@ func TestNoProbeBeforeARetryAfterPauseEnds(t *testing.T) {
 		_, ok := h.ClaimProbe(at(d))
 		assert.False(t, ok, "probed %v into a 10s pause", d)
 	}
-	assert.False(t, h.Snapshot(t0).Probing)
-	assert.Equal(t, 10.0, h.Snapshot(t0).CooldownSeconds)
-	assert.Equal(t, HalfOpen, h.State(at(10*time.Second)))
-	assert.Equal(t, Probe, h.Admit(at(10*time.Second)), "a live request probes it as it always did")
+	s := h.Snapshot(t0)
+	assert.True(t, s.Paused)
+	assert.Equal(t, 10.0, s.CooldownSeconds)
+	end := at(10 * time.Second)
+	assert.Equal(t, HalfOpen, h.State(end))
+	h.RecordProbe(claim(t, h, end), ProbeOutcome{Result: ProbePass}, end)
+	assert.Equal(t, Admitted, h.Admit(end), "a passing probe at the pause's end brings it back")
+
+	// A live request may probe it at the end too (a retry that waited the pause out).
+	h = probedHealth()
+	h.RecordFailure(Admitted, ReasonRateLimit, 10*time.Second, t0)
+	a := h.Admit(end)
+	require.Equal(t, Probe, a)
+	h.RecordSuccess(a, time.Millisecond, end)
+	assert.Equal(t, Closed, h.State(end))
+	_, ok := h.ClaimProbe(end)
+	assert.False(t, ok, "nothing left to probe")
+
+	// A failed probe at the end takes it out again, probed on the failure schedule.
+	h = probedHealth()
+	h.RecordFailure(Admitted, ReasonRateLimit, 10*time.Second, t0)
+	h.RecordProbe(claim(t, h, end), ProbeOutcome{Result: ProbeFail}, end)
+	assert.Equal(t, Open, h.State(end.Add(time.Second-time.Nanosecond)))
+	assert.Equal(t, Refused, h.Admit(end.Add(time.Second-time.Nanosecond)))
+	claim(t, h, end.Add(time.Second))
+
+	// Without a prober (probe off, a cloud channel), the pause ends in half-open, for a
+	// live request.
+	h = NewHealth(probedPolicy)
+	h.RecordFailure(Admitted, ReasonRateLimit, 10*time.Second, t0)
+	assert.Equal(t, HalfOpen, h.State(end))
+	assert.Equal(t, Probe, h.Admit(end))
 
 	// A longer Retry-After arriving (from a request admitted earlier) while a circuit is
-	// probed takes over: no probe until it ends, then half-open.
+	// probed takes over: no probe until it ends.
 	h = probedHealth()
 	tripped := fail(h, t0, 3)
 	h.RecordFailure(Admitted, ReasonRateLimit, 20*time.Second, tripped.Add(500*time.Millisecond))
-	_, ok := h.ClaimProbe(tripped.Add(2 * time.Second))
+	_, ok = h.ClaimProbe(tripped.Add(2 * time.Second))
 	assert.False(t, ok)
-	assert.Equal(t, HalfOpen, h.State(tripped.Add(20500*time.Millisecond)))
+	_, ok = h.ClaimProbe(tripped.Add(20499 * time.Millisecond))
+	assert.False(t, ok)
+	claim(t, h, tripped.Add(20500*time.Millisecond))
 
 	// A shorter one, within a long cooldown already in force, still holds the next probe
 	// back until it ends.
@@ -169,12 +201,43 @@ func TestNoProbeBeforeARetryAfterPauseEnds(t *testing.T) {
 	assert.False(t, ok, "probed during a 3s pause")
 	claim(t, h, tripped.Add(3*time.Second))
 
-	// A probe's own 429 with Retry-After holds the next probe back as long as asked.
+	// A probe's own 429 with Retry-After holds the next probe back as long as asked, up to
+	// max_cooldown (20s here).
 	h = probedHealth()
 	tripped = fail(h, t0, 3)
 	now := tripped.Add(time.Second)
-	h.RecordProbe(claim(t, h, now), ProbeOutcome{Result: ProbeFail, RetryAfter: 30 * time.Second}, now)
-	assert.Equal(t, now.Add(30*time.Second), h.ReadyAt(now))
+	h.RecordProbe(claim(t, h, now), ProbeOutcome{Result: ProbeFail, RetryAfter: 15 * time.Second}, now)
+	assert.Equal(t, now.Add(15*time.Second), h.ReadyAt(now))
+	now = now.Add(15 * time.Second)
+	h.RecordProbe(claim(t, h, now), ProbeOutcome{Result: ProbeFail, RetryAfter: 1000 * time.Hour}, now)
+	assert.Equal(t, now.Add(20*time.Second), h.ReadyAt(now))
+}
+
+// However long a pause the upstream asks for, the candidate is out for at most
+// max_cooldown; and an operator's reset brings it back at once.
+func TestAPauseIsBoundedByMaxCooldownAndAResetEndsIt(t *testing.T) {
+	for _, asked := range []time.Duration{21 * time.Second, 31 * 365 * 24 * time.Hour, time.Duration(math.MaxInt64)} {
+		h := probedHealth()
+		h.RecordFailure(Admitted, ReasonRateLimit, asked, t0)
+		assert.Equal(t, at(20*time.Second), h.ReadyAt(t0), "asked for %v", asked)
+		assert.Equal(t, 20.0, h.Snapshot(t0).CooldownSeconds)
+	}
+	h := probedHealth()
+	fail(h, t0, 3)
+	h.RecordFailure(Admitted, ReasonRateLimit, time.Hour, at(3*time.Second))
+	require.Equal(t, Refused, h.Admit(at(4*time.Second)))
+	h.Reset(at(4 * time.Second))
+	s := h.Snapshot(at(4 * time.Second))
+	assert.Equal(t, "closed", s.State)
+	assert.False(t, s.Paused)
+	assert.Zero(t, s.CooldownSeconds)
+	assert.Zero(t, s.RecentFailures)
+	assert.Zero(t, s.ConsecutiveTrips)
+	assert.Equal(t, 1.0, s.SuccessRate, "no longer demoted")
+	assert.Equal(t, Admitted, h.Admit(at(4*time.Second)))
+	// A fresh start: it takes threshold failures again to open it.
+	fail(h, at(5*time.Second), 2)
+	assert.Equal(t, Closed, h.State(at(7*time.Second)))
 }
 
 // A probe claimed before the circuit moved on says nothing about it after: not during a
@@ -190,15 +253,10 @@ func TestAProbeOfAnEarlierOpeningIsIgnored(t *testing.T) {
 	h = probedHealth()
 	tripped = fail(h, t0, 3)
 	slow = claim(t, h, tripped.Add(time.Second))
-	paused := tripped.Add(2 * time.Second)
-	h.RecordFailure(Admitted, ReasonRateLimit, 5*time.Second, paused) // past the 5s cooldown
-	ended := paused.Add(5 * time.Second)
-	a := h.Admit(ended)
-	require.Equal(t, Probe, a, "half-open at the end of the pause")
-	h.RecordFailure(a, ReasonStatus, 0, ended)
-	require.True(t, h.Snapshot(ended).Probing, "re-opened, probed again")
-	h.RecordProbe(slow, ProbeOutcome{Result: ProbePass}, ended.Add(time.Second))
-	assert.Equal(t, Open, h.State(ended.Add(time.Second)), "a probe sent before the pause does not close it")
+	h.Reset(tripped.Add(1500 * time.Millisecond))
+	fail(h, tripped.Add(2*time.Second), 3)
+	h.RecordProbe(slow, ProbeOutcome{Result: ProbePass}, tripped.Add(5*time.Second))
+	assert.Equal(t, Open, h.State(tripped.Add(5*time.Second)), "a probe sent before a reset does not close the next opening")
 }
 
 // A candidate without the probe endpoint falls back to live half-open probes at the end

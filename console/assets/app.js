@@ -828,6 +828,7 @@
     'key.project': 'Moved key',
     'project.create': 'Created project',
     'project.limits': 'Set project limits',
+    'candidate.reset': 'Reset candidate health',
   };
 
   let auditSeq = 0;
@@ -975,7 +976,8 @@
         el('th', { scope: 'col', text: 'Candidate' }),
         el('th', { scope: 'col', text: 'Protocol' }),
         el('th', { scope: 'col', className: 'num', text: 'Priority' }),
-        el('th', { scope: 'col', text: 'Circuit' }))),
+        el('th', { scope: 'col', text: 'Circuit' }),
+        el('th', { scope: 'col', text: 'Health' }))),
       el('tbody', {}, candidates.map((c) => {
         const [label, help] = CIRCUITS[c.state] || [c.state, ''];
         return el('tr', { testid: 'candidate-row', dataset: { candidate: c.name, state: c.state } },
@@ -985,11 +987,29 @@
           el('td', {}, el('span', {
             className: 'state state-' + String(c.state).replace(/[^a-z_]/g, ''),
             testid: 'candidate-state', title: help, text: label,
-          })));
+          })),
+          el('td', { className: 'key-actions' }, el('button', {
+            type: 'button', className: 'btn btn-small', testid: 'candidate-reset',
+            title: 'Closes its circuit and clears its cooldown, any pause its upstream asked for, and its demotion, on this gateway. Recorded in the audit trail.',
+            'aria-label': 'Reset the health of candidate ' + c.name + ' of ' + m.id, onclick: () => resetCandidate(m.id, c.name),
+          }, 'Reset')));
       })));
 
     return el('article', { className: 'model', testid: 'model-card', dataset: { modelId: m.id }, 'aria-labelledby': titleId },
       head, candidates.length ? table : el('p', { className: 'muted', text: 'No candidates.' }));
+  }
+
+  // resetCandidate clears a candidate's health through the API (audited there) and shows
+  // the models again.
+  async function resetCandidate(model, name) {
+    clearError();
+    try {
+      await api('POST', 'api/health/' + encodeURIComponent(model) + '/' + encodeURIComponent(name) + '/reset');
+    } catch (err) {
+      showError(err.message);
+      return;
+    }
+    await loadModels(true);
   }
 
   // ---- Latency (Models view) ----------------------------------------------------------

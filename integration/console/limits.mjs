@@ -126,12 +126,20 @@ async function run(page) {
     .map((w) => (w.querySelector('table') || {}).dataset?.testid || '?'));
   report.status_message = await page.getByTestId('status-message').textContent();
 
+  // A candidate's health is reset from the models view (the button sends the console's
+  // change header, or the API would refuse it).
+  log('resetting a candidate\'s health');
+  await page.locator('[data-testid="model-card"][data-model-id="chat-a"] [data-testid="candidate-row"][data-candidate="main"] [data-testid="candidate-reset"]').click();
+
   // The audit trail lists each change with the console's user.
   log('reading the audit trail');
   await page.getByTestId('nav-audit').click();
-  await page.getByTestId('audit-refresh').click();
-  await page.waitForFunction((id) => Array.from(document.querySelectorAll('[data-testid="audit-row"]'))
-    .some((r) => r.dataset.action === 'key.limits' && r.dataset.target === id), report.key_id, { timeout: TIMEOUT });
+  await page.waitForFunction((id) => {
+    document.querySelector('[data-testid="audit-refresh"]').click();
+    const rows = Array.from(document.querySelectorAll('[data-testid="audit-row"]'));
+    return rows.some((r) => r.dataset.action === 'key.limits' && r.dataset.target === id) &&
+      rows.some((r) => r.dataset.action === 'candidate.reset');
+  }, report.key_id, { timeout: TIMEOUT, polling: 250 });
   report.audit = await page.$$eval('[data-testid="audit-row"]', (rows) => rows.map((r) => ({
     action: r.dataset.action,
     target: r.dataset.target,
