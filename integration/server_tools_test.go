@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -14,6 +15,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/tidwall/gjson"
+
+	"github.com/switchyard-gw/switchyard/metering"
+	"github.com/switchyard-gw/switchyard/protocols"
 )
 
 // Server-side tools (a provider's web search, file search, code interpreter, image
@@ -127,7 +131,10 @@ func toolGateway(t *testing.T, keyNames ...string) (*gateway, *toolUpstream, *sq
 	t.Cleanup(up.Close)
 	models := serverToolModel +
 		candidate("a", "family_a", "http://"+up.hostport()+"/v1", upstreamPrefix+"-tools") +
-		candidate("b", "family_b", "http://"+up.hostport(), upstreamPrefix+"-tools") + "\t\t}\n"
+		candidate("b", "family_b", "http://"+up.hostport(), upstreamPrefix+"-tools") + "\t\t}\n" +
+		// A candidate with a search price of its own, and no token prices: the model's.
+		strings.NewReplacer("model tools", "model tools-eu", "family_a family_b", "family_b").Replace(serverToolModel) +
+		candidate("eu", "family_b", "http://"+up.hostport(), upstreamPrefix+"-tools", "tool_price web_search 20") + "\t\t}\n"
 	dbPath := filepath.Join(t.TempDir(), "ledger.db")
 	options := "\t\tstore sqlite " + dbPath + "\n"
 	for _, name := range keyNames {
@@ -155,7 +162,7 @@ func toolRecord(t *testing.T, db *sql.DB, requestID string) (toolUses string, co
 func TestServerToolsAreReservedBeforeAndBilledAfter(t *testing.T) {
 	for _, stream := range []bool{false, true} {
 		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
-			g, up, db := toolGateway(t, "search25", "search10", "mcp", "resp-all", "resp-capped")
+			g, up, db := toolGateway(t, "search25", "search10", "eu", "mcp", "resp-all", "resp-capped")
 			streamField := fmt.Sprintf(`"stream":%v,`, stream)
 			messages := func(tools string) string {
 				return `{"model":"tools",` + streamField + `"max_tokens":100,` + tools +
@@ -179,6 +186,36 @@ func TestServerToolsAreReservedBeforeAndBilledAfter(t *testing.T) {
 			uses, cost := toolRecord(t, db, r.Header.Get("X-Switchyard-Request-Id"))
 			assert.JSONEq(t, `{"web_search":10}`, uses)
 			assert.Equal(t, int64(100_060), cost, "10 searches at 10,000 micro-units and 60 tokens at 1")
+			id := r.Header.Get("X-Switchyard-Request-Id")
+			var logged []metering.RequestRow
+			for _, row := range g.requestLog(t, url.Values{"key": {"static:search10"}}).Requests {
+				if row.RequestID == id {
+					logged = append(logged, row)
+				}
+			}
+			require.Len(t, logged, 1, "the request log has the request")
+			assert.Equal(t, int64(10), logged[0].ToolUses[protocols.ToolWebSearch], "the request log shows its searches")
+
+			// A candidate's own search price bills its searches; its tokens are at the
+			// model's prices: 5 searches at 20,000 micro-units and 60 tokens at 1.
+			r = call("eu", "/v1/messages", strings.Replace(messages(`"tools":[{"type":"web_search_20250305","name":"web_search","max_uses":5}],`), `"tools"`, `"tools-eu"`, 1))
+			require.Equal(t, 200, r.Status, "%s", r.Body)
+			_, cost = toolRecord(t, db, r.Header.Get("X-Switchyard-Request-Id"))
+			assert.Equal(t, int64(100_060), cost)
+
+			// A max_uses an upstream could read otherwise than the gateway does is
+			// refused, unsent: a string, written twice, or in another case.
+			before := len(up.bodies())
+			for _, tool := range []string{
+				`{"type":"web_search_20250305","name":"web_search","max_uses":"25"}`,
+				`{"type":"web_search_20250305","name":"web_search","max_uses":1,"max_uses":25}`,
+				`{"type":"web_search_20250305","name":"web_search","max_uses":1,"Max_Uses":25}`,
+			} {
+				r = call("search10", "/v1/messages", messages(`"tools":[`+tool+`],`))
+				e = envelope(t, r, "b", 400)
+				assert.Contains(t, e.Get("message").Str, "max_uses", "%s", tool)
+			}
+			assert.Len(t, up.bodies(), before, "none reached the upstream")
 
 			// MCP servers: each is reserved the default 10 calls; each call the answer
 			// shows (an mcp_tool_use block) is billed at 5 per 1,000.
@@ -192,7 +229,7 @@ func TestServerToolsAreReservedBeforeAndBilledAfter(t *testing.T) {
 			// uses each, 0.825 in all: past the budget, refused unsent.
 			respTools := `"tools":[{"type":"web_search"},{"type":"file_search","vector_store_ids":["vs_1"]},` +
 				`{"type":"code_interpreter","container":{"type":"auto"}},{"type":"image_generation"}],`
-			before := len(up.bodies())
+			before = len(up.bodies())
 			r = call("resp-all", "/v1/responses", `{"model":"tools",`+streamField+respTools+`"input":"Search, compute, draw."}`)
 			e = envelope(t, r, "a", 429)
 			assert.Equal(t, "budget_exceeded", e.Get("code").Str, "%s", r.Body)
