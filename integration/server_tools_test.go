@@ -180,9 +180,14 @@ func TestServerToolsAreReservedBeforeAndBilledAfter(t *testing.T) {
 			assert.Empty(t, up.bodies(), "the upstream was never called")
 
 			// (b) 10 searches, 0.1, fit: admitted, and the ledger has the 10 the answer
-			// reported and their 100,000 micro-units beside the 60 tokens' 60.
+			// reported and their 100,000 micro-units beside the 60 tokens' 60; the metrics
+			// count them (process-wide counters: read before and after).
+			searchesMetric := `switchyard_tool_uses_total{key_id="static:search10",model="tools",tool="web_search"}`
+			metricsBefore, _ := g.scrapeMetrics(t)
 			r = call("search10", "/v1/messages", messages(`"tools":[{"type":"web_search_20250305","name":"web_search","max_uses":10}],`))
 			require.Equal(t, 200, r.Status, "%s", r.Body)
+			metricsAfter, _ := g.scrapeMetrics(t)
+			assert.Equal(t, float64(10), metricsAfter[searchesMetric]-metricsBefore[searchesMetric])
 			uses, cost := toolRecord(t, db, r.Header.Get("X-Switchyard-Request-Id"))
 			assert.JSONEq(t, `{"web_search":10}`, uses)
 			assert.Equal(t, int64(100_060), cost, "10 searches at 10,000 micro-units and 60 tokens at 1")
