@@ -228,13 +228,28 @@ func messagesServerTool(i int, tool []byte) (ServerTool, int64, *APIError) {
 	return t, min(n, MaxToolUses), nil
 }
 
-// responsesServerTool reads which server tool a Responses tool is, by its type.
+// responsesServerTool reads which server tool a Responses tool is, by its type: any of
+// its `type` members, should it have several (parsers differ on which one wins).
 func responsesServerTool(tool []byte) (ServerTool, bool) {
-	v, ok := member(tool, "type")
+	w, ok := walkObject(tool)
 	if !ok {
 		return 0, false
 	}
-	typ := stringText(v)
+	for {
+		key, s, e, ok := w.next()
+		if !ok {
+			return 0, false
+		}
+		if keyText(key) == "type" {
+			if t, ok := responsesToolType(stringText(tool[s:e])); ok {
+				return t, true
+			}
+		}
+	}
+}
+
+// responsesToolType is the server tool a Responses tool type names.
+func responsesToolType(typ string) (ServerTool, bool) {
 	switch {
 	case typ == "web_search" || typ == "web_search_preview" ||
 		strings.HasPrefix(typ, "web_search_2") || strings.HasPrefix(typ, "web_search_preview_2"):

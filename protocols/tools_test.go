@@ -40,6 +40,9 @@ func TestServerToolsARequestMayUse(t *testing.T) {
 		`{"type":"file_search"},{"type":"function","name":"f"},{"type":"code_interpreter"},{"type":"image_generation"},{"type":"mcp"}]}`)
 	assert.Equal(t, ToolUses{ToolWebSearch: 10, ToolFileSearch: 10, ToolCodeInterpreter: 10, ToolImageGeneration: 10, ToolMCP: 10}, a.Uses)
 	assert.Equal(t, int64(3), a.Total)
+
+	a = allowance(t, KindResponses, `{"model":"m","input":"x","tools":[{"type":"function","name":"f","type":"web_search"}]}`)
+	assert.Equal(t, ToolUses{ToolWebSearch: 10}, a.Uses, "a tool typed twice is a server tool if either type says so")
 }
 
 // A count a client's parser and an upstream's could read differently is refused.
