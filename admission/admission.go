@@ -23,6 +23,11 @@ import (
 // on a model that declares none.
 const DefaultOutputReservation = 4096
 
+// DefaultToolUses is the uses reserved for each server-side tool a request declares
+// without a count of its own (a Responses tool, a Messages web search without max_uses,
+// each MCP server).
+const DefaultToolUses = 10
+
 // Reserver is what admission reserves with: a *limits.Limiter.
 type Reserver interface {
 	Reserve(ctx context.Context, a limits.Ask) (limits.Decision, error)
@@ -45,6 +50,9 @@ type Policy struct {
 	// DefaultOutputTokens is the output reserved for a request without a cap on a model
 	// that declares none; 0: DefaultOutputReservation.
 	DefaultOutputTokens int64
+	// DefaultToolUses is the uses reserved for each server-side tool a request declares
+	// without a count of its own; 0: DefaultToolUses.
+	DefaultToolUses int64
 	// Now is the clock; nil: time.Now.
 	Now func() time.Time
 }
@@ -136,7 +144,8 @@ func (p *Policy) Applies(w Who, model string) bool {
 
 // WorstCase is what admission reserves for a request: its input estimated from its body
 // and the output it may generate (its own cap, else the model's, else the default, times
-// the answers it asks for), at the model's prices.
+// the answers it asks for), at the model's prices; and the uses of server-side tools it
+// may make (each tool's max_uses, else the default), at the model's tool prices.
 func (p *Policy) WorstCase(op protocols.Operation, parsed *protocols.ParsedRequest, m Model) (tokens, costMicros int64) {
 	if !op.Generates() {
 		return 0, 0 // a token count produces nothing to bill
@@ -161,7 +170,16 @@ func (p *Policy) WorstCase(op protocols.Operation, parsed *protocols.ParsedReque
 	if output > math.MaxInt64-input {
 		tokens = math.MaxInt64
 	}
-	return tokens, metering.WorstCaseCost(m.Prices, input, output)
+	costMicros = metering.WorstCaseCost(m.Prices, input, output)
+	uses := p.DefaultToolUses
+	if uses <= 0 {
+		uses = DefaultToolUses
+	}
+	tools := metering.WorstCaseToolCost(m.Prices.Tools, parsed.ServerTools(op, uses))
+	if tools > math.MaxInt64-costMicros {
+		return tokens, math.MaxInt64
+	}
+	return tokens, costMicros + tools
 }
 
 // Admit reserves a request's worst case against every limit on its path. On admission

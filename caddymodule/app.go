@@ -212,6 +212,17 @@ type PriceConfig struct {
 	Output string `json:"output,omitempty"`
 	// Reasoning is the price of reasoning and thinking output; it defaults to Output.
 	Reasoning string `json:"reasoning,omitempty"`
+	// Tools are the prices of server-side tools' uses, per 1,000 uses (not per million
+	// tokens), by tool: web_search, web_fetch, file_search, code_interpreter,
+	// image_generation, mcp. A tool without a price costs nothing; its uses are still
+	// recorded. A candidate's prices take the model's for a tool they leave out.
+	// Default: none.
+	Tools map[string]string `json:"tools,omitempty"`
+}
+
+// setsTokens reports whether the prices set any token price (not only tool prices).
+func (pc *PriceConfig) setsTokens() bool {
+	return pc.Input != "" || pc.CachedInput != "" || pc.CacheWrite != "" || pc.Output != "" || pc.Reasoning != ""
 }
 
 // CandidateConfig declares one supply channel of a model.
@@ -509,6 +520,17 @@ func (mc ModelConfig) build(repl *caddy.Replacer, now time.Time, retry *RetryCon
 			if err != nil {
 				return nil, fmt.Errorf("model %q, candidate %q: prices: %v", mc.ID, cc.Name, err)
 			}
+			// Token prices are the candidate's when it sets any, else the model's; each
+			// tool's price is the candidate's when it sets one, else the model's.
+			if !cc.Prices.setsTokens() {
+				p = routing.Prices{Input: m.Prices.Input, CachedInput: m.Prices.CachedInput, CacheWrite: m.Prices.CacheWrite,
+					Output: m.Prices.Output, Reasoning: m.Prices.Reasoning, Tools: p.Tools}
+			}
+			for t := range p.Tools {
+				if _, own := cc.Prices.Tools[protocols.ServerTool(t).String()]; !own {
+					p.Tools[t] = m.Prices.Tools[t]
+				}
+			}
 			c.Prices = &p
 		}
 		c.Retry = retryPolicy
@@ -559,6 +581,20 @@ func (pc PriceConfig) build() (routing.Prices, error) {
 			return p, fmt.Errorf("%s: %v", f.name, err)
 		}
 		*f.out = v
+	}
+	for name, in := range pc.Tools {
+		t, ok := protocols.ParseServerTool(name)
+		if !ok {
+			return p, fmt.Errorf("tools: unknown tool %q (%s)", name, protocols.ServerToolNames())
+		}
+		v, err := routing.ParsePrice(in)
+		if err != nil {
+			return p, fmt.Errorf("tools: %s: %v", name, err)
+		}
+		if v > routing.MaxToolPrice {
+			return p, fmt.Errorf("tools: %s: %q is above the most a tool's uses may cost, 1000000 per 1,000 uses", name, in)
+		}
+		p.Tools[t] = v
 	}
 	return p, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/switchyard-gw/switchyard/limits"
+	"github.com/switchyard-gw/switchyard/protocols"
 )
 
 func init() {
@@ -82,6 +83,7 @@ func takesNoOptions(d *caddyfile.Dispenser) error {
 //			when_unreachable refuse|local
 //			lease <duration>
 //			default_output_tokens <n>
+//			default_tool_uses <n>
 //			key_defaults { <limits as in key> }
 //			project_defaults { <limits as in key> }
 //		}
@@ -370,6 +372,10 @@ func parseModel(d *caddyfile.Dispenser) (ModelConfig, error) {
 			if err := parsePrice(d, &m.Prices); err != nil {
 				return m, d.Errf("model %q: %v", m.ID, err)
 			}
+		case "tool_price":
+			if err := parseToolPrice(d, &m.Prices); err != nil {
+				return m, d.Errf("model %q: %v", m.ID, err)
+			}
 		case "candidate":
 			c, err := parseCandidate(d, m.ID)
 			if err != nil {
@@ -403,9 +409,13 @@ func parseCandidate(d *caddyfile.Dispenser, modelID string) (CandidateConfig, er
 			c.ChannelRaw = caddyconfig.JSONModuleObject(mod, "name", name, nil)
 			continue
 		}
-		if opt == "price" {
+		if opt == "price" || opt == "tool_price" {
 			// A candidate's own prices: a region or a channel may charge differently.
-			if err := parsePrice(d, &c.Prices); err != nil {
+			parse := parsePrice
+			if opt == "tool_price" {
+				parse = parseToolPrice
+			}
+			if err := parse(d, &c.Prices); err != nil {
 				return c, d.Errf("model %q, candidate %q: %v", modelID, c.Name, err)
 			}
 			continue
@@ -478,6 +488,27 @@ func parsePrice(d *caddyfile.Dispenser, p **PriceConfig) error {
 			return fmt.Errorf("price: unknown kind %q (input, cached_input, cache_write, output, reasoning)", args[i])
 		}
 		*target = args[i+1]
+	}
+	return nil
+}
+
+// parseToolPrice reads `tool_price <tool> <price per 1,000 uses> [<tool> <price>]...`.
+func parseToolPrice(d *caddyfile.Dispenser, p **PriceConfig) error {
+	if *p == nil {
+		*p = new(PriceConfig)
+	}
+	args := d.RemainingArgs()
+	if len(args) == 0 || len(args)%2 != 0 {
+		return fmt.Errorf("tool_price: expected pairs of a tool and its price per 1,000 uses, like `tool_price web_search 10`")
+	}
+	for i := 0; i < len(args); i += 2 {
+		if _, ok := protocols.ParseServerTool(args[i]); !ok {
+			return fmt.Errorf("tool_price: unknown tool %q (%s)", args[i], protocols.ServerToolNames())
+		}
+		if (*p).Tools == nil {
+			(*p).Tools = map[string]string{}
+		}
+		(*p).Tools[args[i]] = args[i+1]
 	}
 	return nil
 }

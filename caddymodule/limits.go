@@ -67,6 +67,9 @@ func (a *App) openLimiter(repl *caddy.Replacer) error {
 	if lc.DefaultOutputTokens < 0 {
 		return errors.New("limits: default_output_tokens must not be negative")
 	}
+	if lc.DefaultToolUses < 0 || lc.DefaultToolUses > protocols.MaxToolUses {
+		return fmt.Errorf("limits: default_tool_uses must be a whole number from 1 to %d", protocols.MaxToolUses)
+	}
 	url := repl.ReplaceKnown(lc.Redis, "")
 	if lc.Redis != "" && strings.TrimSpace(url) == "" {
 		return fmt.Errorf("limits: redis: %s resolves to an empty value", placeholderNames(lc.Redis))
@@ -117,6 +120,7 @@ func (a *App) openLimiter(repl *caddy.Replacer) error {
 		KeyDefaults:         lc.KeyDefaults,
 		ProjectDefaults:     lc.ProjectDefaults,
 		DefaultOutputTokens: lc.DefaultOutputTokens,
+		DefaultToolUses:     lc.DefaultToolUses,
 	}
 	if a.manager != nil {
 		cache := a.manager.Cache

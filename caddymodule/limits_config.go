@@ -7,6 +7,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
 	"github.com/switchyard-gw/switchyard/limits"
+	"github.com/switchyard-gw/switchyard/protocols"
 )
 
 // LimitsConfig says where limit counters live and what keys and projects without limits
@@ -33,6 +34,10 @@ type LimitsConfig struct {
 	// DefaultOutputTokens is the output reserved for a request that sets no output cap on
 	// a model that declares no max_output_tokens. Default: 4096.
 	DefaultOutputTokens int64 `json:"default_output_tokens,omitempty"`
+	// DefaultToolUses is the uses reserved for each server-side tool a request declares
+	// without a count of its own (a Responses tool, a Messages web search or web fetch
+	// without max_uses, each MCP server), at the model's tool prices. Default: 10.
+	DefaultToolUses int64 `json:"default_tool_uses,omitempty"`
 	// KeyDefaults apply to every key without limits of its own. Default: none.
 	KeyDefaults *limits.Policy `json:"key_defaults,omitempty"`
 	// ProjectDefaults apply to every project without limits of its own. Default: none.
@@ -47,6 +52,7 @@ type LimitsConfig struct {
 //		when_unreachable refuse|local
 //		lease <duration>
 //		default_output_tokens <n>
+//		default_tool_uses <n>
 //		key_defaults { <policy> }
 //		project_defaults { <policy> }
 //	}
@@ -99,6 +105,12 @@ func parseLimits(d *caddyfile.Dispenser) (*LimitsConfig, error) {
 				return nil, d.Errf("limits: default_output_tokens: %q is not a positive whole number", v)
 			}
 			lc.DefaultOutputTokens = n
+		case "default_tool_uses":
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 1 || n > protocols.MaxToolUses {
+				return nil, d.Errf("limits: default_tool_uses: %q is not a whole number from 1 to %d", v, protocols.MaxToolUses)
+			}
+			lc.DefaultToolUses = n
 		default:
 			return nil, d.Errf("limits: unknown option %q", opt)
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/switchyard-gw/switchyard/auth"
 	"github.com/switchyard-gw/switchyard/metering"
+	"github.com/switchyard-gw/switchyard/protocols"
 	"github.com/switchyard-gw/switchyard/relay"
 )
 
@@ -96,8 +97,9 @@ func (h *Proxy) meter(rt *route, identity *auth.Identity, requestID string, out 
 
 // usageMetrics count tokens and cost, process-wide like the other gateway metrics.
 type usageMetrics struct {
-	tokens *prometheus.CounterVec
-	cost   *prometheus.CounterVec
+	tokens   *prometheus.CounterVec
+	cost     *prometheus.CounterVec
+	toolUses *prometheus.CounterVec
 }
 
 var loadUsageMetrics = sync.OnceValue(func() *usageMetrics {
@@ -110,11 +112,15 @@ var loadUsageMetrics = sync.OnceValue(func() *usageMetrics {
 			Namespace: "switchyard", Name: "cost_micros_total",
 			Help: "Cost metered, in micro-units of the configured currency, by service model and key id.",
 		}, []string{"model", "key_id"}),
+		toolUses: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "switchyard", Name: "tool_uses_total",
+			Help: "Uses of server-side tools metered (web_search, web_fetch, file_search, code_interpreter, image_generation, mcp), by service model, key id and tool.",
+		}, []string{"model", "key_id", "tool"}),
 	}
 })
 
 func (m *usageMetrics) register(reg prometheus.Registerer) error {
-	return registerCollectors(reg, m.tokens, m.cost)
+	return registerCollectors(reg, m.tokens, m.cost, m.toolUses)
 }
 
 func (m *usageMetrics) observe(model, keyID string, u metering.Usage, cost int64) {
@@ -131,5 +137,10 @@ func (m *usageMetrics) observe(model, keyID string, u metering.Usage, cost int64
 	}
 	if cost > 0 {
 		m.cost.WithLabelValues(model, keyID).Add(float64(cost))
+	}
+	for t, n := range u.ToolUses {
+		if n > 0 {
+			m.toolUses.WithLabelValues(model, keyID, protocols.ServerTool(t).String()).Add(float64(n))
+		}
 	}
 }

@@ -38,6 +38,10 @@ func appendJournalLine(dst []byte, r *Record) ([]byte, error) {
 	dst = appendJSONInt(dst, `,"reasoning":`, r.Reasoning)
 	dst = append(dst, `,"estimated":`...)
 	dst = strconv.AppendBool(dst, r.Estimated)
+	if !r.ToolUses.IsZero() {
+		dst = append(dst, `,"tool_uses":`...)
+		dst = r.ToolUses.AppendJSON(dst)
+	}
 	dst = appendJSONInt(dst, `,"cost_micros":`, r.CostMicros)
 	dst = appendJSONInt(dst, `,"latency_ms":`, r.LatencyMs)
 	dst = appendJSONInt(dst, `,"ttfb_ms":`, r.TTFBMs)

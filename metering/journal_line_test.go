@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard-gw/switchyard/protocols"
 )
 
 // The journal is read back with encoding/json (after a restart, by an operator's
@@ -29,6 +31,10 @@ func TestJournalLineIsWhatEncodingJSONWrites(t *testing.T) {
 		if i%3 == 1 {
 			r.Outcome, r.RefusedBy = OutcomeRefused, text
 		}
+		if i%2 == 1 { // server tool uses, some tools only
+			r.ToolUses[protocols.ToolWebSearch] = int64(i)
+			r.ToolUses[protocols.ToolMCP] = protocols.MaxToolUses
+		}
 		if i%3 == 2 {
 			r.Outcome = OutcomeFailed
 			r.Tries = []Try{{Candidate: text, Status: 503, Reason: texts[(i+5)%len(texts)], DurationMs: 4},
@@ -39,6 +45,9 @@ func TestJournalLineIsWhatEncodingJSONWrites(t *testing.T) {
 		got, err := appendJournalLine(nil, &r)
 		require.NoError(t, err)
 		assert.Equal(t, string(want), string(got), "record %d", i)
+		var back Record
+		require.NoError(t, json.Unmarshal(got, &back))
+		assert.Equal(t, r.ToolUses, back.ToolUses, "record %d: the tool uses read back", i)
 	}
 	_, err := appendJournalLine(nil, &Record{RequestID: "x", Time: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)})
 	assert.Error(t, err, "a time encoding/json refuses is refused")

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/switchyard-gw/switchyard/protocols"
 )
 
 // RequestQuery selects rows of the request log: the ledger's records, newest first.
@@ -42,7 +44,10 @@ type RequestRow struct {
 	Input      int64  `json:"input"`
 	Output     int64  `json:"output"`
 	CostMicros int64  `json:"cost_micros"`
-	Estimated  bool   `json:"estimated,omitempty"`
+	// ToolUses are the server-side tool uses the answer reported (their price is in
+	// CostMicros); left out when none.
+	ToolUses  protocols.ToolUses `json:"tool_uses,omitzero"`
+	Estimated bool               `json:"estimated,omitempty"`
 	// Outcome is OutcomeServed, OutcomeStreamError, OutcomeRefused or OutcomeFailed.
 	Outcome   string `json:"outcome"`
 	RefusedBy string `json:"refused_by,omitempty"`

@@ -41,3 +41,25 @@ func WorstCaseCost(p routing.Prices, input, output int64) int64 {
 	}
 	return Cost(p, u)
 }
+
+// WorstCaseToolCost is the most a request's server-side tool uses can cost: each tool
+// it declares used as many times as it may (its max_uses, else the default), at its
+// price; or, when the request bounds all its tool calls together (Responses'
+// max_tool_calls), that many uses of the dearest tool it declares. What it is billed
+// for the same uses is never more.
+func WorstCaseToolCost(p routing.ToolPrices, a protocols.ToolAllowance) int64 {
+	if a.Total <= 0 {
+		return ToolCost(p, a.Uses)
+	}
+	dearest := protocols.NumServerTools // none declared
+	for t, n := range a.Uses {
+		if n > 0 && (dearest == protocols.NumServerTools || p[t] > p[dearest]) {
+			dearest = protocols.ServerTool(t)
+		}
+	}
+	var uses protocols.ToolUses
+	if dearest < protocols.NumServerTools {
+		uses[dearest] = min(a.Total, protocols.MaxToolUses)
+	}
+	return ToolCost(p, uses)
+}

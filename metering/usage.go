@@ -58,13 +58,27 @@ func Bill(o protocols.Observation, requestInputTokens func() int64) Usage {
 }
 
 // Cost prices a usage in micro-units: each kind of token at its own price per million,
-// summed exactly and rounded once, half up.
+// summed exactly and rounded once, half up; plus each server-side tool's uses at its
+// price per 1,000 uses (ToolCost).
 func Cost(p routing.Prices, u Usage) int64 {
 	uncached := u.Input - u.CachedInput - u.CacheWrite
 	visible := u.Output - u.Reasoning
 	total := uncached*p.Input + u.CachedInput*cachedPrice(p) + u.CacheWrite*cacheWritePrice(p) +
 		visible*p.Output + u.Reasoning*p.Reasoning
-	return (total + 500_000) / 1_000_000
+	return (total+500_000)/1_000_000 + ToolCost(p.Tools, u.ToolUses)
+}
+
+// ToolCost prices server-side tools' uses in micro-units: each tool's uses at its price
+// per 1,000 uses, summed exactly and rounded once, half up. Counts are held to
+// protocols.MaxToolUses and prices to routing.MaxToolPrice, so nothing overflows.
+func ToolCost(prices routing.ToolPrices, uses protocols.ToolUses) int64 {
+	var whole, thousandths int64
+	for t, n := range uses {
+		v := min(max(n, 0), protocols.MaxToolUses) * min(max(prices[t], 0), routing.MaxToolPrice) // at most 10^18
+		whole += v / 1_000
+		thousandths += v % 1_000
+	}
+	return whole + (thousandths+500)/1_000
 }
 
 // A cached or cache-write price that is not configured falls back to the input price:

@@ -63,7 +63,8 @@ type familyAUsage [5]string
 
 func (o *Observation) setFamilyAUsage(u gjson.Result, names familyAUsage) {
 	f := gjson.GetMany(u.Raw, names[:]...)
-	o.Usage = Usage{Input: f[0].Int(), CachedInput: f[1].Int(), CacheWrite: f[2].Int(), Output: f[3].Int(), Reasoning: f[4].Int()}
+	o.Usage = Usage{Input: f[0].Int(), CachedInput: f[1].Int(), CacheWrite: f[2].Int(), Output: f[3].Int(), Reasoning: f[4].Int(),
+		ToolUses: o.Usage.ToolUses} // counted from the answer's items, not its usage
 	o.UsageReported, o.ReasoningReported = true, true
 }
 

@@ -35,10 +35,20 @@ func (m messages) Answer(body []byte) (gjson.Result, Observation) {
 		obs.mergeMessagesUsage(u)
 		obs.UsageFinal = true
 	}
-	// Thinking text, in case the upstream does not split thinking tokens out.
-	for _, t := range gjson.GetBytes(body, `content.#(type=="thinking")#.thinking`).Array() {
-		obs.ThinkingChars += textLen(t)
-	}
+	// Thinking text, in case the upstream does not split thinking tokens out; and the
+	// calls to MCP servers, which the usage does not count.
+	content, _ := member(body, "content")
+	eachElement(content, func(_ int, block []byte) bool {
+		typ, _ := member(block, "type")
+		switch stringText(typ) {
+		case "thinking":
+			t, _ := member(block, "thinking")
+			obs.ThinkingChars += stringLen(t)
+		case "mcp_tool_use":
+			obs.Usage.ToolUses.add(ToolMCP, 1)
+		}
+		return true
+	})
 	return getView(body, "model"), obs
 }
 
@@ -56,10 +66,12 @@ func (o *Observation) mergeMessagesUsage(u gjson.Result) {
 	}
 	input := pick(f[0], prev.Input-prev.CachedInput-prev.CacheWrite)
 	read, write := pick(f[1], prev.CachedInput), pick(f[2], prev.CacheWrite)
-	o.Usage = Usage{Input: input + read + write, CachedInput: read, CacheWrite: write, Output: pick(f[3], prev.Output), Reasoning: prev.Reasoning}
+	o.Usage = Usage{Input: input + read + write, CachedInput: read, CacheWrite: write, Output: pick(f[3], prev.Output), Reasoning: prev.Reasoning,
+		ToolUses: prev.ToolUses}
 	if f[4].Exists() {
 		o.Usage.Reasoning, o.ReasoningReported = f[4].Int(), true
 	}
+	o.mergeMessagesToolUse(u)
 	o.UsageReported = true
 }
 
@@ -87,6 +99,11 @@ func (messagesStream) event(obs *Observation, ev Event) eventView {
 			obs.mergeMessagesUsage(u)
 		}
 		return eventView{model: getView(ev.Data, "message.model")}
+	case "content_block_start":
+		// A call to an MCP server is a block of its own; the usage does not count them.
+		if getView(ev.Data, "content_block.type").Str == "mcp_tool_use" {
+			obs.Usage.ToolUses.add(ToolMCP, 1)
+		}
 	case "content_block_delta":
 		obs.OutputChars += stringLen(delta.text) + stringLen(delta.partialJSON)
 		obs.ThinkingChars += stringLen(delta.thinking)
@@ -208,6 +225,9 @@ func (m messages) Validate(p *ParsedRequest, h http.Header) *APIError {
 	}
 	if e := optionalBool(FamilyB, p.get(fieldStream), "stream"); e != nil {
 		return e
+	}
+	if _, e := p.serverTools(m.kind, 0); e != nil {
+		return e // a server tool's max_uses, which admission reserves by
 	}
 	if thinking := p.get(fieldThinking); thinking.Get("type").Str == "enabled" {
 		budget, ok := positiveInt(thinking.Get("budget_tokens"))

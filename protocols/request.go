@@ -47,6 +47,9 @@ const (
 	fieldMaxCompletionTokens
 	fieldMaxOutputTokens
 	fieldChoices
+	fieldTools
+	fieldMCPServers
+	fieldMaxToolCalls
 	readFields
 )
 
@@ -57,6 +60,7 @@ var readFieldNames = [readFields]string{
 	fieldPreviousResponseID: "previous_response_id", fieldConversation: "conversation",
 	fieldPromptCacheKey: "prompt_cache_key", fieldMaxCompletionTokens: "max_completion_tokens",
 	fieldMaxOutputTokens: "max_output_tokens", fieldChoices: "n",
+	fieldTools: "tools", fieldMCPServers: "mcp_servers", fieldMaxToolCalls: "max_tool_calls",
 }
 
 // locatedField is the field named key, if a ParsedRequest locates it.
@@ -84,6 +88,15 @@ func (s span) in(body []byte) gjson.Result {
 
 // get reads field f.
 func (p *ParsedRequest) get(f readField) gjson.Result { return p.at[f].in(p.Body) }
+
+// raw is field f's value as written; nil when the body lacks it.
+func (p *ParsedRequest) raw(f readField) []byte {
+	s := p.at[f]
+	if s.end == 0 {
+		return nil
+	}
+	return p.Body[s.start:s.end]
+}
 
 // ParseRequest reads body with the one bounded scan every request gets (one JSON object,
 // valid UTF-8, nesting within MaxNesting, no key twice where the gateway reads keys) and

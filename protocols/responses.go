@@ -27,7 +27,11 @@ func (r responses) Answer(body []byte) (gjson.Result, Observation) {
 	if r.kind == KindResponsesInputTokens {
 		return gjson.Result{}, Observation{Complete: true} // a token count: no model, nothing to bill
 	}
-	return answerFamilyA(body, responsesUsage)
+	model, obs := answerFamilyA(body, responsesUsage)
+	if output, ok := member(body, "output"); ok {
+		obs.Usage.ToolUses = countResponsesToolCalls(output)
+	}
+	return model, obs
 }
 
 // FinishReason is why a response ended: its incomplete reason (max_output_tokens,
@@ -68,10 +72,12 @@ func (r *responsesStream) event(obs *Observation, ev Event) eventView {
 	typ := top.typ
 	if responsesIsError(ev.Name, typ) {
 		// A failed response still reports what it used, and that count is its last.
-		if u := readResponseObject(ev.Data).usageResult(); u.IsObject() {
+		resp := readResponseObject(ev.Data)
+		if u := resp.usageResult(); u.IsObject() {
 			obs.setFamilyAUsage(u, responsesUsage)
 			obs.UsageFinal = true
 		}
+		obs.takeToolCalls(resp.output)
 		return eventView{isError: true}
 	}
 	if seq, ok := sequenceNumber(top.seq); ok {
@@ -84,6 +90,16 @@ func (r *responsesStream) event(obs *Observation, ev Event) eventView {
 		obs.OutputChars += stringLen(top.delta)
 	case "response.reasoning_summary_text.delta", "response.reasoning_text.delta":
 		obs.ThinkingChars += stringLen(top.delta)
+	case "response.output_item.done":
+		// A server tool's call counts as its item ends: a stream cut before its terminal
+		// event still bills the calls it carried.
+		if item, ok := member(ev.Data, "item"); ok {
+			if typ, ok := member(item, "type"); ok {
+				if t, ok := responsesToolCall(stringText(typ)); ok {
+					obs.Usage.ToolUses.add(t, 1)
+				}
+			}
+		}
 	case "response.completed", "response.failed", "response.incomplete":
 		obs.Complete, terminal = true, true
 		resp, read = readResponseObject(ev.Data), true
@@ -101,6 +117,9 @@ func (r *responsesStream) event(obs *Observation, ev Event) eventView {
 		obs.setFamilyAUsage(u, responsesUsage)
 		obs.UsageFinal = terminal
 	}
+	if terminal {
+		obs.takeToolCalls(resp.output)
+	}
 	return eventView{model: resp.modelResult()}
 }
 
@@ -108,8 +127,8 @@ func (r *responsesStream) event(obs *Observation, ev Event) eventView {
 // carries, as written: each the value gjson's "response.model" (and so on) finds, the
 // first that any top-level `response` object holds, in order; nil when none does.
 type responseFields struct {
-	usage, model, status, reason []byte
-	modelAt                      int // where model starts in the event's data
+	usage, model, status, reason, output []byte
+	modelAt                              int // where model starts in the event's data
 }
 
 // readResponseObject walks the top level of a lifecycle event and each `response` object
@@ -158,6 +177,10 @@ func (f *responseFields) read(b []byte, start int) int {
 		case "status":
 			if f.status == nil {
 				f.status = b[s:e]
+			}
+		case "output":
+			if f.output == nil {
+				f.output = b[s:e]
 			}
 		case "incomplete_details":
 			if f.reason == nil {
@@ -321,6 +344,9 @@ func (r responses) Validate(p *ParsedRequest, _ http.Header) *APIError {
 	if present(p.get(fieldConversation)) {
 		return InvalidParam(FamilyA, "conversation", "'conversation' is not supported: this gateway keeps no server-side conversation state; send the full conversation in 'input' instead")
 	}
+	if _, e := p.serverTools(r.kind, 0); e != nil {
+		return e // max_tool_calls, which admission reserves by
+	}
 	return checkOutputCaps(r.outputCaps(p))
 }
 
@@ -335,4 +361,17 @@ func (r responses) outputCaps(p *ParsedRequest) []capField {
 		return nil
 	}
 	return []capField{{"max_output_tokens", p.get(fieldMaxOutputTokens)}}
+}
+
+// takeToolCalls counts the server tool calls of a terminal event's whole output: of them
+// and the items seen end, the larger count of each tool stands (an item's done event
+// may have been missed, and the output repeats the items that were seen).
+func (o *Observation) takeToolCalls(output []byte) {
+	if output == nil {
+		return
+	}
+	all := countResponsesToolCalls(output)
+	for t := range all {
+		o.Usage.ToolUses[t] = max(o.Usage.ToolUses[t], all[t])
+	}
 }

@@ -99,6 +99,9 @@ type Usage struct {
 	Reasoning int64 `json:"reasoning"`
 	// Estimated says a count had to be derived rather than read from the upstream.
 	Estimated bool `json:"estimated"`
+	// ToolUses counts the uses of server-side tools the answer reported (web searches,
+	// file searches, ...), each at most MaxToolUses; left out of JSON when none.
+	ToolUses ToolUses `json:"tool_uses,omitzero"`
 }
 
 // Observation is what the gateway saw of one answer, in neutral terms, whatever its

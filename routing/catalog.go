@@ -25,7 +25,17 @@ type Prices struct {
 	CacheWrite  int64
 	Output      int64
 	Reasoning   int64
+	// Tools are the prices of server-side tools' uses (a web search, a file search, ...),
+	// per 1,000 uses, in micro-units; a tool without a price costs nothing.
+	Tools ToolPrices
 }
+
+// ToolPrices are the prices of each server-side tool's uses, per 1,000 uses.
+type ToolPrices [protocols.NumServerTools]int64
+
+// MaxToolPrice bounds a tool's price per 1,000 uses (10^6 units, in micro-units), so
+// that protocols.MaxToolUses uses of every tool cost well within int64.
+const MaxToolPrice = 1_000_000 * 1_000_000
 
 // Timeouts bound one attempt on a candidate.
 type Timeouts struct {
@@ -84,6 +94,9 @@ func (m *Model) CeilingPrices() Prices {
 		p.CacheWrite = max(p.CacheWrite, c.Prices.CacheWrite)
 		p.Output = max(p.Output, c.Prices.Output)
 		p.Reasoning = max(p.Reasoning, c.Prices.Reasoning)
+		for t := range p.Tools {
+			p.Tools[t] = max(p.Tools[t], c.Prices.Tools[t])
+		}
 	}
 	return p
 }

@@ -29,7 +29,7 @@ const maxCursor = 512
 // integers).
 const requestSelectTail = `u.request_id, u.key_id, k.name, u.project_id, u.model, u.candidate, u.operation, ` +
 	`u.status, u.ttfb_ms, u.latency_ms, u.input, u.output, u.cost_micros, u.outcome, u.refused_by, ` +
-	`u.tries, u.attempts`
+	`u.tries, u.attempts, u.tool_uses`
 
 // ListRequests implements metering.RequestLog: the records matching q, newest first
 // (ties by request id, descending), at most q.Limit of them (50 when unset,
@@ -114,9 +114,10 @@ func scanRequestRow(scan func(...any) error) (metering.RequestRow, error) {
 		r                                                  metering.RequestRow
 		ts, estimated, status, attempts                    int64
 		keyID, keyName, projectID, candidate, refused, try sql.NullString
+		toolUses                                           sql.NullString
 	)
 	err := scan(&ts, &estimated, &r.RequestID, &keyID, &keyName, &projectID, &r.Model, &candidate, &r.Operation,
-		&status, &r.TTFBMs, &r.DurationMs, &r.Input, &r.Output, &r.CostMicros, &r.Outcome, &refused, &try, &attempts)
+		&status, &r.TTFBMs, &r.DurationMs, &r.Input, &r.Output, &r.CostMicros, &r.Outcome, &refused, &try, &attempts, &toolUses)
 	if err != nil {
 		return r, err
 	}
@@ -135,6 +136,9 @@ func scanRequestRow(scan func(...any) error) (metering.RequestRow, error) {
 		// Written by this store from metering.Try: a row that does not decode shows
 		// no attempts rather than failing the page.
 		_ = json.Unmarshal([]byte(try.String), &r.Tries)
+	}
+	if toolUses.Valid {
+		_ = r.ToolUses.UnmarshalJSON([]byte(toolUses.String)) // never fails
 	}
 	r.Flags()
 	return r, nil

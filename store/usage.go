@@ -95,9 +95,9 @@ func (s *Store) QueryUsage(ctx context.Context, q metering.Query) ([]metering.Ro
 const usageColumns = `request_id, key_id, model, candidate, protocol, operation, status, ` +
 	`input, cached_input, cache_write, output, reasoning, estimated, ` +
 	`cost_micros, latency_ms, ttfb_ms, attempts, ts, project_id, channel, ` +
-	`outcome, refused_by, tries`
+	`outcome, refused_by, tries, tool_uses`
 
-const usageColumnCount = 23
+const usageColumnCount = 24
 
 // The dimensions a usage query can group by.
 const (
@@ -269,6 +269,15 @@ func outcomeOf(r *metering.Record) string {
 		return metering.OutcomeServed
 	}
 	return r.Outcome
+}
+
+// toolUsesOf is a record's server tool uses as the tool_uses column keeps them: JSON,
+// or NULL for none.
+func toolUsesOf(r *metering.Record) (string, bool) {
+	if r.ToolUses.IsZero() {
+		return "", false
+	}
+	return string(r.ToolUses.AppendJSON(nil)), true
 }
 
 // triesOf is a record's attempts as the tries column keeps them: JSON, or NULL.

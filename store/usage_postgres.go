@@ -23,10 +23,10 @@ const pgWriteUsage = `WITH stored AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
 		$7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], $12::bigint[],
 		$13::boolean[], $14::bigint[], $15::bigint[], $16::bigint[], $17::bigint[], $18::timestamptz[], $19::text[], $20::text[],
-		$21::text[], $22::text[], $23::text[])
+		$21::text[], $22::text[], $23::text[], $24::text[])
 	ON CONFLICT (request_id) DO NOTHING
 )
-INSERT INTO ledger_journals (journal_id, position, updated_at) VALUES ($24, $25, $26)
+INSERT INTO ledger_journals (journal_id, position, updated_at) VALUES ($25, $26, $27)
 ON CONFLICT (journal_id) DO UPDATE
 	SET position = GREATEST(ledger_journals.position, EXCLUDED.position), updated_at = EXCLUDED.updated_at`
 
@@ -46,7 +46,7 @@ func (b *pgBackend) writeUsage(ctx context.Context, journalID string, upTo int64
 		requestIDs, keyIDs, projectIDs         = make([]pgtype.Text, n), make([]pgtype.Text, n), make([]pgtype.Text, n)
 		models, candidates, protocols, ops     = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		channels, outcomes                     = make([]string, n), make([]string, n)
-		refusedBy, tries                       = make([]pgtype.Text, n), make([]pgtype.Text, n)
+		refusedBy, tries, toolUses             = make([]pgtype.Text, n), make([]pgtype.Text, n), make([]pgtype.Text, n)
 		status, input, cached, cacheWrite      = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
 		output, reasoning, cost, latency, ttfb = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
 		attempts                               = make([]int64, n)
@@ -64,6 +64,7 @@ func (b *pgBackend) writeUsage(ctx context.Context, journalID string, upTo int64
 		channels[i], outcomes[i] = channelOf(r), outcomeOf(r)
 		refusedBy[i] = pgtype.Text{String: r.RefusedBy, Valid: r.RefusedBy != ""}
 		tries[i].String, tries[i].Valid = triesOf(r)
+		toolUses[i].String, toolUses[i].Valid = toolUsesOf(r)
 		status[i], attempts[i] = int64(r.Status), int64(r.Attempts)
 		input[i], cached[i], cacheWrite[i] = r.Input, r.CachedInput, r.CacheWrite
 		output[i], reasoning[i], estimated[i] = r.Output, r.Reasoning, r.Estimated
@@ -74,7 +75,7 @@ func (b *pgBackend) writeUsage(ctx context.Context, journalID string, upTo int64
 		requestIDs, keyIDs, models, candidates, protocols, ops,
 		status, input, cached, cacheWrite, output, reasoning,
 		estimated, cost, latency, ttfb, attempts, times, projectIDs, channels,
-		outcomes, refusedBy, tries,
+		outcomes, refusedBy, tries, toolUses,
 		journalID, upTo, now)
 	return err
 }

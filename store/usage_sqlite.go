@@ -115,7 +115,14 @@ func appendSQLiteUsage(args []any, r *metering.Record) []any {
 		nullString(r.RequestID), nullString(r.KeyID), r.Model, r.Candidate, r.Protocol, r.Operation, r.Status,
 		r.Input, r.CachedInput, r.CacheWrite, r.Output, r.Reasoning, estimated,
 		r.CostMicros, r.LatencyMs, r.TTFBMs, r.Attempts, sqliteTime(r.Time), nullString(r.ProjectID), channelOf(r),
-		outcomeOf(r), nullString(r.RefusedBy), sqliteTries(r))
+		outcomeOf(r), nullString(r.RefusedBy), sqliteTries(r), sqliteToolUses(r))
+}
+
+func sqliteToolUses(r *metering.Record) any {
+	if u, ok := toolUsesOf(r); ok {
+		return u
+	}
+	return nil
 }
 
 func sqliteTries(r *metering.Record) any {

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard-gw/switchyard/metering"
+	"github.com/switchyard-gw/switchyard/protocols"
 )
 
 // utc is a time in UTC, for the fixed data sets.
@@ -57,6 +58,9 @@ func usageFixture() []metering.Record {
 	// Two answers of m2 came through cloud channels, one from a candidate of its own.
 	rs[2].Channel, rs[2].Candidate = "vertex", "m2@vertex"
 	rs[3].Channel = "bedrock"
+	// Two answers used server-side tools.
+	rs[1].ToolUses[protocols.ToolWebSearch] = 25
+	rs[4].ToolUses[protocols.ToolFileSearch], rs[4].ToolUses[protocols.ToolImageGeneration] = 2, 1
 	return rs
 }
 
@@ -188,7 +192,10 @@ var usageSuite = []struct {
 			want := []any{r.RequestID, key, r.Model, r.Candidate, r.Protocol, r.Operation, int64(r.Status),
 				r.Input, r.CachedInput, r.CacheWrite, r.Output, r.Reasoning, est,
 				r.CostMicros, r.LatencyMs, r.TTFBMs, int64(r.Attempts), storedTime(r.Time).UnixMicro(), project, cmp.Or(r.Channel, "api"),
-				"served", nil, nil} // a served answer with no attempts recorded
+				"served", nil, nil, nil} // a served answer with no attempts recorded
+			if !r.ToolUses.IsZero() {
+				want[len(want)-1] = string(r.ToolUses.AppendJSON(nil))
+			}
 			assert.Equal(t, want, got[i], "record %s", r.RequestID)
 		}
 		pos, err := s.JournalPosition(ctx, "gw-1")
