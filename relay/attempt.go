@@ -36,6 +36,9 @@ type attemptClock struct {
 	// first_byte_timeout, first_token_timeout, idle_timeout), and runningFor its length:
 	// what a client is told ran out.
 	running atomic.Pointer[limit]
+	// The limits running points at, one place each, so that naming the one in force
+	// allocates nothing (activity runs on every read of a stream).
+	firstByte, firstEvent, idleLimit limit
 }
 
 // limit is one of a candidate's time limits, by its configuration name.
@@ -51,6 +54,12 @@ const requestTimeoutName = "request_timeout"
 // limitFirstByte sets the limit before the answer's first byte to l from now, or to the
 // request's deadline when that comes first.
 func (c *attemptClock) limitFirstByte(l limit, dl *deadline) {
+	c.firstByte = l
+	c.limitUntilFirstByte(&c.firstByte, dl)
+}
+
+// limitUntilFirstByte runs l, which stays in place while it is in force.
+func (c *attemptClock) limitUntilFirstByte(l *limit, dl *deadline) {
 	now := time.Now()
 	d := l.d
 	left, ok := dl.left(now)
@@ -59,7 +68,7 @@ func (c *attemptClock) limitFirstByte(l limit, dl *deadline) {
 		d = max(left, 0)
 	}
 	c.byDeadline.Store(byDeadline)
-	c.running.Store(&l)
+	c.running.Store(l)
 	c.due.Store(now.Add(d).UnixNano())
 	c.timer.Reset(d)
 }
@@ -85,11 +94,12 @@ func (c *attemptClock) limitFirstEvent(l limit, dl *deadline) {
 	if left := time.Until(time.Unix(0, c.due.Load())); left < l.d {
 		return // the limit already running is the shorter
 	}
-	c.limitFirstByte(l, dl)
+	c.firstEvent = l
+	c.limitUntilFirstByte(&c.firstEvent, dl)
 }
 
 func startClock(firstByte, idle time.Duration, cancel context.CancelFunc) *attemptClock {
-	c := &attemptClock{idle: idle}
+	c := &attemptClock{idle: idle, idleLimit: limit{"idle_timeout", idle}}
 	c.timer = time.AfterFunc(firstByte, func() {
 		c.timedOut.Store(true)
 		cancel()
@@ -101,7 +111,7 @@ func startClock(firstByte, idle time.Duration, cancel context.CancelFunc) *attem
 // has gone: then only the grace counts.
 func (c *attemptClock) activity() {
 	if !c.clientLeft.Load() {
-		c.running.Store(&limit{"idle_timeout", c.idle})
+		c.running.Store(&c.idleLimit)
 		c.timer.Reset(c.idle)
 	}
 }
