@@ -75,9 +75,8 @@ func ReadBody(op protocols.Operation, r io.Reader, contentLength int64, limits B
 		// sends a body that would be thrown away.
 		return nil, protocols.ErrBodyTooLarge(op.Family, limits.Max)
 	}
-	share := limits.Memory.For(limits.Key)
 	if contentLength >= ForwardWhileArrivingMin && contentLength <= limits.Max {
-		arriving, apiErr := NewArrivingBodyWithin(op, int(contentLength), share)
+		arriving, apiErr := NewArrivingBodyWithin(op, int(contentLength), limits.Memory.For(limits.Key))
 		if apiErr != nil {
 			return nil, apiErr
 		}
@@ -93,6 +92,9 @@ func ReadBody(op protocols.Operation, r io.Reader, contentLength int64, limits B
 		}
 		return arriving, nil
 	}
+	// A small body's account lives in the body itself: one allocation a request fewer.
+	whole := &wholeBody{op: op}
+	share := limits.Memory.forInto(&whole.share, limits.Key)
 	body, held, err := protocols.ReadBoundedWithin(r, contentLength, int(limits.Max)+1, share)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
@@ -109,7 +111,8 @@ func ReadBody(op protocols.Operation, r io.Reader, contentLength int64, limits B
 		share.Give(held)
 		return nil, apiErr
 	}
-	return &wholeBody{op: op, parsed: parsed, mem: share, held: held}, nil
+	whole.parsed, whole.mem, whole.held = parsed, share, held
+	return whole, nil
 }
 
 // WholeBody is a body read and parsed whole by its caller, held against no ceiling.
@@ -124,7 +127,8 @@ type wholeBody struct {
 	op       protocols.Operation
 	parsed   *protocols.ParsedRequest
 	mem      *BodyShare
-	held     int64 // what the body took from mem, counted until the request is over
+	share    BodyShare // where mem points when it is the body's own account
+	held     int64     // what the body took from mem, counted until the request is over
 	released atomic.Bool
 }
 

@@ -160,7 +160,16 @@ func (m *BodyMemory) For(key string) *BodyShare {
 	if m == nil {
 		return nil
 	}
-	return &BodyShare{m: m, key: key}
+	return m.forInto(new(BodyShare), key)
+}
+
+// forInto is For with the account kept in s.
+func (m *BodyMemory) forInto(s *BodyShare, key string) *BodyShare {
+	if m == nil {
+		return nil
+	}
+	s.m, s.key = m, key
+	return s
 }
 
 // BodyShare is what one request's body takes from a BodyMemory, counted against the
