@@ -17,12 +17,7 @@ import (
 // spans counts the gateway's refusals. A key the client put in its URL or its user agent
 // is in no span: the path is masked as the access log masks it.
 func TestTracesTellErrorAnswersByTheirStatus(t *testing.T) {
-	rc := newOTLPReceiver(t)
-	t.Setenv("OTEL_TRACES_EXPORTER", "otlp")
-	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", rc.URL+"/v1/traces")
-	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/protobuf")
-	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "20")
-	t.Setenv("OTEL_SERVICE_NAME", "switchyard-test")
+	rc := exportTracesTo(t)
 
 	up := newUpstream(t)
 	const rpmKey = "sk-rpm-one-0123456789abcdef"

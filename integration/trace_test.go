@@ -174,12 +174,7 @@ func (rc *otlpReceiver) waitForTrace(t *testing.T, c tracedCall, want int) spanT
 // attributes and the verdict, the relayed ones with a span per upstream attempt, and
 // nothing exported names a secret, an upstream or a prompt.
 func TestTracesFollowRequestsThroughTheGateway(t *testing.T) {
-	rc := newOTLPReceiver(t)
-	t.Setenv("OTEL_TRACES_EXPORTER", "otlp")
-	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", rc.URL+"/v1/traces")
-	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/protobuf")
-	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "20")
-	t.Setenv("OTEL_SERVICE_NAME", "switchyard-test")
+	rc := exportTracesTo(t)
 
 	up := newUpstream(t)
 	const rpmKey = "sk-rpm-one-0123456789abcdef"
@@ -328,4 +323,17 @@ func TestTracesFollowRequestsThroughTheGateway(t *testing.T) {
 	assert.NotContains(t, a, "switchyard.key_id")
 
 	up.assertNoLeakIn(t, "the exported spans", rc.exported(), rpmKey, "sk-not-a-key", prompt)
+}
+
+// exportTracesTo starts an OTLP/HTTP receiver and points Caddy's tracing at it (through
+// the OpenTelemetry environment, for this test), exporting every 20 ms.
+func exportTracesTo(t *testing.T) *otlpReceiver {
+	t.Helper()
+	rc := newOTLPReceiver(t)
+	t.Setenv("OTEL_TRACES_EXPORTER", "otlp")
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", rc.URL+"/v1/traces")
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/protobuf")
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "20")
+	t.Setenv("OTEL_SERVICE_NAME", "switchyard-test")
+	return rc
 }
