@@ -63,6 +63,10 @@ type Key struct {
 	ReplacedBy string `json:"replaced_by,omitempty"`
 	// ProjectID is the project the key belongs to; empty: none.
 	ProjectID string `json:"project_id,omitempty"`
+	// Owner is who the key belongs to: a person's user id ("usr_…", see package
+	// access), a service account ("svc:<name>"), or empty for a key made by the
+	// operator without one. It never changes; a rotation's replacement keeps it.
+	Owner string `json:"owner,omitempty"`
 	// Limits are the key's own limits; nil: none of its own.
 	Limits *limits.Policy `json:"limits,omitempty"`
 	// Seq orders changes: every write to a key gives it the store's next sequence

@@ -79,6 +79,8 @@ type CreateRequest struct {
 	ProjectID string
 	// Limits are the key's own limits; nil: none.
 	Limits *limits.Policy
+	// Owner is the key's owner (see Key.Owner); empty: none.
+	Owner string
 }
 
 // Created is a new key and its secret, which is shown this once and never stored.
@@ -117,6 +119,7 @@ func (m *Manager) newKey(req CreateRequest, now time.Time) (*Key, string, error)
 		ExpiresAt: req.ExpiresAt.UTC(),
 		ProjectID: req.ProjectID,
 		Limits:    NormalizeLimits(req.Limits),
+		Owner:     req.Owner,
 	}, secret, nil
 }
 
@@ -192,7 +195,7 @@ func (m *Manager) Rotate(ctx context.Context, id string, grace time.Duration) (*
 	}
 	// The replacement carries the project and limits as stored, not re-checked: a
 	// rotation must not fail because a model named in a limit was removed since.
-	k.ProjectID, k.Limits = old.ProjectID, old.Limits
+	k.ProjectID, k.Limits, k.Owner = old.ProjectID, old.Limits, old.Owner
 	detail := "replaced by " + k.ID + "; the old key "
 	if grace == 0 {
 		detail += "is revoked now"

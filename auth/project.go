@@ -20,10 +20,59 @@ type Project struct {
 	ID   string `json:"id"`
 	Name string `json:"name"`
 	// Limits is nil when the project limits nothing.
-	Limits    *limits.Policy `json:"limits,omitempty"`
-	CreatedAt time.Time      `json:"created_at"`
+	Limits *limits.Policy `json:"limits,omitempty"`
+	// Members are the project's rules for its members' keys; nil: members may not
+	// make keys here until an admin sets rules.
+	Members   *MemberRules `json:"members,omitempty"`
+	CreatedAt time.Time    `json:"created_at"`
 	// Seq orders changes, from the same sequence as keys' (see Key.Seq).
 	Seq int64 `json:"-"`
+}
+
+// MemberRules are what a project lets its members do with keys of their own: which
+// models their keys may use, how long a key may live, each key's own limits, and one
+// budget and rate for all of one member's keys together.
+type MemberRules struct {
+	// Models are the models a member's key may use; empty: every model.
+	Models []string `json:"models,omitempty"`
+	// MaxExpiry bounds a member key's lifetime ("720h"); zero: members' keys need no
+	// expiry.
+	MaxExpiry Duration `json:"max_expiry,omitzero"`
+	// KeyLimits are every member key's own limits (the project's default for them).
+	KeyLimits *limits.Policy `json:"key_limits,omitempty"`
+	// Limits hold all of one member's keys in the project together.
+	Limits *limits.Policy `json:"limits,omitempty"`
+	// Departed says what becomes of a person's keys here once they are disabled (their
+	// provider account no longer signs in): "keep", or "revoke" after RevokeAfter.
+	Departed    string   `json:"departed,omitempty"`
+	RevokeAfter Duration `json:"revoke_after,omitzero"`
+}
+
+// Duration is a time.Duration written in JSON as Go writes durations ("720h0m0s") and
+// read from that or from a number of seconds.
+type Duration time.Duration
+
+// MarshalJSON writes the duration as a string.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return []byte(strconv.Quote(time.Duration(d).String())), nil
+}
+
+// UnmarshalJSON reads "30m", "720h" or a number of seconds.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	if s, err := strconv.Unquote(string(b)); err == nil {
+		v, err := time.ParseDuration(s)
+		if err != nil || v < 0 {
+			return fmt.Errorf("duration %s: want for example \"720h\"", strconv.QuoteToGraphic(truncate(s, 40)))
+		}
+		*d = Duration(v)
+		return nil
+	}
+	n, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil || n < 0 || n > int64(100*365*24*3600) {
+		return errors.New("duration: want a string such as \"720h\" or whole seconds")
+	}
+	*d = Duration(time.Duration(n) * time.Second)
+	return nil
 }
 
 // projectIDPattern is what a project id may be: lower-case letters, digits, '.', '_'
@@ -59,6 +108,17 @@ const (
 	// ActionCandidateReset is an operator clearing a candidate's live health; its target
 	// is "<model>/<candidate>".
 	ActionCandidateReset = "candidate.reset"
+	// ActionProjectMembers is a change to a project's rules for members' keys.
+	ActionProjectMembers = "project.members"
+	// People and access (package access): sign-in and sign-out, a person disabled or
+	// enabled again, a session ended, an API token made or revoked.
+	ActionSignIn      = "session.sign_in"
+	ActionSignOut     = "session.sign_out"
+	ActionSessionEnd  = "session.revoke"
+	ActionUserDisable = "user.disable"
+	ActionUserEnable  = "user.enable"
+	ActionTokenCreate = "token.create"
+	ActionTokenRevoke = "token.revoke"
 )
 
 // AuditEntry is one change to a key, a project or their limits, or an operator's reset of
