@@ -9,6 +9,8 @@
 package access
 
 import (
+	"context"
+	"errors"
 	"slices"
 	"strings"
 )
@@ -167,4 +169,22 @@ func (p *Principal) HighestRole() Role {
 		}
 	}
 	return best
+}
+
+// ErrRefused is a credential that was presented and refused: a session ended, idle or
+// of a disabled person, a token expired or revoked. Its message says which, to the
+// caller.
+var ErrRefused = errors.New("your sign-in is no longer valid; sign in again")
+
+type principalKey struct{}
+
+// WithPrincipal returns ctx carrying who is calling.
+func WithPrincipal(ctx context.Context, p *Principal) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
+// PrincipalOf is the principal WithPrincipal put in ctx, or nil.
+func PrincipalOf(ctx context.Context) *Principal {
+	p, _ := ctx.Value(principalKey{}).(*Principal)
+	return p
 }

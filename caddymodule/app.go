@@ -15,6 +15,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
+	"github.com/switchyard-gw/switchyard/access"
 	"github.com/switchyard-gw/switchyard/admission"
 	"github.com/switchyard-gw/switchyard/alerts"
 	"github.com/switchyard-gw/switchyard/auth"
@@ -83,13 +84,15 @@ type App struct {
 
 	manager     *auth.Manager // nil without a key store
 	storeKey    string
-	ledger      *metering.Ledger    // nil without a store
-	usageReader metering.Reader     // nil when the store keeps no usage
-	requestLog  metering.RequestLog // nil when the store keeps no request log
-	refusalLog  *refusalSampler     // how many of a key's refusals the request log keeps
-	ledgerKey   string
-	ledgerSink  metering.Sink
-	ledgerDir   string
+	ledger      *metering.Ledger // nil without a store
+	usageReader metering.Reader  // nil when the store keeps no usage
+	// people keeps people, sessions and API tokens: the store, when there is one.
+	people     access.Store
+	requestLog metering.RequestLog // nil when the store keeps no request log
+	refusalLog *refusalSampler     // how many of a key's refusals the request log keeps
+	ledgerKey  string
+	ledgerSink metering.Sink
+	ledgerDir  string
 
 	latencyReader metering.LatencyReader // nil when the store keeps no usage
 	// ledgerReady is closed once Start has opened the ledger; requests that arrive first

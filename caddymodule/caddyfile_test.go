@@ -259,7 +259,11 @@ func TestDirectivesRefuseWhatTheyDoNotTake(t *testing.T) {
 	cases := map[string]errorCase{
 		"simulator unknown option": {site("\tswitchyard_simulator {\n\t\tcolour blue\n\t}\n"), []string{"colour"}},
 		"auth with an argument":    {site("\tswitchyard_auth strict\n"), []string{"switchyard_auth", "strict"}},
-		"console with a block":     {site("\tswitchyard_console {\n\t\ttitle Ops\n\t}\n"), []string{"switchyard_console", "takes no options"}},
+		"console with a block":     {site("\tswitchyard_console {\n\t\ttitle Ops\n\t}\n"), []string{"switchyard_console", "unknown option \"title\""}},
+		"member without projects":  {site("\tswitchyard_console {\n\t\trole member group eng\n\t}\n"), []string{"role member needs the projects"}},
+		"unknown role":             {site("\tswitchyard_console {\n\t\trole root group eng\n\t}\n"), []string{"unknown role"}},
+		"break_glass maybe":        {site("\tswitchyard_console {\n\t\tbreak_glass maybe\n\t}\n"), []string{"want on or off"}},
+		"sign_in unknown option":   {site("\tswitchyard_console {\n\t\tsign_in {\n\t\t\tpassword x\n\t\t}\n\t}\n"), []string{"sign_in: unknown option \"password\""}},
 	}
 	refusedNaming(t, cases, adaptErr)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
+	"github.com/switchyard-gw/switchyard/access"
 	"github.com/switchyard-gw/switchyard/auth"
 	"github.com/switchyard-gw/switchyard/metering"
 	"github.com/switchyard-gw/switchyard/store"
@@ -152,6 +153,7 @@ func (a *App) openStore(ctx caddy.Context, repl *caddy.Replacer, static *auth.St
 	// Usage goes to the same store, through this gateway's journal; *store.Store
 	// implements every usage interface (store/ asserts it at compile time).
 	a.usageReader = loggingReader{s.store, logger}
+	a.people, _ = any(s.store).(access.Store)
 	a.requestLog = loggingRequestLog{s.store, logger}
 	a.latencyReader = loggingLatencyReader{s.store, logger}
 	// The ledger opens when the app starts, not here: `caddy validate` provisions a

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/switchyard-gw/switchyard/access"
 	"github.com/switchyard-gw/switchyard/auth"
 	"github.com/switchyard-gw/switchyard/limits"
 	"github.com/switchyard-gw/switchyard/metering"
@@ -55,9 +56,20 @@ type API struct {
 	// Standing is a scope's spend and remaining allowance under policy p; nil (or an
 	// error) shows none.
 	Standing func(ctx context.Context, scope limits.Scope, p *limits.Policy) (*limits.Status, error)
-	// Actor names who makes the request's changes in the audit trail (the console's
-	// basic-auth user); nil or "" is auth.DefaultActor, "admin API".
-	Actor func(r *http.Request) string
+	// Authenticate says who is calling: a person's session, an API token, the
+	// break-glass password. A nil principal with a nil error is no one (401); an error
+	// that errors.Is access.ErrRefused is a credential refused (401 too, with its
+	// reason); any other error is the sign-in store away (503). Nil Authenticate: every
+	// call is the operator's (Caddy's admin endpoint).
+	Authenticate func(r *http.Request) (*access.Principal, error)
+	// People keeps people, sessions and API tokens; nil: this gateway has no sign-in
+	// store, and those routes answer 503.
+	People access.Store
+	// SignIn says which doors the console has, for GET /me.
+	SignIn SignInInfo
+	// Settings is the sign-in settings as owners see them (never a secret); nil: sign-in
+	// through a provider is not configured.
+	Settings func() any
 	// Alerts reads the configured webhooks and the latest deliveries (at most limit);
 	// nil: alerts are not configured.
 	Alerts func(ctx context.Context, limit int) (*AlertsView, error)
@@ -71,47 +83,37 @@ type API struct {
 // ConsoleHeader is the header the web console sends with every change.
 const ConsoleHeader = "X-Switchyard-Console"
 
-// Handler routes the API: GET/POST /keys, GET /keys/{id}, POST /keys/{id}/rotate,
-// POST /keys/{id}/revoke (and DELETE /keys/{id}), PUT /keys/{id}/limits,
-// PUT /keys/{id}/project, GET/POST /projects, GET /projects/{id},
-// PUT /projects/{id}/limits, GET /audit, GET /models,
-// POST /health/{model}/{candidate}/reset, GET /usage, GET /latency, GET /alerts and
-// GET /connect/{client}. Every change is recorded in the audit trail with the actor
-// Actor names.
+// Handler routes the API (Routes lists every route and its action). Every call is
+// decided before it is served: who is calling (Authenticate), whether their roles take
+// the route's action, and, in the handler, whether they reach the resource. Every change
+// is recorded in the audit trail with the caller as its actor.
 func (a *API) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /keys", a.listKeys)
-	mux.HandleFunc("POST /keys", a.changing(a.createKey))
-	mux.HandleFunc("GET /keys/{id}", a.getKey)
-	mux.HandleFunc("POST /keys/{id}/rotate", a.changing(a.rotateKey))
-	mux.HandleFunc("POST /keys/{id}/revoke", a.changing(a.revokeKey))
-	mux.HandleFunc("DELETE /keys/{id}", a.changing(a.revokeKey))
-	mux.HandleFunc("PUT /keys/{id}/limits", a.changing(a.setKeyLimits))
-	mux.HandleFunc("PUT /keys/{id}/project", a.changing(a.setKeyProject))
-	mux.HandleFunc("GET /projects", a.listProjects)
-	mux.HandleFunc("POST /projects", a.changing(a.createProject))
-	mux.HandleFunc("GET /projects/{id}", a.getProject)
-	mux.HandleFunc("PUT /projects/{id}/limits", a.changing(a.setProjectLimits))
-	mux.HandleFunc("GET /audit", a.listAudit)
-	mux.HandleFunc("GET /models", a.listModels)
-	mux.HandleFunc("POST /health/{model}/{candidate}/reset", a.changing(a.resetHealth))
-	mux.HandleFunc("GET /usage", a.queryUsage)
-	mux.HandleFunc("GET /requests", a.listRequests)
-	mux.HandleFunc("GET /latency", a.queryLatency)
-	mux.HandleFunc("GET /connect/{client}", a.connectSetup)
-	mux.HandleFunc("GET /alerts", a.listAlerts)
+	for _, rt := range Routes() {
+		mux.HandleFunc(rt.Pattern, a.guard(rt, rt.handle(a)))
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such API route: "+r.Method+" "+r.URL.Path)
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		actor := ""
-		if a.Actor != nil {
-			actor = a.Actor(r)
+		p := access.Operator()
+		if a.Authenticate != nil {
+			var err error
+			p, err = a.Authenticate(r)
+			switch {
+			case errors.Is(err, access.ErrRefused):
+				writeJSON(w, http.StatusUnauthorized, ErrorAnswer{Error: err.Error(), SignIn: "auth/login"})
+				return
+			case err != nil:
+				writeError(w, http.StatusServiceUnavailable, "who you are could not be checked (is the store reachable?); try again")
+				return
+			}
 		}
-		if actor == "" {
-			actor = auth.DefaultActor
+		ctx := r.Context()
+		if p != nil {
+			ctx = access.WithPrincipal(auth.WithActor(ctx, p.Actor()), p)
 		}
-		mux.ServeHTTP(w, r.WithContext(auth.WithActor(r.Context(), actor)))
+		mux.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 
@@ -120,16 +122,6 @@ func (a *API) now() time.Time {
 		return a.Now()
 	}
 	return time.Now()
-}
-
-func (a *API) changing(next http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if a.RequireHeader != "" && r.Header.Get(a.RequireHeader) == "" {
-			writeError(w, http.StatusForbidden, "changes need the "+a.RequireHeader+" header")
-			return
-		}
-		next(w, r)
-	}
 }
 
 // KeyView is a key with its status at the time of the answer, its limits as operators
@@ -188,17 +180,18 @@ func (a *API) listKeys(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	out := make([]KeyView, len(keys))
-	for i, k := range keys {
-		out[i] = a.viewStanding(r.Context(), k)
+	out := make([]KeyView, 0, len(keys))
+	for _, k := range keys {
+		if may(r.Context(), access.ActKeysRead, keyResource(k)) {
+			out = append(out, a.viewStanding(r.Context(), k))
+		}
 	}
 	writeJSON(w, http.StatusOK, KeysAnswer{Keys: out})
 }
 
 func (a *API) getKey(w http.ResponseWriter, r *http.Request) {
-	k, err := a.Keys.Get(r.Context(), r.PathValue("id"))
-	if err != nil {
-		a.fail(w, err)
+	k, ok := a.reachableKey(w, r, access.ActKeysRead)
+	if !ok {
 		return
 	}
 	writeJSON(w, http.StatusOK, KeyAnswer{Key: a.viewStanding(r.Context(), k)})
@@ -211,6 +204,9 @@ type createBody struct {
 	ExpiresIn string         `json:"expires_in"` // a duration: 90m, 12h, 30d
 	ProjectID string         `json:"project_id"`
 	Limits    *limits.Policy `json:"limits"`
+	// Owner is whose key it is: a person's user id or a service account
+	// ("svc:<name>"); left out, the caller's own (a person) or none.
+	Owner string `json:"owner"`
 }
 
 // modelExists checks the models named in per-model limits.
@@ -259,6 +255,9 @@ func (a *API) createKey(w http.ResponseWriter, r *http.Request) {
 		}
 		req.ExpiresAt = a.now().Add(d)
 	}
+	if !a.decideNewKey(w, r, &req, body.Owner) {
+		return
+	}
 	created, err := a.Keys.Create(r.Context(), req)
 	if err != nil {
 		a.failAbout(w, err, "a project")
@@ -283,6 +282,9 @@ func (a *API) rotateKey(w http.ResponseWriter, r *http.Request) {
 		}
 		grace = d
 	}
+	if _, ok := a.reachableKey(w, r, access.ActKeysWrite); !ok {
+		return
+	}
 	rotated, err := a.Keys.Rotate(r.Context(), r.PathValue("id"), grace)
 	if err != nil {
 		a.fail(w, err)
@@ -293,6 +295,9 @@ func (a *API) rotateKey(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) revokeKey(w http.ResponseWriter, r *http.Request) {
+	if _, ok := a.reachableKey(w, r, access.ActKeysWrite); !ok {
+		return
+	}
 	k, err := a.Keys.Revoke(r.Context(), r.PathValue("id"))
 	if err != nil {
 		a.fail(w, err)
@@ -354,9 +359,8 @@ func (a *API) queryUsage(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	rows, err := a.Usage.QueryUsage(r.Context(), q)
-	if err != nil {
-		writeError(w, http.StatusInternalServerError, "the usage query failed; see the gateway's log")
+	rows, ok := a.reachUsage(w, r, q)
+	if !ok {
 		return
 	}
 	if rows == nil {

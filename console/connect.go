@@ -3,6 +3,7 @@ package console
 import (
 	"net/http"
 
+	"github.com/switchyard-gw/switchyard/access"
 	"github.com/switchyard-gw/switchyard/auth"
 	"github.com/switchyard-gw/switchyard/connect"
 )
@@ -25,6 +26,10 @@ func (a *API) connectSetup(w http.ResponseWriter, r *http.Request) {
 		k, err := a.Keys.Get(r.Context(), id)
 		if err != nil {
 			a.fail(w, err)
+			return
+		}
+		if !may(r.Context(), access.ActKeysRead, keyResource(k)) {
+			refuse(w, "key "+k.ID)
 			return
 		}
 		if status := k.Status(a.now()); status != "active" {

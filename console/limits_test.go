@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/tidwall/gjson"
 
+	"github.com/switchyard-gw/switchyard/access"
 	"github.com/switchyard-gw/switchyard/auth"
 	"github.com/switchyard-gw/switchyard/console"
 	"github.com/switchyard-gw/switchyard/limits"
@@ -21,7 +22,7 @@ import (
 )
 
 // newLimitsAPI is the API over a fresh SQLite store with projects, for models "m" and
-// "sim-gpt"; api is returned to set Standing and Actor before use.
+// "sim-gpt"; api is returned to set Standing and Authenticate before use.
 func newLimitsAPI(t *testing.T) (*console.API, http.Handler) {
 	ctx := context.Background()
 	st, err := store.Open(ctx, "sqlite", filepath.Join(t.TempDir(), "keys.db"))
@@ -95,10 +96,15 @@ func TestLimitsAPIRefusesBadLimitsSayingHowToFixThem(t *testing.T) {
 // audit trail records every change with who made it.
 func TestProjectsKeysLimitsAndTheAuditTrail(t *testing.T) {
 	api, h := newLimitsAPI(t)
-	api.Actor = func(r *http.Request) string { return r.Header.Get("X-Test-Actor") }
+	api.Authenticate = func(r *http.Request) (*access.Principal, error) {
+		if name := r.Header.Get("X-Test-Actor"); name != "" {
+			return &access.Principal{Kind: access.KindBreakGlass, ID: name, Grants: []access.Grant{{Role: access.RoleOwner}}}, nil
+		}
+		return access.Operator(), nil
+	}
 	as := func(actor string) []string { return []string{"X-Test-Actor", actor} }
 
-	w := do(h, "POST", "/api/projects", `{"id":"platform","name":"Platform team","limits":{"budget":"50/month","rpm":600}}`, as("console:ana")...)
+	w := do(h, "POST", "/api/projects", `{"id":"platform","name":"Platform team","limits":{"budget":"50/month","rpm":600}}`, as("ana")...)
 	require.Equal(t, http.StatusCreated, w.Code, w.Body.String())
 	assert.Equal(t, "50/month", gjson.Get(w.Body.String(), "project.limits.budget").Str)
 	assert.Equal(t, "Platform team", gjson.Get(w.Body.String(), "project.name").Str)
@@ -108,7 +114,7 @@ func TestProjectsKeysLimitsAndTheAuditTrail(t *testing.T) {
 	assert.Equal(t, http.StatusBadRequest, w.Code)
 	assert.Contains(t, gjson.Get(w.Body.String(), "error").Str, "create it first")
 
-	w = do(h, "POST", "/api/keys", `{"name":"ci","project_id":"platform","limits":{"budget":"5/day","concurrency":2,"models":{"sim-gpt":{"budget":"1/day"}}}}`, as("console:ana")...)
+	w = do(h, "POST", "/api/keys", `{"name":"ci","project_id":"platform","limits":{"budget":"5/day","concurrency":2,"models":{"sim-gpt":{"budget":"1/day"}}}}`, as("ana")...)
 	require.Equal(t, http.StatusCreated, w.Code, w.Body.String())
 	key := gjson.Get(w.Body.String(), "key")
 	id := key.Get("id").Str
@@ -134,11 +140,11 @@ func TestProjectsKeysLimitsAndTheAuditTrail(t *testing.T) {
 	assert.Equal(t, http.StatusBadRequest, w.Code)
 	assert.Contains(t, gjson.Get(w.Body.String(), "error").Str, "create it first")
 	assert.Equal(t, http.StatusBadRequest, do(h, "PUT", "/api/keys/"+id+"/project", `{}`).Code, "project_id is required")
-	require.Equal(t, 200, do(h, "PUT", "/api/keys/"+id+"/project", `{"project_id":"platform"}`, as("console:bo")...).Code)
+	require.Equal(t, 200, do(h, "PUT", "/api/keys/"+id+"/project", `{"project_id":"platform"}`, as("bo")...).Code)
 	assert.Equal(t, http.StatusNotFound, do(h, "PUT", "/api/keys/key_nope/project", `{"project_id":""}`).Code)
 
 	// The key's limits replaced, then cleared with {} and with null.
-	w = do(h, "PUT", "/api/keys/"+id+"/limits", `{"budget":"0.000001/day"}`, as("console:bo")...)
+	w = do(h, "PUT", "/api/keys/"+id+"/limits", `{"budget":"0.000001/day"}`, as("bo")...)
 	require.Equal(t, 200, w.Code, w.Body.String())
 	assert.JSONEq(t, `{"budget":"0.000001/day"}`, gjson.Get(w.Body.String(), "key.limits").Raw)
 	for _, clear := range []string{`{}`, `null`} {
@@ -172,11 +178,11 @@ func TestProjectsKeysLimitsAndTheAuditTrail(t *testing.T) {
 		"admin API key.limits " + id, // rpm 5
 		"admin API key.limits " + id, // {}
 		"admin API key.limits " + id, // rpm 5
-		"console:bo key.limits " + id,
-		"console:bo key.project " + id,
+		"break-glass bo key.limits " + id,
+		"break-glass bo key.project " + id,
 		"admin API key.project " + id,
-		"console:ana key.create " + id,
-		"console:ana project.create platform",
+		"break-glass ana key.create " + id,
+		"break-glass ana project.create platform",
 	}, seen)
 	assert.False(t, got.More)
 	assert.Contains(t, got.Entries[5].Detail, "0.000001/day")

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/switchyard-gw/switchyard/access"
 	"github.com/switchyard-gw/switchyard/auth"
 	"github.com/switchyard-gw/switchyard/limits"
 )
@@ -26,6 +27,9 @@ func (a *API) readLimits(w http.ResponseWriter, r *http.Request) (*limits.Policy
 
 // setKeyLimits is PUT /keys/{id}/limits: the body replaces the key's own limits.
 func (a *API) setKeyLimits(w http.ResponseWriter, r *http.Request) {
+	if _, ok := a.reachableKey(w, r, access.ActKeysGovern); !ok {
+		return
+	}
 	p, ok := a.readLimits(w, r)
 	if !ok {
 		return
@@ -57,6 +61,14 @@ func (a *API) setKeyProject(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, "project_id: "+err.Error())
 			return
 		}
+	}
+	// Moving a key takes governing it where it is and where it goes.
+	if _, ok := a.reachableKey(w, r, access.ActKeysGovern); !ok {
+		return
+	}
+	if !may(r.Context(), access.ActKeysGovern, access.Resource{Project: id}) {
+		refuse(w, "the project the key would move to")
+		return
 	}
 	k, err := a.Keys.SetKeyProject(r.Context(), r.PathValue("id"), id)
 	if err != nil {
@@ -103,9 +115,11 @@ func (a *API) listProjects(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	out := make([]ProjectView, len(projects))
-	for i, p := range projects {
-		out[i] = a.projectView(r, p, keys)
+	out := make([]ProjectView, 0, len(projects))
+	for _, p := range projects {
+		if may(r.Context(), access.ActProjectsRead, access.Resource{Project: p.ID}) {
+			out = append(out, a.projectView(r, p, keys))
+		}
 	}
 	writeJSON(w, http.StatusOK, ProjectsAnswer{Projects: out})
 }
@@ -119,7 +133,7 @@ func (a *API) answerProject(w http.ResponseWriter, r *http.Request, status int, 
 	}
 	d := ProjectDetail{ProjectView: a.projectView(r, p, keys), Keys: []KeyView{}}
 	for _, k := range keys {
-		if k.ProjectID == p.ID {
+		if k.ProjectID == p.ID && may(r.Context(), access.ActKeysRead, keyResource(k)) {
 			d.Keys = append(d.Keys, a.viewStanding(r.Context(), k))
 		}
 	}
@@ -127,6 +141,10 @@ func (a *API) answerProject(w http.ResponseWriter, r *http.Request, status int, 
 }
 
 func (a *API) getProject(w http.ResponseWriter, r *http.Request) {
+	if id := r.PathValue("id"); !may(r.Context(), access.ActProjectsRead, access.Resource{Project: id}) {
+		refuse(w, "project "+id)
+		return
+	}
 	p, err := a.Keys.GetProject(r.Context(), r.PathValue("id"))
 	if err != nil {
 		a.fail(w, err)
@@ -175,6 +193,10 @@ func (a *API) createProject(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) setProjectLimits(w http.ResponseWriter, r *http.Request) {
+	if id := r.PathValue("id"); !may(r.Context(), access.ActProjectsGovern, access.Resource{Project: id}) {
+		refuse(w, "project "+id)
+		return
+	}
 	p, ok := a.readLimits(w, r)
 	if !ok {
 		return
@@ -213,14 +235,18 @@ func (a *API) listAudit(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	more := false
-	if len(entries) == limit {
+	more := len(entries) == limit
+	if more {
 		older, err := a.Keys.Audit(r.Context(), 1, entries[len(entries)-1].ID)
 		if err != nil {
 			a.fail(w, err)
 			return
 		}
 		more = len(older) > 0
+	}
+	if entries, err = a.reachAudit(r.Context(), entries); err != nil {
+		a.fail(w, err)
+		return
 	}
 	if entries == nil {
 		entries = []*auth.AuditEntry{}

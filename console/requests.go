@@ -34,6 +34,10 @@ func (a *API) listRequests(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "the request log query failed; see the gateway's log")
 		return
 	}
+	if page.Requests, err = a.reachRequests(r.Context(), page.Requests); err != nil {
+		a.fail(w, err)
+		return
+	}
 	if page.Requests == nil {
 		page.Requests = []metering.RequestRow{}
 	}
