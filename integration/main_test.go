@@ -9,6 +9,10 @@ import (
 	"github.com/caddyserver/caddy/v2"
 )
 
+// runDir is this test process's own directory, removed when the tests end: what a test
+// builds once for the whole run (the OpenID provider) goes there.
+var runDir string
+
 // TestMain gives the in-process Caddy (and every process started without its own
 // directories) a configuration and data directory of this run's own: Caddy would
 // otherwise autosave each loaded configuration into the user's ~/.config/caddy and keep
@@ -18,6 +22,7 @@ import (
 // before TestMain runs, so both are set here as well as the variables they came from.
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "switchyard-integration-")
+	runDir = dir
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "integration: a directory for Caddy's files:", err)
 		os.Exit(2)
