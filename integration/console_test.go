@@ -695,7 +695,7 @@ func TestConsoleInBrowserLimits(t *testing.T) {
 		for _, a := range r.Audit {
 			got = append(got, change{a.Action, a.Target, a.Actor})
 		}
-		actor := "console:" + consoleUser
+		actor := "break-glass " + consoleUser + " from 127.0.0.1"
 		assert.Subset(t, got, []change{
 			{"project.create", "platform", actor},
 			{"key.create", r.KeyID, actor},

@@ -180,7 +180,7 @@ func TestConsoleResetsACandidatesHealth(t *testing.T) {
 	res = g.call(t, "GET", "/console/api/audit", "", login...)
 	entry := gjson.GetBytes(res.Body, "entries.0")
 	assert.Equal(t, "candidate.reset", entry.Get("action").Str, "%s", res.Body)
-	assert.Equal(t, "console:"+consoleUser, entry.Get("actor").Str, "%s", res.Body)
+	assert.Equal(t, "break-glass "+consoleUser+" from 127.0.0.1", entry.Get("actor").Str, "%s", res.Body)
 	assert.Equal(t, "chat-a/main", entry.Get("target").Str, "%s", res.Body)
 }
 
