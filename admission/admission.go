@@ -44,6 +44,9 @@ type Policy struct {
 	// Projects finds a project's limits; nil: projects are not known here and add no
 	// limits (not even ProjectDefaults).
 	Projects ProjectLookup
+	// Members finds the limits a project sets on all of one member's keys together;
+	// nil or a nil answer: none.
+	Members func(projectID string) *limits.Policy
 	// KeyDefaults apply to a key without limits of its own; ProjectDefaults to a project
 	// without limits of its own.
 	KeyDefaults, ProjectDefaults *limits.Policy
@@ -62,6 +65,9 @@ type Who struct {
 	KeyID     string
 	ProjectID string         // empty: none
 	Limits    *limits.Policy // the key's own limits; nil: none (the defaults apply)
+	// Owner is the person (or service account) the key belongs to; empty: none. With
+	// a project, the project's limits for each member hold all their keys together.
+	Owner string
 }
 
 // Model is what admission needs of the model asked for.
@@ -129,11 +135,24 @@ func (p *Policy) Checks(w Who, model string) []limits.Check {
 			checks = append(checks, limits.Check{Scope: limits.Scope{Kind: kind, ID: scopeID, Model: model}, Policy: *v})
 		}
 	}
-	add(limits.ScopeKey, w.KeyID, p.keyPolicy(w))
-	if w.ProjectID != "" {
-		add(limits.ScopeProject, w.ProjectID, p.projectPolicy(w))
-	}
+	p.eachScope(w, add)
 	return checks
+}
+
+// eachScope visits every scope a key's requests count in, with its policy (nil: none):
+// the key's, its project's, and its owner's in that project (all of one member's keys
+// together).
+func (p *Policy) eachScope(w Who, visit func(kind limits.ScopeKind, scopeID string, pol *limits.Policy)) {
+	visit(limits.ScopeKey, w.KeyID, p.keyPolicy(w))
+	if w.ProjectID == "" {
+		return
+	}
+	visit(limits.ScopeProject, w.ProjectID, p.projectPolicy(w))
+	if w.Owner != "" && p.Members != nil {
+		if pol := p.Members(w.ProjectID); pol != nil {
+			visit(limits.ScopeMember, limits.MemberScopeID(w.ProjectID, w.Owner), pol)
+		}
+	}
 }
 
 // Applies reports whether any limit applies to the key's requests for the model: only
@@ -229,8 +248,11 @@ func (p *Policy) now() time.Time {
 // project's, for which model), and when it frees up; never another key's figures.
 func RefusalError(f protocols.Family, r *limits.Refusal, now time.Time) *protocols.APIError {
 	whose := "this key's"
-	if r.Scope.Kind == limits.ScopeProject {
+	switch r.Scope.Kind {
+	case limits.ScopeProject:
 		whose = "this key's project's"
+	case limits.ScopeMember:
+		whose = "your keys' (together, in this project)"
 	}
 	if r.Scope.Model != "" {
 		whose += " limit for model '" + r.Scope.Model + "':"
@@ -293,8 +315,8 @@ type localReserver interface {
 	ReserveLocal(ctx context.Context, a limits.Ask) (limits.Decision, error)
 }
 
-// enterChecks are the first phase's checks: the key's and the project's rpm and
-// concurrency, when either has one.
+// enterChecks are the first phase's checks: the rpm and concurrency of the key, its
+// project and its member scope, when any has one.
 func (p *Policy) enterChecks(w Who) []limits.Check {
 	var checks []limits.Check
 	add := func(kind limits.ScopeKind, scopeID string, pol *limits.Policy) {
@@ -304,10 +326,7 @@ func (p *Policy) enterChecks(w Who) []limits.Check {
 		checks = append(checks, limits.Check{Scope: limits.Scope{Kind: kind, ID: scopeID},
 			Policy: limits.Policy{RPM: pol.RPM, Concurrency: pol.Concurrency}})
 	}
-	add(limits.ScopeKey, w.KeyID, p.keyPolicy(w))
-	if w.ProjectID != "" {
-		add(limits.ScopeProject, w.ProjectID, p.projectPolicy(w))
-	}
+	p.eachScope(w, add)
 	return checks
 }
 

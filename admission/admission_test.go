@@ -177,6 +177,36 @@ func TestProjectLimitsApplyOnTopOfTheKeys(t *testing.T) {
 	assert.False(t, f.policy.Applies(who, "m"))
 }
 
+// A project's limits for its members hold all of one person's keys there together:
+// a second key of the same person shares the first's allowance; another person's key,
+// or the same person's key in another project, has its own.
+func TestAMembersKeysShareTheProjectsMemberLimits(t *testing.T) {
+	f := newFixture(t, func(p *Policy) {
+		p.Projects = func(id string) (*limits.Policy, bool) { return nil, true }
+		p.Members = func(id string) *limits.Policy {
+			if id == "team" {
+				return &limits.Policy{RPM: 2}
+			}
+			return nil
+		}
+	}, limits.Options{})
+	roomy := &limits.Policy{RPM: 100}
+	first := Who{KeyID: "a1", ProjectID: "team", Owner: "usr_ann", Limits: roomy}
+	second := Who{KeyID: "a2", ProjectID: "team", Owner: "usr_ann", Limits: roomy}
+	f.mustAdmit(f.request(first, model, protocols.FamilyA, 10)).Settle(0, 0)
+	f.mustAdmit(f.request(second, model, protocols.FamilyA, 10)).Settle(0, 0)
+	rec := f.mustRefuse(f.request(first, model, protocols.FamilyB, 10), "member_requests")
+	assert.Contains(t, gjson.Get(rec.Body.String(), "error.message").Str, "your keys' (together, in this project) limit of 2 requests per minute")
+
+	for _, who := range []Who{
+		{KeyID: "b1", ProjectID: "team", Owner: "usr_bob", Limits: roomy},  // another person
+		{KeyID: "a3", ProjectID: "other", Owner: "usr_ann", Limits: roomy}, // elsewhere
+		{KeyID: "s1", ProjectID: "team", Limits: roomy},                    // a key of no one
+	} {
+		f.mustAdmit(f.request(who, model, protocols.FamilyA, 10)).Settle(0, 0)
+	}
+}
+
 // A per-model variant counts the requests for its model apart, on top of the policy
 // itself, for keys and projects alike.
 func TestPerModelVariantsCountTheirModelApart(t *testing.T) {

@@ -290,14 +290,21 @@ type Scope struct {
 	Model string // empty: every model
 }
 
-// ScopeKind is "key" or "project".
+// ScopeKind is "key", "project" or "member".
 type ScopeKind string
 
 // The kinds of scope.
 const (
 	ScopeKey     ScopeKind = "key"
 	ScopeProject ScopeKind = "project"
+	// ScopeMember is every key of one person in one project together; its ID is
+	// MemberScopeID's.
+	ScopeMember ScopeKind = "member"
 )
+
+// MemberScopeID names the member scope of a person's keys in a project:
+// "<project>/<owner>" (a project id holds no '/').
+func MemberScopeID(projectID, owner string) string { return projectID + "/" + owner }
 
 // String is a stable name for the scope, used in counter names: "key:<id>" or
 // "project:<id>", with "/model:<id>" for a per-model variant.
