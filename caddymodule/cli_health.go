@@ -24,7 +24,7 @@ func (c *cli) healthCommand() *cobra.Command {
 		Short: "Shows each candidate's live health, or clears one candidate's (circuit, cooldown, pause, demotion)",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			return call(c, "GET", adminPath("health"), nil, c.printHealth)
+			return call(c, "GET", routePath("health"), nil, c.printHealth)
 		},
 	}
 	reset := &cobra.Command{
@@ -32,7 +32,7 @@ func (c *cli) healthCommand() *cobra.Command {
 		Short: "Clears a candidate's health so it takes traffic again at once; recorded in the audit trail",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(_ *cobra.Command, args []string) error {
-			return call(c, "POST", adminPath("health", args[0], args[1], "reset"), nil, c.printHealthReset)
+			return call(c, "POST", routePath("health", args[0], args[1], "reset"), nil, c.printHealthReset)
 		},
 	}
 	health.AddCommand(reset)
