@@ -342,10 +342,20 @@ func (c *cli) send(method, path string, body any) (status int, answer []byte, er
 		if json.Unmarshal(raw, &refused) != nil {
 			return 0, nil, unexpected(resp.StatusCode, raw)
 		}
-		return 0, nil, fmt.Errorf("%s (HTTP %d)", auth.PrintableName(refused.Error), resp.StatusCode)
+		return 0, nil, refusal{status: resp.StatusCode, viaToken: d.token != "", text: auth.PrintableName(refused.Error)}
 	}
 	return resp.StatusCode, raw, nil
 }
+
+// refusal is the API's error answer: its status, its reason, and whether it came through
+// the console's API with a token (where a command may say more about it).
+type refusal struct {
+	status   int
+	viaToken bool
+	text     string
+}
+
+func (r refusal) Error() string { return fmt.Sprintf("%s (HTTP %d)", r.text, r.status) }
 
 // unexpected is the error of an answer that is not the API's JSON: its start, shown.
 func unexpected(status int, raw []byte) error {

@@ -309,3 +309,22 @@ func TestCLITokensCreateAndKeyOwner(t *testing.T) {
 	}
 	assert.Len(t, f.sent(), before, "no refused owner reached the gateway")
 }
+
+// The live health list is the admin endpoint's: with a token, a console that has no such
+// route is told apart from a typo, and the way to the list is named.
+func TestCLIHealthWithATokenNamesTheAdminEndpoint(t *testing.T) {
+	clearDoorEnv(t)
+	console := newRecorder(t, nil)
+	_, err := runCLI("health", "--token", testToken, "--console", console.srv.URL)
+	require.Error(t, err)
+	assert.Equal(t, "this gateway's console API has no live health list; run `caddy switchyard health` on the admin endpoint "+
+		"(without a token), or see the console's Models view (HTTP 404)", err.Error())
+	require.Len(t, console.got(), 1)
+	assert.Equal(t, "/api/health", console.got()[0].uri)
+
+	// On the admin endpoint a 404 stays what it was.
+	admin := newRecorder(t, nil)
+	_, err = runCLI("health", "--address", admin.srv.URL)
+	require.Error(t, err)
+	assert.Equal(t, "no such route (HTTP 404)", err.Error())
+}
