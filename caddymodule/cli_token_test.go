@@ -168,6 +168,15 @@ func TestCLITokenAndConsoleFromTheEnvironment(t *testing.T) {
 	require.Len(t, got, 2)
 	assert.Equal(t, received{"GET", "/console/api/tokens", "", "Bearer " + testToken}, got[0])
 	assert.Equal(t, received{"GET", "/other/api/tokens", "", "Bearer syt_fromflag"}, got[1])
+
+	// $SWITCHYARD_CONSOLE alone changes nothing: without a token, the admin endpoint.
+	admin := newRecorder(t, map[string]string{"GET /switchyard/tokens": `{"tokens":[]}`})
+	t.Setenv(tokenEnv, "")
+	t.Setenv("CADDY_ADMIN", admin.srv.URL)
+	_, err = runCLI("tokens", "list")
+	require.NoError(t, err)
+	assert.Equal(t, []received{{"GET", "/switchyard/tokens", "", ""}}, admin.got())
+	assert.Len(t, console.got(), 2)
 }
 
 // A token is sent over https, or plain http only to this machine; a mistaken set-up
