@@ -25,7 +25,7 @@ func (c *cli) auditCommand() *cobra.Command {
 			if before > 0 {
 				q.Set("before", strconv.FormatInt(before, 10))
 			}
-			return call(c, "GET", adminPath("audit")+"?"+q.Encode(), nil, c.printAudit)
+			return call(c, "GET", routePath("audit")+"?"+q.Encode(), nil, c.printAudit)
 		},
 	}
 	cmd.Flags().IntVar(&limit, "limit", 50, "how many entries (at most 500)")

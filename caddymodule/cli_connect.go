@@ -4,14 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/switchyard-gw/switchyard/auth"
 	"github.com/switchyard-gw/switchyard/connect"
 	"github.com/switchyard-gw/switchyard/console"
 )
@@ -83,7 +81,7 @@ func keyEnvOrDefault(v string) string {
 	return v
 }
 
-// fetchSetup asks the gateway's admin endpoint for a set-up.
+// fetchSetup asks the gateway for a set-up.
 func (c *cli) fetchSetup(client, baseURL, keyEnv, keyID, model string) (*connect.Setup, error) {
 	q := url.Values{"base_url": {baseURL}, "key_env": {keyEnv}}
 	if keyID != "" {
@@ -92,20 +90,13 @@ func (c *cli) fetchSetup(client, baseURL, keyEnv, keyID, model string) (*connect
 	if model != "" {
 		q.Set("model", model)
 	}
-	resp, err := c.client.Get(c.baseURL() + adminPath("connect", client) + "?" + q.Encode())
+	status, raw, err := c.send("GET", routePath("connect", client)+"?"+q.Encode(), nil)
 	if err != nil {
-		return nil, fmt.Errorf("the gateway's admin endpoint did not answer (%v); is it running, and is --address right?", err)
+		return nil, err
 	}
-	defer resp.Body.Close()
-	var answer struct {
-		console.SetupAnswer
-		console.ErrorAnswer
-	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&answer); err != nil {
-		return nil, fmt.Errorf("unexpected answer from the admin endpoint (HTTP %d)", resp.StatusCode)
-	}
-	if resp.StatusCode != http.StatusOK || answer.Setup == nil {
-		return nil, fmt.Errorf("%s (HTTP %d)", auth.PrintableName(answer.Error), resp.StatusCode)
+	var answer console.SetupAnswer
+	if json.Unmarshal(raw, &answer) != nil || answer.Setup == nil {
+		return nil, unexpected(status, raw)
 	}
 	return answer.Setup, nil
 }

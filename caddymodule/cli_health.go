@@ -1,7 +1,9 @@
 package caddymodule
 
 import (
+	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"text/tabwriter"
 
@@ -24,7 +26,14 @@ func (c *cli) healthCommand() *cobra.Command {
 		Short: "Shows each candidate's live health, or clears one candidate's (circuit, cooldown, pause, demotion)",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			return call(c, "GET", adminPath("health"), nil, c.printHealth)
+			err := call(c, "GET", routePath("health"), nil, c.printHealth)
+			var r refusal
+			if errors.As(err, &r) && r.viaToken && r.status == http.StatusNotFound {
+				// The list is the admin endpoint's; a console without it says only "no such route".
+				return errors.New("this gateway's console API has no live health list; run `caddy switchyard health` on the admin endpoint " +
+					"(without a token), or see the console's Models view (HTTP 404)")
+			}
+			return err
 		},
 	}
 	reset := &cobra.Command{
@@ -32,7 +41,7 @@ func (c *cli) healthCommand() *cobra.Command {
 		Short: "Clears a candidate's health so it takes traffic again at once; recorded in the audit trail",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(_ *cobra.Command, args []string) error {
-			return call(c, "POST", adminPath("health", args[0], args[1], "reset"), nil, c.printHealthReset)
+			return call(c, "POST", routePath("health", args[0], args[1], "reset"), nil, c.printHealthReset)
 		},
 	}
 	health.AddCommand(reset)

@@ -17,7 +17,7 @@ import (
 func (c *cli) keysCommand() *cobra.Command {
 
 	keys := &cobra.Command{Use: "keys", Short: "Create, list, limit, rotate and revoke API keys"}
-	var name, models, expiresIn, grace, project string
+	var name, models, expiresIn, grace, project, owner string
 	var createLimits limitFlags
 	create := &cobra.Command{
 		Use:   "create --name <name>",
@@ -39,6 +39,12 @@ func (c *cli) keysCommand() *cobra.Command {
 			if project != "" {
 				body["project_id"] = project
 			}
+			if owner != "" {
+				if !validOwner(owner) {
+					return errors.New(`--owner: want a person's id (usr_…) or a service account (svc:<name>)`)
+				}
+				body["owner"] = owner
+			}
 			l, err := createLimits.apply(cmd, nil)
 			if err != nil {
 				return err
@@ -46,13 +52,14 @@ func (c *cli) keysCommand() *cobra.Command {
 			if l != nil {
 				body["limits"] = l
 			}
-			return call(c, "POST", adminPath("keys"), body, c.printSecret)
+			return call(c, "POST", routePath("keys"), body, c.printSecret)
 		},
 	}
 	create.Flags().StringVar(&name, "name", "", "a name people will recognise (required)")
 	create.Flags().StringVar(&models, "models", "", "comma-separated models the key may call (default: all)")
 	create.Flags().StringVar(&expiresIn, "expires-in", "", "lifetime, for example 12h or 30d (default: none)")
 	create.Flags().StringVar(&project, "project", "", "the project the key belongs to (default: none)")
+	create.Flags().StringVar(&owner, "owner", "", "who the key belongs to: a person's id (usr_…) or a service account (svc:<name>) (default: the caller; none on the admin endpoint)")
 	createLimits.register(create, false)
 	_ = create.MarkFlagRequired("name")
 
@@ -62,7 +69,7 @@ func (c *cli) keysCommand() *cobra.Command {
 		Short: "Shows or changes a key's limits (flags left out keep their value)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return changeLimits(c, cmd, &keyLimits, adminPath("keys", args[0]), keyLimitsOf, c.printKey)
+			return changeLimits(c, cmd, &keyLimits, routePath("keys", args[0]), keyLimitsOf, c.printKey)
 		},
 	}
 	keyLimits.register(keyLimitsCmd, true)
@@ -78,35 +85,46 @@ func (c *cli) keysCommand() *cobra.Command {
 			case len(args) == 1 && cmd.ArgsLenAtDash() != 1:
 				return errors.New("give the project id, or - to take the key out of its project")
 			}
-			return call(c, "PUT", adminPath("keys", args[0], "project"), map[string]any{"project_id": to}, c.printKey)
+			return call(c, "PUT", routePath("keys", args[0], "project"), map[string]any{"project_id": to}, c.printKey)
 		},
 	}
 
 	list := &cobra.Command{
 		Use: "list", Short: "Lists every key", Args: cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error { return call(c, "GET", adminPath("keys"), nil, c.printKeys) },
+		RunE: func(*cobra.Command, []string) error { return call(c, "GET", routePath("keys"), nil, c.printKeys) },
 	}
 	show := &cobra.Command{
 		Use: "show <id>", Short: "Shows one key", Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			return call(c, "GET", adminPath("keys", args[0]), nil, c.printKey)
+			return call(c, "GET", routePath("keys", args[0]), nil, c.printKey)
 		},
 	}
 	rotate := &cobra.Command{
 		Use: "rotate <id>", Short: "Replaces a key with a new one and prints its secret once", Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			return call(c, "POST", adminPath("keys", args[0], "rotate"), map[string]any{"grace": grace}, c.printSecret)
+			return call(c, "POST", routePath("keys", args[0], "rotate"), map[string]any{"grace": grace}, c.printSecret)
 		},
 	}
 	rotate.Flags().StringVar(&grace, "grace", "", "how long the old key keeps working, for example 1h (default: it stops now)")
 	revoke := &cobra.Command{
 		Use: "revoke <id>", Short: "Stops a key at once", Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			return call(c, "POST", adminPath("keys", args[0], "revoke"), nil, c.printKey)
+			return call(c, "POST", routePath("keys", args[0], "revoke"), nil, c.printKey)
 		},
 	}
 	keys.AddCommand(create, list, show, keyLimitsCmd, keyProject, rotate, revoke)
 	return keys
+}
+
+// validOwner reports whether owner names a person (usr_…) or a service account
+// (svc:<name>), as keys' owners are written.
+func validOwner(owner string) bool {
+	for _, prefix := range []string{"usr_", "svc:"} {
+		if rest, ok := strings.CutPrefix(owner, prefix); ok {
+			return rest != "" && auth.PrintableName(rest) == rest && !strings.ContainsAny(rest, " \t")
+		}
+	}
+	return false
 }
 
 func keyLimitsOf(a *console.KeyAnswer) *limits.Policy { return a.Key.Limits }
@@ -149,7 +167,7 @@ func (c *cli) printKey(answer *console.KeyAnswer) error {
 	if k.ReplacedBy != "" {
 		fmt.Fprintf(c.out, "replaced by: %s\n", k.ReplacedBy)
 	}
-	fmt.Fprintf(c.out, "project:    %s\nlimits:     %s\n", orDash(k.ProjectID), limitsText(k.Limits))
+	fmt.Fprintf(c.out, "project:    %s\nowner:      %s\nlimits:     %s\n", orDash(k.ProjectID), orDash(auth.PrintableName(k.Owner)), limitsText(k.Limits))
 	c.printStanding(k.Standing)
 	return nil
 }

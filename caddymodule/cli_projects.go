@@ -28,7 +28,7 @@ func (c *cli) projectsCommand() *cobra.Command {
 			if l != nil {
 				body["limits"] = l
 			}
-			return call(c, "POST", adminPath("projects"), body, c.printProject)
+			return call(c, "POST", routePath("projects"), body, c.printProject)
 		},
 	}
 	create.Flags().StringVar(&name, "name", "", "a name people will recognise (default: the id)")
@@ -36,13 +36,13 @@ func (c *cli) projectsCommand() *cobra.Command {
 	list := &cobra.Command{
 		Use: "list", Short: "Lists every project with its spend", Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			return call(c, "GET", adminPath("projects"), nil, c.printProjects)
+			return call(c, "GET", routePath("projects"), nil, c.printProjects)
 		},
 	}
 	show := &cobra.Command{
 		Use: "show <id>", Short: "Shows a project, its limits, spend and keys", Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			return call(c, "GET", adminPath("projects", args[0]), nil, c.printProject)
+			return call(c, "GET", routePath("projects", args[0]), nil, c.printProject)
 		},
 	}
 	limitsCmd := &cobra.Command{
@@ -50,7 +50,7 @@ func (c *cli) projectsCommand() *cobra.Command {
 		Short: "Shows or changes a project's limits (flags left out keep their value)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return changeLimits(c, cmd, &projectLimits, adminPath("projects", args[0]), projectLimitsOf, c.printProject)
+			return changeLimits(c, cmd, &projectLimits, routePath("projects", args[0]), projectLimitsOf, c.printProject)
 		},
 	}
 	projectLimits.register(limitsCmd, true)

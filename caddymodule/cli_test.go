@@ -354,6 +354,10 @@ func TestEveryIDInAPathIsEscaped(t *testing.T) {
 			{[]string{"projects", "show", id}, "GET /switchyard/projects/" + escaped},
 			{[]string{"projects", "limits", id, "--rpm", "5"}, "GET /switchyard/projects/" + escaped},
 			{[]string{"health", "reset", id, id}, "POST /switchyard/health/" + escaped + "/" + escaped + "/reset"},
+			{[]string{"tokens", "revoke", id}, "POST /switchyard/tokens/" + escaped + "/revoke"},
+			{[]string{"people", "disable", id}, "POST /switchyard/people/" + escaped + "/disable"},
+			{[]string{"people", "enable", id}, "POST /switchyard/people/" + escaped + "/enable"},
+			{[]string{"sessions", "revoke", id}, "POST /switchyard/sessions/" + escaped + "/revoke"},
 			{[]string{"connect", id, "--base-url", "http://gw"}, "GET /switchyard/connect/" + escaped + "?base_url=http%3A%2F%2Fgw&key_env=SWITCHYARD_API_KEY"},
 		} {
 			f := newFakeAdmin(t, nil)
