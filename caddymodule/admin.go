@@ -81,7 +81,7 @@ var noApp = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 // consoleRoutes are the first path segments the console API serves on the admin endpoint.
 var consoleRoutes = map[string]bool{
 	"keys": true, "models": true, "usage": true, "requests": true, "latency": true, "alerts": true,
-	"projects": true, "audit": true,
+	"projects": true, "audit": true, "me": true, "tokens": true, "people": true, "sessions": true, "settings": true,
 }
 
 // Routes implements caddy.AdminRouter: one route, dispatched by its first segment.
@@ -99,7 +99,7 @@ func (a *AdminAPI) serve(w http.ResponseWriter, r *http.Request) error {
 		// Both serve from the configuration alone, store or not (a reset is audited
 		// when there is an audit trail).
 		http.StripPrefix("/switchyard", a.connect).ServeHTTP(w, r)
-	case consoleRoutes[first] && (!nested || first == "keys" || first == "projects"):
+	case consoleRoutes[first]:
 		http.StripPrefix("/switchyard", a.api).ServeHTTP(w, r)
 	default:
 		// Paths no route here serves get the admin endpoint's own not-found.

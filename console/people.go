@@ -268,11 +268,17 @@ func (a *API) revokeSession(w http.ResponseWriter, r *http.Request) {
 	}
 	id := r.PathValue("id")
 	e := a.auditEntry(r.Context(), auth.ActionSessionEnd, id, "ended in the console")
-	if err := a.People.RevokeSession(r.Context(), id, a.now(), e); err != nil {
+	now := a.now()
+	if err := a.People.RevokeSession(r.Context(), id, now, e); err != nil {
 		a.failPeople(w, err, "session")
 		return
 	}
-	w.WriteHeader(http.StatusNoContent)
+	writeJSON(w, http.StatusOK, SessionAnswer{Session: &access.Session{ID: id, RevokedAt: now}})
+}
+
+// SessionAnswer is a session after it was ended.
+type SessionAnswer struct {
+	Session *access.Session `json:"session"`
 }
 
 func (a *API) settings(w http.ResponseWriter, _ *http.Request) {
