@@ -45,5 +45,5 @@ function renderAlerts(data) {
 
 export function start() {
   $('alerts-refresh').addEventListener('click', () => loadAlerts());
-  loadAlerts();
+  return loadAlerts();
 }

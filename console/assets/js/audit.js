@@ -75,5 +75,5 @@ export function start() {
   provide('audit', () => loadAudit(false));
   $('audit-refresh').addEventListener('click', () => loadAudit(false));
   $('audit-more').addEventListener('click', () => loadAudit(true));
-  loadAudit(false);
+  return loadAudit(false);
 }

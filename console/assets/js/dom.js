@@ -90,6 +90,8 @@ export function timeCell(value, style, none) {
 let statusTimer = 0;
 
 export function showError(message) {
+  // Signed out (a 401 brought up the sign-in view): the sign-in view says all there is.
+  if (document.body.dataset.signedIn === 'no') return;
   $('notice').querySelector('.notice-text').textContent = message;
   $('notice').hidden = false;
 }

@@ -8,7 +8,7 @@ import { api, keyPath } from './api.js';
 import { $, clearError, dateFormat, el, muted, parseTime, relative, say, showError, timeNode } from './dom.js';
 import { openLimits, projectOptions, spendNode } from './limits.js';
 import { showSecret } from './secrets.js';
-import { STATUSES, can, emit, on, ownerText, provide, reload, state } from './state.js';
+import { STATUSES, can, emit, on, ownerText, provide, reachesEverywhere, reload, state } from './state.js';
 
 let rotating = null; // the key the rotate dialog is about
 let revoking = null; // the key the revoke dialog is about
@@ -30,7 +30,9 @@ function renderKeys() {
   const byId = new Map(state.keys.map((k) => [k.id, k]));
   body.replaceChildren(...state.keys.map((k) => keyRow(k, byId)));
   $('keys-empty').hidden = state.keys.length > 0;
-  $('keys-empty').textContent = can('keys.write') ? 'No keys yet. Create the first one above.' : 'No keys yet.';
+  let empty = 'No keys yet.';
+  if (can('keys.write')) empty += can('keys.govern') ? ' Create the first one above.' : ' Make one with New key.';
+  $('keys-empty').textContent = empty;
 
   const counts = { active: 0, expired: 0, revoked: 0 };
   for (const k of state.keys) counts[k.status] = (counts[k.status] || 0) + 1;
@@ -274,7 +276,7 @@ export function start() {
       if (custom) $('create-lifetime-custom').focus();
     });
     on('models', renderModelChoices);
-    on('projects', () => projectOptions($('create-project'), state.projects));
+    on('projects', () => projectOptions($('create-project'), state.projects, reachesEverywhere() ? 'No project' : null));
   }
   on('projects', renderKeys); // the project chips' titles
   on('people', renderKeys); // the owners' e-mails
@@ -285,5 +287,5 @@ export function start() {
   $('revoke-cancel').addEventListener('click', () => $('revoke-dialog').close('cancel'));
   // Headings that focus moves to after an action.
   $('keys-heading').tabIndex = -1;
-  loadKeys();
+  return loadKeys();
 }

@@ -8,7 +8,7 @@
 import { api, keyPath } from './api.js';
 import { $, clearError, el, parseTime, say, showFormError, timeNode } from './dom.js';
 import { MICROS, costDecimal, count, formatCost } from './format.js';
-import { reload, state } from './state.js';
+import { reachesEverywhere, reload, state } from './state.js';
 
 const PERIODS = { day: 'today (UTC)', month: 'this month (UTC)', total: 'in total' };
 
@@ -148,7 +148,7 @@ export function openLimits(kind, item) {
     : 'What the keys of this project may use together. Each request must also fit its key\'s own limits.';
   $('limits-project-field').hidden = kind !== 'key';
   if (kind === 'key') {
-    projectOptions($('limits-project'), state.projects);
+    projectOptions($('limits-project'), state.projects, reachesEverywhere() ? 'No project' : null);
     $('limits-project').value = item.project_id || '';
   }
   fillLimits('limits', l);

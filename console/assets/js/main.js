@@ -71,7 +71,9 @@ function currentRoute() {
   return m ? m[1] : '';
 }
 
-function go() {
+// go brings the current route's view into sight and moves the focus to its heading;
+// again (after the lists arrived) only if the focus is still there.
+function go(again) {
   const route = currentRoute();
   for (const v of VIEWS) {
     const link = $('nav-' + v.route);
@@ -81,13 +83,14 @@ function go() {
   const view = VIEWS.find((v) => v.route === route && !$(v.route).hidden);
   if (!view) return;
   const heading = $(view.route).querySelector('h2');
+  if (again === true && document.activeElement !== heading) return;
   heading.tabIndex = -1;
   $(view.route).scrollIntoView({ block: 'start' });
   heading.focus({ preventScroll: true });
 }
 
 function startRouter() {
-  window.addEventListener('hashchange', go);
+  window.addEventListener('hashchange', () => go());
   // A link to the route already current changes no hash: bring its view back anyway.
   $('main-nav').addEventListener('click', (event) => {
     const link = event.target.closest('a');
@@ -128,7 +131,7 @@ async function boot() {
     $('nav-' + v.route).hidden = !shown;
   }
   if (can('keys.govern') || can('projects.govern')) startLimits();
-  for (const v of VIEWS) if (can(v.action)) v.module.start();
+  const loading = VIEWS.filter((v) => can(v.action)).map((v) => v.module.start());
   if (can('keys.write')) newKey.start();
 
   // Never leave a secret behind in a page the browser may keep for back/forward.
@@ -138,6 +141,12 @@ async function boot() {
   });
   startRouter();
   go();
+  // The views above the route's grow as their lists arrive: once they have, bring the
+  // route's view into sight again, unless the person has moved on meanwhile (go checks
+  // that the focus is still on its heading).
+  const route = location.hash;
+  await Promise.allSettled(loading);
+  if (route && location.hash === route) go(true);
 }
 
 boot();

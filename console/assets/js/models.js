@@ -174,6 +174,5 @@ export function start() {
   setInterval(() => {
     if (document.visibilityState === 'visible' && state.me) loadModels(true);
   }, MODELS_POLL_MS);
-  loadModels(false);
-  loadLatency(true);
+  return Promise.all([loadModels(false), loadLatency(true)]);
 }

@@ -9,7 +9,7 @@ import { $, COPIED, clearError, copyRefused, copyText, el, say } from './dom.js'
 import { fetchSetup } from './connect.js';
 import { goDuration } from './format.js';
 import { forget } from './secrets.js';
-import { on, reload, state } from './state.js';
+import { on, reachesEverywhere as everywhere, reload, state } from './state.js';
 
 const KEY_ENV = 'SWITCHYARD_API_KEY';
 const CLIENT_NAMES = { codex: 'Codex', 'claude-code': 'Claude Code' };
@@ -20,7 +20,6 @@ function grants() {
   return (state.me && state.me.principal && state.me.principal.grants) || [];
 }
 
-const everywhere = () => grants().some((g) => g.role === 'owner' || g.role === 'admin');
 
 // writableProjects are the projects the principal may make keys in.
 function writableProjects() {

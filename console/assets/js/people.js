@@ -115,6 +115,5 @@ async function endSession(s, who) {
 export function start() {
   provide('people', loadPeople);
   $('people-refresh').addEventListener('click', () => { loadPeople(); loadSessions(); });
-  loadPeople();
-  loadSessions();
+  return Promise.all([loadPeople(), loadSessions()]);
 }

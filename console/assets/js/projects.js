@@ -200,5 +200,5 @@ export function start() {
   });
   $('projects-refresh').addEventListener('click', () => { clearError(); reload('keys'); loadProjects(); });
   on('keys', renderProjects);
-  loadProjects();
+  return loadProjects();
 }

@@ -135,5 +135,5 @@ export function start() {
   }
   on('people', renderRequests); // the owners' e-mails
   on('keys', renderRequests); // the keys' owners
-  loadRequests(false);
+  return loadRequests(false);
 }

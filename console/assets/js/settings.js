@@ -78,5 +78,5 @@ async function loadSettings() {
 
 export function start() {
   $('settings-refresh').addEventListener('click', loadSettings);
-  loadSettings();
+  return loadSettings();
 }

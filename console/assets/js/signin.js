@@ -29,6 +29,7 @@ export function showSignIn(ways) {
   state.me = null;
   for (const dialog of document.querySelectorAll('dialog[open]')) dialog.close('cancel');
   document.body.dataset.signedIn = 'no';
+  $('notice').hidden = true;
   $('main-nav').hidden = true;
   $('whoami-bar').hidden = true;
   for (const section of document.querySelectorAll('main section.view')) section.hidden = true;

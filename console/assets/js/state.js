@@ -34,6 +34,13 @@ export function reload(...names) {
   return Promise.all(names.map((n) => (loaders.has(n) ? loaders.get(n)() : null)));
 }
 
+// reachesEverywhere reports whether the principal's grants reach every project (owner
+// and admin): only they may put a key in no project.
+export function reachesEverywhere() {
+  const grants = (state.me && state.me.principal && state.me.principal.grants) || [];
+  return grants.some((g) => g.role === 'owner' || g.role === 'admin');
+}
+
 // can reports whether the signed-in principal may take action somewhere. The console
 // hides what the API would refuse; the API decides each call anyway.
 export function can(action) {

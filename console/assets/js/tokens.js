@@ -135,5 +135,5 @@ export function start() {
     $('token-form').addEventListener('submit', onCreateToken);
   }
   $('tokens-refresh').addEventListener('click', () => loadTokens());
-  loadTokens();
+  return loadTokens();
 }

@@ -515,5 +515,5 @@ export function start() {
     renderUsage(); // the models' colours follow their configured order
   });
   watchUsageWidth();
-  loadUsage(false);
+  return loadUsage(false);
 }
