@@ -46,7 +46,7 @@ function renderPeople() {
     return el('tr', { testid: 'person-row', dataset: { personId: p.id, email: p.email || '', status: disabled ? 'disabled' : 'active' } },
       el('td', { className: 'key-name' },
         el('span', { className: 'name', testid: 'person-name', text: p.name || p.email || p.subject || p.id }),
-        el('span', { className: 'sub', testid: 'person-email', text: p.email || '' })),
+        p.name && p.email ? el('span', { className: 'sub', testid: 'person-email', text: p.email }) : null),
       el('td', { testid: 'person-roles', text: grantsText(p.grants) }),
       el('td', { testid: 'person-last-sign-in' }, timeCell(p.last_sign_in, 'relative', 'Never')),
       el('td', { testid: 'person-status' },
