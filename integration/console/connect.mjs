@@ -2,7 +2,8 @@
 // reads the set-up shown for each tool, copies one with the Copy button, picks a key
 // limited to some models, and gives an address the gateway refuses. The Go test
 // (connect_test.go) compares what the page showed with what `caddy switchyard connect`
-// prints.
+// prints. Last, it makes a key with the two-click "New key" and checks the dialog
+// itself (newKeySteps): a failed check stops the run, which fails the Go test.
 //
 // Environment: SY_CONSOLE_URL, SY_CONSOLE_USER, SY_CONSOLE_PASSWORD, SY_KEY_ID (a key
 // limited to some models), SY_OUT_DIR, SY_CHROMIUM. Output: one JSON object on stdout.
@@ -74,6 +75,41 @@ async function run(page) {
   await page.getByTestId('connect-base-url').press('Tab');
   report.shown.bad_address = await shown(page, 'codex', encodeURIComponent('/v1'));
   report.copy_disabled = await page.getByTestId('connect-copy').isDisabled();
+
+  await newKeySteps(page);
+}
+
+// newKeySteps makes a key with the two-click "New key" (New key, Claude Code, Create) and
+// holds the dialog to what it must show: a secret that works on the gateway, beside the
+// set-up the console API gives for that very key; once closed, the secret is gone from
+// the page. A step that does not hold throws, which fails the Go test.
+async function newKeySteps(page) {
+  const check = (ok, what) => { if (!ok) throw new Error('New key: ' + what); };
+  await page.locator('#new-key').click();
+  await page.locator('#new-key-client').selectOption('claude-code');
+  await page.locator('#create-key').click();
+  await page.waitForFunction(() => document.getElementById('new-key-result').dataset.state === 'ready', null, { timeout: TIMEOUT });
+  const secret = (await page.locator('#key-secret').textContent()).trim();
+  const setup = await page.locator('#connect-setup').textContent();
+  check(/^sk-sy-[a-z2-7]{52}$/.test(secret), 'the secret shown is not a key: ' + JSON.stringify(secret.slice(0, 8)));
+  const row = page.locator(`[data-testid="key-row"][data-prefix="${secret.slice(0, 12)}"]`);
+  await row.waitFor({ timeout: TIMEOUT });
+  const id = await row.getAttribute('data-key-id');
+  const origin = new URL(consoleURL).origin;
+  const api = await fetch(new URL('api/connect/claude-code?' + new URLSearchParams({ base_url: origin, key_env: 'SWITCHYARD_API_KEY', key: id }), consoleURL), {
+    headers: { Authorization: 'Basic ' + Buffer.from(user + ':' + password).toString('base64') },
+  });
+  const want = (await api.json()).setup.text;
+  check(setup === want, 'the set-up shown is not the API\'s for the new key:\n' + setup + '\n---\n' + want);
+  check(!setup.includes(secret), 'the set-up holds the secret');
+  const models = await fetch(origin + '/v1/models', { headers: { Authorization: 'Bearer ' + secret } });
+  check(models.status === 200, 'the new key got ' + models.status + ' from the gateway');
+  await page.getByTestId('new-key-dialog').screenshot({ path: join(outDir, 'console-new-key.png') });
+  report.screenshots.push(join(outDir, 'console-new-key.png'));
+  await page.locator('#new-key-done').click();
+  await page.getByTestId('new-key-dialog').waitFor({ state: 'hidden', timeout: TIMEOUT });
+  check(!(await page.evaluate((s) => document.documentElement.outerHTML.includes(s), secret)), 'the secret stays in the page after closing');
+  report.new_key = { id, setup_lines: setup.split('\n').length };
 }
 
 await runInBrowser({
