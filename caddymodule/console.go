@@ -146,10 +146,16 @@ func (c *Console) settingsView() any {
 	s := *c.SignIn
 	s.ClientSecret = ""
 	return struct {
-		SignIn     SignInConfig  `json:"sign_in"`
+		Settings struct {
+			SignInConfig
+			Roles      []access.Rule `json:"roles"`
+			BreakGlass bool          `json:"break_glass"`
+		} `json:"settings"`
+	}{Settings: struct {
+		SignInConfig
 		Roles      []access.Rule `json:"roles"`
 		BreakGlass bool          `json:"break_glass"`
-	}{s, c.Roles, c.breakGlass()}
+	}{s, c.Roles, c.breakGlass()}}
 }
 
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {

@@ -76,7 +76,7 @@ func (a *API) guard(rt Route, next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		p := access.PrincipalOf(r.Context())
 		if p == nil {
-			writeJSON(w, http.StatusUnauthorized, ErrorAnswer{Error: "sign in first", SignIn: "auth/login"})
+			a.signInAnswer(w, "sign in first")
 			return
 		}
 		if rt.Changes() && ambient(p) {
@@ -167,10 +167,18 @@ type MeAnswer struct {
 	SignIn    SignInInfo             `json:"sign_in"`
 }
 
-// SignInInfo says which doors this console has.
+// SignInInfo says which doors this console has, and where to sign in.
 type SignInInfo struct {
-	Provider   bool `json:"provider"`
-	BreakGlass bool `json:"break_glass"`
+	Provider   bool   `json:"provider"`
+	BreakGlass bool   `json:"break_glass"`
+	Login      string `json:"login"`
+}
+
+// signInAnswer is the 401 that tells the page how one signs in here.
+func (a *API) signInAnswer(w http.ResponseWriter, message string) {
+	doors := a.SignIn
+	doors.Login = "auth/login"
+	writeJSON(w, http.StatusUnauthorized, ErrorAnswer{Error: message, SignIn: &doors})
 }
 
 func (a *API) me(w http.ResponseWriter, r *http.Request) {
@@ -180,7 +188,9 @@ func (a *API) me(w http.ResponseWriter, r *http.Request) {
 	if shown.Grants == nil {
 		shown.Grants = []access.Grant{}
 	}
-	writeJSON(w, http.StatusOK, MeAnswer{Principal: &shown, Can: canAll(p), SignIn: a.SignIn})
+	doors := a.SignIn
+	doors.Login = "auth/login"
+	writeJSON(w, http.StatusOK, MeAnswer{Principal: &shown, Can: canAll(p), SignIn: doors})
 }
 
 // reachableKey loads the key the path names and decides action on it: 404 when there is

@@ -13,8 +13,8 @@ import (
 // ErrorAnswer is every refused or failed call's answer.
 type ErrorAnswer struct {
 	Error string `json:"error"`
-	// SignIn is where to sign in, on a 401 (relative to the console).
-	SignIn string `json:"sign_in,omitempty"`
+	// SignIn, on a 401, says how one signs in here (login is relative to the console).
+	SignIn *SignInInfo `json:"sign_in,omitempty"`
 }
 
 // KeyAnswer is the answer about one key: GET /keys/{id} and each change to a key.

@@ -102,7 +102,7 @@ func (a *API) Handler() http.Handler {
 			p, err = a.Authenticate(r)
 			switch {
 			case errors.Is(err, access.ErrRefused):
-				writeJSON(w, http.StatusUnauthorized, ErrorAnswer{Error: err.Error(), SignIn: "auth/login"})
+				a.signInAnswer(w, err.Error())
 				return
 			case err != nil:
 				writeError(w, http.StatusServiceUnavailable, "who you are could not be checked (is the store reachable?); try again")

@@ -37,14 +37,6 @@ export function screenshotTo(outDir, report) {
   };
 }
 
-// transitionalMeNotFound is the one error the console logs by design while the console
-// API has no GET api/me yet (issue 39): the page asks for it, gets a 404 and carries on
-// as the basic-auth owner (console/assets/js/main.js). Remove this with that transition.
-function transitionalMeNotFound(msg) {
-  const url = (msg.location() && msg.location().url) || '';
-  return msg.text().includes('status of 404') && /\/api\/me$/.test(url);
-}
-
 // runInBrowser runs steps(page) and ends the process with the report. opts: name (for
 // the profile and the failure screenshot), executablePath, user, password, consoleURL,
 // outDir, report, timeout, clipboard (grant clipboard access to the console's origin),
@@ -70,7 +62,7 @@ export async function runInBrowser(opts, steps) {
       page.setDefaultTimeout(opts.timeout);
       page.on('pageerror', (err) => report.page_errors.push(String(err)));
       page.on('console', (msg) => {
-        if (msg.type() === 'error' && !transitionalMeNotFound(msg)) report.console_errors.push(msg.text());
+        if (msg.type() === 'error') report.console_errors.push(msg.text());
       });
       try {
         await steps(page);

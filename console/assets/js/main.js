@@ -46,20 +46,6 @@ const VIEWS = [
   { route: 'settings', action: 'settings.read', module: settings },
 ];
 
-// TRANSITION (issue 39): until the console API answers GET api/me, it answers 404 and
-// the console is behind the old basic_auth alone, whose user is the owner. The page then
-// acts as that owner, with the actions the old API has (the people, sessions, API tokens
-// and settings routes do not exist there, so their views stay hidden rather than ask
-// for routes that 404). The lead removes this once api/me lands.
-const BASIC_AUTH_OWNER = {
-  principal: { kind: 'basic_auth', name: 'the console password', grants: [{ role: 'owner' }] },
-  can: Object.fromEntries(['self', 'models.read', 'connect.read', 'keys.read', 'keys.write', 'keys.govern',
-    'projects.read', 'projects.create', 'projects.govern', 'usage.read', 'requests.read', 'audit.read',
-    'health.reset', 'alerts.read'].map((a) => [a, true])),
-  sign_in: { provider: false, break_glass: false },
-  transition: true,
-};
-
 // ---- Router --------------------------------------------------------------------------
 //
 // Every view the principal may see is on the one page; a route (#/usage) brings its
@@ -101,12 +87,7 @@ function startRouter() {
 // ---- Boot ----------------------------------------------------------------------------
 
 async function whoAmI() {
-  try {
-    return await api('GET', 'api/me');
-  } catch (err) {
-    if (err.status === 404) return BASIC_AUTH_OWNER; // the transition above
-    throw err;
-  }
+  return api('GET', 'api/me');
 }
 
 async function boot() {
@@ -121,7 +102,7 @@ async function boot() {
     return;
   }
   state.me = me;
-  const canSignOut = !me.transition && (me.principal.kind === 'user' || me.principal.kind === 'break_glass');
+  const canSignOut = (me.principal.kind === 'user' || me.principal.kind === 'break_glass');
   showWhoami(me, canSignOut);
 
   $('main-nav').hidden = false;
