@@ -77,6 +77,9 @@ func (s *projectFakeStore) ListProjects(context.Context) ([]*Project, error) { r
 func (s *projectFakeStore) SetProjectLimits(context.Context, string, *limits.Policy, *AuditEntry) error {
 	return errNotUsed
 }
+func (s *projectFakeStore) SetProjectMembers(context.Context, string, *MemberRules, *AuditEntry) error {
+	return errNotUsed
+}
 func (s *projectFakeStore) SetKeyLimits(context.Context, string, *limits.Policy, *AuditEntry) error {
 	return errNotUsed
 }
