@@ -105,6 +105,7 @@ var pgUsageDialect = &usageDialect{
 	model:     `model COLLATE "C"`,
 	candidate: `candidate COLLATE "C"`,
 	channel:   `channel COLLATE "C"`,
+	owner:     `coalesce(owner_key.owner_id, '') COLLATE "C"`,
 }
 
 func (b *pgBackend) usageDialect() *usageDialect { return pgUsageDialect }

@@ -155,6 +155,7 @@ var sqliteUsageDialect = &usageDialect{
 	model:     `model`,
 	candidate: `candidate`,
 	channel:   `channel`,
+	owner:     `coalesce(owner_key.owner_id, '')`,
 }
 
 func (b *sqliteBackend) usageDialect() *usageDialect { return sqliteUsageDialect }
