@@ -444,7 +444,9 @@ func (s *Store) SessionByHash(ctx context.Context, h access.Secret) (*access.Ses
 }
 
 // TouchSession implements access.Store. The last-seen time never moves backwards (two
-// requests of one browser finish in any order). An unknown id is access.ErrNotFound.
+// requests of one browser finish in any order). When checked is set, refresh replaces
+// the stored sealed refresh token; a nil refresh keeps the one stored (a provider's
+// refresh answer need not carry a new one). An unknown id is access.ErrNotFound.
 func (s *Store) TouchSession(ctx context.Context, id string, at, checked time.Time, refresh []byte) error {
 	if len(refresh) > maxRefreshLen {
 		return fmt.Errorf("store: session %s: sealed refresh token longer than %d bytes", id, maxRefreshLen)
@@ -457,7 +459,8 @@ func (s *Store) TouchSession(ctx context.Context, id string, at, checked time.Ti
 		if len(refresh) > 0 {
 			sealed = refresh
 		}
-		query = `UPDATE sessions SET last_seen_at = GREATEST(last_seen_at, $1), checked_at = $3, refresh = $4 WHERE id = $2`
+		query = `UPDATE sessions SET last_seen_at = GREATEST(last_seen_at, $1), checked_at = $3, refresh = coalesce($4, refresh)
+			WHERE id = $2`
 		args = append(args, d.time(storedTime(checked)), sealed)
 	}
 	return call0(ctx, s, kindWrite, func(b backend) error {

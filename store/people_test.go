@@ -151,6 +151,12 @@ func TestSessionsByHashTouchRevokeAndList(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, storedTime(checked), got.CheckedAt)
 		assert.Equal(t, []byte("sealed refresh"), got.Refresh)
+		rechecked := t0.Add(50 * time.Minute)
+		require.NoError(t, s.TouchSession(ctx, ss.ID, rechecked, rechecked, nil))
+		got, err = s.SessionByHash(ctx, ss.Hash)
+		require.NoError(t, err)
+		assert.Equal(t, storedTime(rechecked), got.CheckedAt)
+		assert.Equal(t, []byte("sealed refresh"), got.Refresh, "a refresh answer without a new token keeps the old one")
 		assert.ErrorIs(t, s.TouchSession(ctx, "ses_nobody", seen, time.Time{}, nil), access.ErrNotFound)
 
 		before := len(trail(t, s))

@@ -6,8 +6,8 @@
 //   - "postgres": a PostgreSQL database, for several gateways on different hosts.
 //
 // A *Store implements auth.KeyStore, auth.AuditedKeyStore and auth.ProjectStore (see
-// projects.go), metering.Sink and metering.Reader for usage (see usage.go), and the
-// limits' seeding by Spend. The schema is created and upgraded by migrations embedded in the
+// projects.go), metering.Sink and metering.Reader for usage (see usage.go), the limits'
+// seeding by Spend, and access.Store for people, sessions and API tokens (people.go). The schema is created and upgraded by migrations embedded in the
 // binary and applied by Open.
 package store
 
