@@ -21,6 +21,11 @@ import (
 
 var _ access.Store = (*Store)(nil)
 
+// ErrUserDisabled refuses a session for a person who is disabled: checked in the
+// session's own transaction, so that a sign-in racing the person's disablement cannot
+// leave a live session behind it.
+var ErrUserDisabled = errors.New("store: the person is disabled")
+
 // Bounds on what is stored of a person, a session and a token. What the provider says
 // of a person (a name, groups) is for display and is cut to fit rather than refused, so
 // that a sign-in does not fail over it; what identifies something (an issuer, a
@@ -369,7 +374,7 @@ func oneSession(ctx context.Context, d *sqlDialect, r runner, where string, args
 // UserID, a break-glass one (KindBreakGlass) a Name; both need a hash and an
 // ExpiresAt. CreatedAt is now when zero, LastSeenAt CreatedAt when zero; Addr is cut to
 // maxAddrLen bytes. An id or hash already stored is ErrConflict; an unknown user
-// access.ErrNotFound.
+// access.ErrNotFound; a disabled one ErrUserDisabled.
 func (s *Store) CreateSession(ctx context.Context, ss *access.Session, e *auth.AuditEntry) error {
 	if ss == nil {
 		return errors.New("store: nil session")
@@ -416,8 +421,12 @@ func (s *Store) CreateSession(ctx context.Context, ss *access.Session, e *auth.A
 	d := s.dialect()
 	return s.peopleChange(ctx, e, func(w writer) (bool, error) {
 		if ss.Kind == access.KindUser {
-			if _, err := oneUser(ctx, d, w, `id = $1`, ss.UserID); err != nil {
+			u, err := oneUser(ctx, d, w, `id = $1`, ss.UserID)
+			if err != nil {
 				return false, fmt.Errorf("store: session %s: user %s: %w", ss.ID, ss.UserID, err)
+			}
+			if !u.DisabledAt.IsZero() {
+				return false, fmt.Errorf("%w: no session for user %s", ErrUserDisabled, ss.UserID)
 			}
 		}
 		_, err := w.exec(ctx, d.sql(`INSERT INTO sessions (`+sessionColumns+`)
@@ -570,7 +579,7 @@ func (s *Store) CreateToken(ctx context.Context, t *access.Token, e *auth.AuditE
 	if err := auth.ValidateName(t.Name); err != nil {
 		return fmt.Errorf("store: token %s: %w", t.ID, err)
 	}
-	if err := checkIdent("token's maker", t.CreatedBy, maxAuditField); err != nil {
+	if err := checkIdent("token's maker", t.CreatedBy, maxAuditActor); err != nil {
 		return err
 	}
 	if err := checkGrant("token's grant", t.Grant); err != nil {

@@ -218,7 +218,10 @@ func TestDisablingAPersonEndsTheirSessions(t *testing.T) {
 		before := len(trail(t, s))
 
 		at := t0.Add(time.Hour)
-		e := auditOf(auth.ActionUserDisable, ann.ID, "left the company")
+		// The actor names the person who acted by e-mail, subject and address: longer
+		// than a key's name.
+		e := &auth.AuditEntry{Actor: "user " + strings.Repeat("a", 300) + "@example.com (sub " + strings.Repeat("s", 255) + ") from [2001:db8::1]:443",
+			Action: auth.ActionUserDisable, Target: ann.ID, Detail: "left the company"}
 		require.NoError(t, s.DisableUser(ctx, ann.ID, "provider account removed", at, e))
 		assert.Positive(t, e.ID)
 		got, err := s.GetUser(ctx, ann.ID)
@@ -240,9 +243,17 @@ func TestDisablingAPersonEndsTheirSessions(t *testing.T) {
 		assert.Equal(t, storedTime(at), got.DisabledAt, "the first disablement stays")
 		assert.Len(t, trail(t, s), before+1, "disabling a disabled person records nothing")
 
-		// A sign-in of a disabled person is still found, disabled: the console refuses it.
+		// A sign-in of a disabled person is still found, disabled: the console refuses
+		// it, and the store gives them no session (a sign-in that read the person
+		// before the disablement cannot leave a live session behind it).
 		again := signIn(t, s, "sub-ann", "ann@example.com", at.Add(time.Minute))
 		assert.Equal(t, storedTime(at), again.DisabledAt)
+		late := &access.Session{ID: access.NewID("ses_"), Hash: access.HashSecret("late"), Kind: access.KindUser, UserID: ann.ID,
+			ExpiresAt: at.Add(time.Hour)}
+		assert.ErrorIs(t, s.CreateSession(ctx, late, nil), ErrUserDisabled)
+		live, err = s.ListSessions(ctx, at)
+		require.NoError(t, err)
+		assert.Equal(t, []string{b1.ID}, sessionIDs(live))
 
 		require.NoError(t, s.EnableUser(ctx, ann.ID, auditOf(auth.ActionUserEnable, ann.ID, "back")))
 		got, err = s.GetUser(ctx, ann.ID)

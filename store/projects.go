@@ -29,6 +29,9 @@ var (
 const (
 	maxAuditField  = 200
 	maxAuditDetail = 2000
+	// maxAuditActor is longer: a person is named by e-mail (up to 320 bytes), the
+	// provider's subject (up to 255) and the address they came from.
+	maxAuditActor = 1000
 )
 
 // CreateProject implements auth.ProjectStore. It stores p's ID, Name, Limits, Members
@@ -373,8 +376,10 @@ func newAuditRow(e *auth.AuditEntry) (*auth.AuditEntry, error) {
 	switch {
 	case e.Actor == "" || e.Action == "" || e.Target == "":
 		return nil, errors.New("store: an audit entry needs an actor, an action and a target")
-	case len(e.Actor) > maxAuditField || len(e.Action) > maxAuditField || len(e.Target) > maxAuditField:
-		return nil, fmt.Errorf("store: audit entry: actor, action and target are at most %d bytes each", maxAuditField)
+	case len(e.Actor) > maxAuditActor:
+		return nil, fmt.Errorf("store: audit entry: actor longer than %d bytes", maxAuditActor)
+	case len(e.Action) > maxAuditField || len(e.Target) > maxAuditField:
+		return nil, fmt.Errorf("store: audit entry: action and target are at most %d bytes each", maxAuditField)
 	case len(e.Detail) > maxAuditDetail:
 		return nil, fmt.Errorf("store: audit entry: detail longer than %d bytes", maxAuditDetail)
 	}
