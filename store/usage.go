@@ -124,6 +124,8 @@ type usageDialect struct {
 	// a missing key or owner as '', and ordered byte by byte whatever the database's
 	// collation. owner is api_keys.owner_id of the record's key, joined as owner_key.
 	key, model, candidate, channel, owner string
+	// ownerKeys keeps the records of one owner's keys; %s is the owner's placeholder.
+	ownerKeys string
 }
 
 // ownerJoin brings each record's key's owner to a usage query grouped by owner. The
@@ -209,7 +211,7 @@ func buildUsageQuery(d *usageDialect, q metering.Query) (usageQuery, error) {
 	// One owner's keys through api_keys_by_owner, then their records through
 	// usage_records_by_key_ts.
 	if q.Owner != "" {
-		where = append(where, "key_id IN (SELECT id FROM api_keys WHERE owner_id = "+arg(q.Owner)+")")
+		where = append(where, fmt.Sprintf(d.ownerKeys, arg(q.Owner)))
 	}
 
 	var sb strings.Builder

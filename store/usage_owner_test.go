@@ -97,3 +97,36 @@ func TestUsageGroupedByOwnerSumsRight(t *testing.T) {
 		assert.Zero(t, none[0].Requests)
 	})
 }
+
+// One person's usage (the console's "my usage") finds their keys through the owner
+// and their records through usage_records_by_key_ts, on both databases: never a scan
+// of the ledger. Each of 25 people has two of the 50 keys.
+func TestOnePersonsUsageUsesTheIndexes(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		s := f.open(t)
+		start := utc(2026, 3, 1, 0, 0, 0, 0)
+		const keys = 50
+		for i := range keys {
+			_, k := newKey(t, "k", t0)
+			k.ID, k.Owner = benchKeyID(i), "usr_"+strconv.Itoa(i%25)
+			require.NoError(t, s.CreateKey(ctx, k))
+		}
+		require.NoError(t, s.WriteUsage(ctx, "gen", 1, generateUsage(start, 30, keys, 10)))
+		if f.driver == DriverPostgres {
+			f.rows(t, `ANALYZE api_keys`)
+		}
+		q := metering.Query{Owner: "usr_3", From: start, To: start.AddDate(0, 0, 30), GroupBy: []string{"day"}}
+		plan := explainUsage(t, f, s, q)
+		t.Logf("%+v:\n%s", q, plan)
+		assert.Contains(t, plan, "usage_records_by_key_ts")
+		assert.NotRegexp(t, `(?i)seq scan on usage_records|SCAN usage_records\b`, plan, "no scan of the ledger")
+		rows, err := s.QueryUsage(ctx, q)
+		require.NoError(t, err)
+		var requests int64
+		for _, r := range rows {
+			requests += r.Requests
+		}
+		assert.Equal(t, int64(2*30*10), requests, "two keys, thirty days, ten a day")
+	})
+}
