@@ -26,6 +26,10 @@ type Identity struct {
 	ProjectID string
 	// Limits are the key's own limits (nil: none of its own). Shared: never modify.
 	Limits *limits.Policy
+	// Owner is the key's owner (see Key.Owner; empty: none). With ProjectID it names
+	// one member's keys in one project, which the project's member rules
+	// (Cache.Project(ProjectID).Members) hold together.
+	Owner string
 }
 
 // MayCall reports whether the identity may use the service model.

@@ -253,7 +253,7 @@ func (c *Cache) Refresh(ctx context.Context) error {
 }
 
 func identityOf(k *Key) *Identity {
-	id := &Identity{KeyID: k.ID, Name: k.Name, ProjectID: k.ProjectID, Limits: k.Limits}
+	id := &Identity{KeyID: k.ID, Name: k.Name, ProjectID: k.ProjectID, Limits: k.Limits, Owner: k.Owner}
 	if len(k.Models) > 0 {
 		id.Models = make(map[string]bool, len(k.Models))
 		for _, m := range k.Models {

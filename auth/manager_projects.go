@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/switchyard-gw/switchyard/limits"
 )
@@ -213,6 +214,119 @@ func (m *Manager) SetProjectLimits(ctx context.Context, id string, p *limits.Pol
 		return nil, m.report("set limits of project "+id+": reading it back", err)
 	}
 	return m.GetProject(ctx, id)
+}
+
+// The departed settings of MemberRules: what becomes of a disabled person's keys.
+const (
+	DepartedKeep   = "keep"
+	DepartedRevoke = "revoke"
+)
+
+// SetProjectMembers replaces a project's rules for its members' keys; nil takes them
+// away (members may not make keys there until an admin sets rules again). The models
+// must be this gateway's, the limits valid, Departed "", "keep" or "revoke", and
+// RevokeAfter is only for "revoke".
+func (m *Manager) SetProjectMembers(ctx context.Context, id string, rules *MemberRules) (*Project, error) {
+	if m.Projects == nil {
+		return nil, errNoProjects
+	}
+	if err := ValidateProjectID(id); err != nil {
+		return nil, &NotFoundError{What: "project", ID: id}
+	}
+	if err := m.checkMemberRules(rules); err != nil {
+		return nil, err
+	}
+	if rules != nil {
+		r := *rules
+		r.KeyLimits, r.Limits = NormalizeLimits(r.KeyLimits), NormalizeLimits(r.Limits)
+		rules = &r
+	}
+	if err := m.Projects.SetProjectMembers(ctx, id, rules, m.entry(ctx, ActionProjectMembers, id, DescribeMemberRules(rules))); err != nil {
+		return nil, m.report("set member rules of project "+id, err)
+	}
+	if err := m.Cache.Refresh(ctx); err != nil {
+		return nil, m.report("set member rules of project "+id+": reading it back", err)
+	}
+	return m.GetProject(ctx, id)
+}
+
+// Bounds on the models a project's member rules name (the store's own).
+const (
+	maxMemberModels = 256
+	maxModelName    = 200
+)
+
+// checkMemberRules validates rules an admin gave.
+func (m *Manager) checkMemberRules(r *MemberRules) error {
+	if r == nil {
+		return nil
+	}
+	if len(r.Models) > maxMemberModels {
+		return invalid("members: models: at most %d", maxMemberModels)
+	}
+	for _, model := range r.Models {
+		if strings.TrimSpace(model) == "" || len(model) > maxModelName {
+			return invalid("members: models: a model name is 1 to %d bytes", maxModelName)
+		}
+		if m.ModelExists != nil && !m.ModelExists(model) {
+			return invalid("members: models: %s is not a model of this gateway (see GET /v1/models)", strconv.QuoteToGraphic(truncate(model, 80)))
+		}
+	}
+	if r.MaxExpiry < 0 {
+		return invalid("members: max_expiry: must not be negative")
+	}
+	if err := m.checkLimits(r.KeyLimits); err != nil {
+		return invalid("members: key_limits: %v", err)
+	}
+	if err := m.checkLimits(r.Limits); err != nil {
+		return invalid("members: limits: %v", err)
+	}
+	switch r.Departed {
+	case "", DepartedKeep, DepartedRevoke:
+	default:
+		return invalid("members: departed: %s is not %q or %q", strconv.QuoteToGraphic(truncate(r.Departed, 40)), DepartedKeep, DepartedRevoke)
+	}
+	if r.RevokeAfter < 0 {
+		return invalid("members: revoke_after: must not be negative")
+	}
+	if r.RevokeAfter != 0 && r.Departed != DepartedRevoke {
+		return invalid("members: revoke_after: only with departed %q", DepartedRevoke)
+	}
+	return nil
+}
+
+// DescribeMemberRules says a project's member rules in words, as the audit trail
+// records them: "models gpt-5, claude; max expiry 720h0m0s; key limits rpm 60; each
+// member's keys together budget 50/month; departed: revoke after 168h0m0s", or "no
+// member rules (members may not make keys)".
+func DescribeMemberRules(r *MemberRules) string {
+	if r == nil {
+		return "no member rules (members may not make keys)"
+	}
+	parts := []string{"models every model"}
+	if n := len(r.Models); n > 0 {
+		// A long list is named in part: the trail's detail is bounded.
+		shown := r.Models[:min(n, 10)]
+		parts[0] = "models " + strings.Join(shown, ", ")
+		if n > len(shown) {
+			parts[0] += " and " + strconv.Itoa(n-len(shown)) + " more"
+		}
+	}
+	if r.MaxExpiry > 0 {
+		parts = append(parts, "max expiry "+time.Duration(r.MaxExpiry).String())
+	} else {
+		parts = append(parts, "no max expiry")
+	}
+	parts = append(parts, "key limits "+DescribeLimits(r.KeyLimits), "each member's keys together "+DescribeLimits(r.Limits))
+	switch {
+	case r.Departed == DepartedRevoke && r.RevokeAfter > 0:
+		parts = append(parts, "departed: revoke after "+time.Duration(r.RevokeAfter).String())
+	case r.Departed == DepartedRevoke:
+		parts = append(parts, "departed: revoke at once")
+	default:
+		parts = append(parts, "departed: keep")
+	}
+	return strings.Join(parts, "; ")
 }
 
 // GetProject returns one project (an error that errors.Is ErrNotFound when there is

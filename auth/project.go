@@ -152,6 +152,9 @@ type ProjectStore interface {
 	ListProjects(ctx context.Context) ([]*Project, error)
 	// SetProjectLimits replaces a project's limits (nil clears them).
 	SetProjectLimits(ctx context.Context, id string, p *limits.Policy, e *AuditEntry) error
+	// SetProjectMembers replaces a project's rules for its members' keys (nil: members
+	// may not make keys there).
+	SetProjectMembers(ctx context.Context, id string, rules *MemberRules, e *AuditEntry) error
 	// ProjectsChangedSince returns the projects whose Seq is greater than seq, in Seq
 	// order.
 	ProjectsChangedSince(ctx context.Context, seq int64) ([]*Project, error)

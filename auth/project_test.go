@@ -77,6 +77,9 @@ func (s *projectFakeStore) ListProjects(context.Context) ([]*Project, error) { r
 func (s *projectFakeStore) SetProjectLimits(context.Context, string, *limits.Policy, *AuditEntry) error {
 	return errNotUsed
 }
+func (s *projectFakeStore) SetProjectMembers(context.Context, string, *MemberRules, *AuditEntry) error {
+	return errNotUsed
+}
 func (s *projectFakeStore) SetKeyLimits(context.Context, string, *limits.Policy, *AuditEntry) error {
 	return errNotUsed
 }
@@ -132,9 +135,9 @@ func TestTheCacheHoldsProjectsAndLimits(t *testing.T) {
 	assert.Nil(t, id.Limits, "the key's own limits were cleared")
 }
 
-// The snapshot carries each key's project and limits and every project with its
-// limits, so that a gateway started while its store is unreachable still enforces
-// them; once the store answers, the cache takes the store's projects.
+// The snapshot carries each key's project, owner and limits and every project with its
+// limits and member rules, so that a gateway started while its store is unreachable
+// still enforces them; once the store answers, the cache takes the store's projects.
 func TestTheSnapshotCarriesProjectsAndLimits(t *testing.T) {
 	ctx := context.Background()
 	store := newProjectFakeStore()
@@ -142,9 +145,12 @@ func TestTheSnapshotCarriesProjectsAndLimits(t *testing.T) {
 	opts := CacheOptions{Snapshot: path, StoreID: "db-1"}
 	keyPolicy := &limits.Policy{RPM: 60, TPM: 100_000, Concurrency: 4,
 		Models: map[string]*limits.Policy{"gpt-5": {Budget: budget(10_000_000, limits.PeriodMonth)}}}
+	members := &MemberRules{Models: []string{"gpt-5"}, Limits: &limits.Policy{Budget: budget(5_000_000, limits.PeriodMonth)},
+		Departed: DepartedRevoke, RevokeAfter: Duration(24 * time.Hour)}
 	store.putProject(Project{ID: "platform", Name: "Platform team", Limits: &limits.Policy{Budget: budget(50_000_000, limits.PeriodMonth)},
-		CreatedAt: time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)})
+		Members: members, CreatedAt: time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)})
 	secret, k := store.add(t, "ci-bot")
+	store.keys[k.ID].Owner = "usr_ann"
 	store.setKey(k.ID, "platform", keyPolicy)
 	first := OpenCache(ctx, store, opts)
 	_, ok := first.Verify(secret)
@@ -166,10 +172,12 @@ func TestTheSnapshotCarriesProjectsAndLimits(t *testing.T) {
 	require.True(t, ok, "the key comes back from the snapshot")
 	assert.Equal(t, "platform", id.ProjectID)
 	assert.Equal(t, keyPolicy, id.Limits, "with its limits, per-model variants included")
+	assert.Equal(t, "usr_ann", id.Owner, "and its owner")
 	p, ok := second.Project("platform")
 	require.True(t, ok, "the project comes back from the snapshot")
 	assert.Equal(t, "Platform team", p.Name)
 	assert.Equal(t, int64(50_000_000), p.Limits.Budget.Micros)
+	assert.Equal(t, members, p.Members, "with its member rules")
 
 	// The store answers again, without the project's limits: the store wins.
 	store.putProject(Project{ID: "platform", Name: "Platform team"})

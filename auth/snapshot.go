@@ -17,8 +17,9 @@ import (
 // The key snapshot is what lets a gateway start while its store is unreachable: a local
 // copy of what the cache holds, rewritten (atomically, owner-only) whenever the cache
 // changes. It holds exactly what the cache holds: for each usable key its id, name,
-// SHA-256 hash, model allowlist, expiry, project and own limits, and every project with
-// its limits, so that limits keep holding when a gateway starts during a store outage.
+// SHA-256 hash, model allowlist, expiry, project, owner and own limits, and every project
+// with its limits and member rules, so that limits keep holding when a gateway starts
+// during a store outage.
 // No secret, no display prefix, and no revoked key: a key revoked before the snapshot
 // was written is simply not in it, so it cannot come back from it.
 //
@@ -51,6 +52,9 @@ type snapshotKey struct {
 	// ProjectID and Limits are the key's (version 2).
 	ProjectID string         `json:"project_id,omitempty"`
 	Limits    *limits.Policy `json:"limits,omitempty"`
+	// Owner is the key's (added within version 2: a snapshot without it reads as keys
+	// without owners, and an older gateway ignores it).
+	Owner string `json:"owner,omitempty"`
 }
 
 // snapshotOf copies what the cache holds; the caller holds c.mu for reading.
@@ -59,7 +63,7 @@ func (c *Cache) snapshotOf() *snapshotFile {
 		Keys: make([]snapshotKey, 0, len(c.byHash))}
 	for h, k := range c.byHash {
 		sk := snapshotKey{ID: k.identity.KeyID, Name: k.identity.Name, Hash: hex.EncodeToString(h[:]), ExpiresAt: k.expiresAt,
-			ProjectID: k.identity.ProjectID, Limits: k.identity.Limits}
+			ProjectID: k.identity.ProjectID, Limits: k.identity.Limits, Owner: k.identity.Owner}
 		if k.identity.Models != nil {
 			sk.Models = make([]string, 0, len(k.identity.Models))
 			for m := range k.identity.Models {
@@ -177,7 +181,7 @@ func readSnapshot(path, storeID string) (*snapshotState, error) {
 		if err := sk.Limits.Validate(); err != nil {
 			return nil, fmt.Errorf("%s: key %q: limits: %v", path, sk.ID, err)
 		}
-		k := &Key{ID: sk.ID, Name: sk.Name, Models: sk.Models, ProjectID: sk.ProjectID, Limits: NormalizeLimits(sk.Limits)}
+		k := &Key{ID: sk.ID, Name: sk.Name, Models: sk.Models, ProjectID: sk.ProjectID, Limits: NormalizeLimits(sk.Limits), Owner: sk.Owner}
 		byHash[h] = &cachedKey{identity: identityOf(k), expiresAt: sk.ExpiresAt}
 		hashOf[sk.ID] = h
 	}
@@ -190,6 +194,12 @@ func readSnapshot(path, storeID string) (*snapshotState, error) {
 			return nil, fmt.Errorf("%s: project %q: limits: %v", path, p.ID, err)
 		}
 		p.Limits = NormalizeLimits(p.Limits)
+		if r := p.Members; r != nil {
+			if err := errors.Join(r.KeyLimits.Validate(), r.Limits.Validate()); err != nil {
+				return nil, fmt.Errorf("%s: project %q: member rules: %v", path, p.ID, err)
+			}
+			r.KeyLimits, r.Limits = NormalizeLimits(r.KeyLimits), NormalizeLimits(r.Limits)
+		}
 		projects[p.ID] = p
 	}
 	return &snapshotState{byHash: byHash, hashOf: hashOf, projects: projects, file: &f}, nil

@@ -15,13 +15,14 @@ import (
 func (c *cli) usageCommand() *cobra.Command {
 	return queryCommand(c, &cobra.Command{
 		Use:   "usage",
-		Short: "Sums metered usage by day, key and model (default: the last 30 days, by day)",
+		Short: "Sums metered usage by day, key, model and owner (default: the last 30 days, by day)",
 	}, "usage", []queryFlag{
 		{"from", "", "first day, YYYY-MM-DD (UTC)"},
 		{"to", "", "last day, YYYY-MM-DD (UTC), included"},
 		{"key", "", "only this key id"},
 		{"model", "", "only this model"},
-		{"group", "day", "sum by any of day,key,model,candidate,channel (empty: totals only)"},
+		{"owner", "", "only the keys of this owner (a user id usr_… or svc:<name>)"},
+		{"group", "day", "sum by any of day,key,model,candidate,channel,owner (empty: totals only)"},
 	}, c.printUsage)
 }
 
@@ -42,7 +43,7 @@ func (c *cli) printUsage(answer *console.UsageAnswer) error {
 		var label []string
 		for _, g := range groups {
 			label = append(label, map[string]string{"day": r.Day, "key": r.KeyID, "model": r.Model,
-				"candidate": r.Candidate, "channel": r.Channel}[g]+"\t")
+				"candidate": r.Candidate, "channel": r.Channel, "owner": orDash(r.Owner)}[g]+"\t")
 		}
 		line(r, label)
 	}

@@ -348,7 +348,8 @@ func (a *API) resetHealth(w http.ResponseWriter, r *http.Request) {
 }
 
 // queryUsage sums usage: ?from=YYYY-MM-DD&to=YYYY-MM-DD (to inclusive, UTC days;
-// default the last 30 days), &key=<id>, &model=<id>, &group=day,key,model.
+// default the last 30 days), &key=<id>, &model=<id>, &owner=<usr_… or svc:name>,
+// &group=day,key,model,candidate,channel,owner.
 func (a *API) queryUsage(w http.ResponseWriter, r *http.Request) {
 	if a.Usage == nil {
 		writeError(w, http.StatusServiceUnavailable, "this gateway's store keeps no usage")
@@ -375,7 +376,8 @@ func (a *API) queryUsage(w http.ResponseWriter, r *http.Request) {
 func (a *API) usageQuery(r *http.Request) (metering.Query, error) {
 	v := r.URL.Query()
 	today := a.now().UTC().Truncate(24 * time.Hour)
-	q := metering.Query{From: today.AddDate(0, 0, -29), To: today.AddDate(0, 0, 1), KeyID: v.Get("key"), Model: v.Get("model")}
+	q := metering.Query{From: today.AddDate(0, 0, -29), To: today.AddDate(0, 0, 1), KeyID: v.Get("key"), Model: v.Get("model"),
+		Owner: v.Get("owner")}
 	for name, dst := range map[string]*time.Time{"from": &q.From, "to": &q.To} {
 		if s := v.Get(name); s != "" {
 			d, err := time.Parse(time.DateOnly, s)
@@ -394,10 +396,10 @@ func (a *API) usageQuery(r *http.Request) (metering.Query, error) {
 	if g := v.Get("group"); g != "" {
 		for _, dim := range strings.Split(g, ",") {
 			switch dim {
-			case "day", "key", "model", "candidate", "channel":
+			case "day", "key", "model", "candidate", "channel", "owner":
 				q.GroupBy = append(q.GroupBy, dim)
 			default:
-				return q, errors.New("group: " + dim + " is not day, key, model, candidate or channel")
+				return q, errors.New("group: " + dim + " is not day, key, model, candidate, channel or owner")
 			}
 		}
 	}

@@ -11,10 +11,15 @@ type Query struct {
 	From, To time.Time
 	// KeyID and Model, when set, keep only that key's or that model's records.
 	KeyID, Model string
+	// Owner, when set, keeps only the records of keys that owner owns (a user id or
+	// "svc:<name>"), whichever of their keys (a rotation's replacement keeps its
+	// owner).
+	Owner string
 	// GroupBy names the dimensions rows are summed by, in this order: any of "day"
 	// (UTC calendar day), "key", "model", "candidate" (the model's candidate that
 	// served: grouped with "model" as well, or the same name on two models sums
-	// together) and "channel". Empty gives one row of totals.
+	// together), "channel" and "owner" (the key's owner now; "" for keys without one
+	// and for keys from the configuration). Empty gives one row of totals.
 	GroupBy []string
 }
 
@@ -25,6 +30,7 @@ type Row struct {
 	Model      string `json:"model,omitempty"`
 	Candidate  string `json:"candidate,omitempty"`
 	Channel    string `json:"channel,omitempty"`
+	Owner      string `json:"owner,omitempty"`
 	Requests   int64  `json:"requests"`
 	Input      int64  `json:"input"`
 	CachedIn   int64  `json:"cached_input"`

@@ -132,7 +132,7 @@ func (b *pgBackend) write(ctx context.Context, fn func(writer) error) error {
 	})
 }
 
-const pgKeyColumns = `id, name, prefix, hash, models, created_at, last_used_at, expires_at, revoked_at, replaced_by, seq, project_id, limits`
+const pgKeyColumns = `id, name, prefix, hash, models, created_at, last_used_at, expires_at, revoked_at, replaced_by, seq, project_id, limits, owner_id`
 
 func (b *pgBackend) getKey(ctx context.Context, id string) (*auth.Key, error) {
 	return scanPGKey(b.pool.QueryRow(ctx, `SELECT `+pgKeyColumns+` FROM api_keys WHERE id = $1`, id))
@@ -201,10 +201,10 @@ func (w pgWriter) insert(ctx context.Context, k *auth.Key) error {
 		return err
 	}
 	_, err = w.tx.Exec(ctx, `INSERT INTO api_keys (`+pgKeyColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::jsonb)`,
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::jsonb, $14)`,
 		k.ID, k.Name, k.Prefix, k.Hash[:], models, k.CreatedAt,
 		pgTime(k.LastUsedAt), pgTime(k.ExpiresAt), pgTime(k.RevokedAt), nullString(k.ReplacedBy), k.Seq,
-		nullString(k.ProjectID), lim)
+		nullString(k.ProjectID), lim, nullString(k.Owner))
 	if pe, ok := errors.AsType[*pgconn.PgError](err); ok && pe.Code == "23505" { // unique_violation
 		return fmt.Errorf("%w: key %q: id or hash already stored", ErrConflict, k.ID)
 	}
@@ -241,12 +241,12 @@ func scanPGKey(row pgx.Row) (*auth.Key, error) {
 	var (
 		k                                   auth.Key
 		hash                                []byte
-		replacedBy, projectID               pgtype.Text
+		replacedBy, projectID, owner        pgtype.Text
 		lim                                 []byte
 		created, lastUsed, expires, revoked pgtype.Timestamptz
 	)
 	err := row.Scan(&k.ID, &k.Name, &k.Prefix, &hash, &k.Models, &created, &lastUsed, &expires, &revoked, &replacedBy, &k.Seq,
-		&projectID, &lim)
+		&projectID, &lim, &owner)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, auth.ErrNotFound
 	}
@@ -266,6 +266,7 @@ func scanPGKey(row pgx.Row) (*auth.Key, error) {
 	k.RevokedAt = fromPGTime(revoked)
 	k.ReplacedBy = replacedBy.String
 	k.ProjectID = projectID.String
+	k.Owner = owner.String
 	if k.Limits, err = decodeLimits("key "+k.ID, lim); err != nil {
 		return nil, err
 	}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,10 +29,13 @@ var (
 const (
 	maxAuditField  = 200
 	maxAuditDetail = 2000
+	// maxAuditActor is longer: a person is named by e-mail (up to 320 bytes), the
+	// provider's subject (up to 255) and the address they came from.
+	maxAuditActor = 1000
 )
 
-// CreateProject implements auth.ProjectStore. It stores p's ID, Name, Limits and
-// CreatedAt (now when zero); on success p.Seq is set, and p.CreatedAt when it was zero.
+// CreateProject implements auth.ProjectStore. It stores p's ID, Name, Limits, Members
+// and CreatedAt (now when zero); on success p.Seq is set, and p.CreatedAt when it was zero.
 // An id already stored gives ErrConflict.
 func (s *Store) CreateProject(ctx context.Context, p *auth.Project, e *auth.AuditEntry) error {
 	if p == nil {
@@ -45,11 +50,16 @@ func (s *Store) CreateProject(ctx context.Context, p *auth.Project, e *auth.Audi
 	if err := p.Limits.Validate(); err != nil {
 		return fmt.Errorf("store: project %q: limits: %w", p.ID, err)
 	}
+	members, err := memberRulesRow(p.ID, p.Members)
+	if err != nil {
+		return err
+	}
 	entry, err := newAuditRow(e)
 	if err != nil {
 		return err
 	}
-	row := &auth.Project{ID: p.ID, Name: p.Name, Limits: auth.NormalizeLimits(p.Limits), CreatedAt: storedTime(orNow(p.CreatedAt))}
+	row := &auth.Project{ID: p.ID, Name: p.Name, Limits: auth.NormalizeLimits(p.Limits), Members: members,
+		CreatedAt: storedTime(orNow(p.CreatedAt))}
 	err = call0(ctx, s, kindWrite, func(b backend) error {
 		return b.write(ctx, func(w writer) error {
 			seq, err := w.nextSeq(ctx)
@@ -119,6 +129,110 @@ func (s *Store) SetProjectLimits(ctx context.Context, id string, p *limits.Polic
 		auditDone(e, entry)
 	}
 	return err
+}
+
+// SetProjectMembers implements auth.ProjectStore: it replaces a project's rules for its
+// members' keys (nil: members may not make keys there) and gives the project the next
+// Seq, so that every gateway's cache holds the new rules. An unknown id gives a
+// *auth.NotFoundError.
+func (s *Store) SetProjectMembers(ctx context.Context, id string, rules *auth.MemberRules, e *auth.AuditEntry) error {
+	members, err := memberRulesRow(id, rules)
+	if err != nil {
+		return err
+	}
+	entry, err := newAuditRow(e)
+	if err != nil {
+		return err
+	}
+	err = call0(ctx, s, kindWrite, func(b backend) error {
+		return b.write(ctx, func(w writer) error {
+			pr, err := w.getProject(ctx, id)
+			if err != nil {
+				return err
+			}
+			if pr.Seq, err = w.nextSeq(ctx); err != nil {
+				return err
+			}
+			pr.Members = members
+			if err := w.updateProject(ctx, pr); err != nil {
+				return err
+			}
+			return appendAuditIn(ctx, w, entry)
+		})
+	})
+	if err == nil {
+		auditDone(e, entry)
+	}
+	return err
+}
+
+// Bounds on a project's rules for members' keys: a list of models an admin types, not
+// a catalogue.
+const (
+	maxMemberModels   = 256
+	maxModelNameBytes = 200
+)
+
+// memberRulesRow checks rules about to be stored and returns the copy to store (nil
+// for none): limits that limit nothing are stored as none.
+func memberRulesRow(projectID string, rules *auth.MemberRules) (*auth.MemberRules, error) {
+	if rules == nil {
+		return nil, nil
+	}
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("store: project %q: member rules: "+format, append([]any{projectID}, args...)...)
+	}
+	if len(rules.Models) > maxMemberModels {
+		return nil, bad("more than %d models", maxMemberModels)
+	}
+	for _, m := range rules.Models {
+		if strings.TrimSpace(m) == "" || len(m) > maxModelNameBytes {
+			return nil, bad("a model name must be 1 to %d bytes", maxModelNameBytes)
+		}
+	}
+	if rules.MaxExpiry < 0 || rules.RevokeAfter < 0 {
+		return nil, bad("negative duration")
+	}
+	switch rules.Departed {
+	case "", "keep", "revoke":
+	default:
+		return nil, bad("departed %s: want keep or revoke", strconv.QuoteToGraphic(rules.Departed))
+	}
+	for what, p := range map[string]*limits.Policy{"key limits": rules.KeyLimits, "limits": rules.Limits} {
+		if err := p.Validate(); err != nil {
+			return nil, bad("%s: %w", what, err)
+		}
+	}
+	row := *rules
+	row.Models = slices.Clone(rules.Models)
+	row.KeyLimits, row.Limits = auth.NormalizeLimits(rules.KeyLimits), auth.NormalizeLimits(rules.Limits)
+	return &row, nil
+}
+
+// encodeMembers is a project's member rules as stored: JSON text, or NULL (nil) for
+// none.
+func encodeMembers(rules *auth.MemberRules) (any, error) {
+	if rules == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(rules)
+	if err != nil {
+		return nil, err
+	}
+	return string(b), nil
+}
+
+// decodeMembers reads stored member rules; empty (NULL) is none.
+func decodeMembers(projectID string, b []byte) (*auth.MemberRules, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	var rules auth.MemberRules
+	if err := json.Unmarshal(b, &rules); err != nil {
+		return nil, fmt.Errorf("project %s: member rules: %w", projectID, err)
+	}
+	rules.KeyLimits, rules.Limits = auth.NormalizeLimits(rules.KeyLimits), auth.NormalizeLimits(rules.Limits)
+	return &rules, nil
 }
 
 // SetKeyLimits implements auth.ProjectStore. A policy that limits nothing is stored
@@ -262,8 +376,10 @@ func newAuditRow(e *auth.AuditEntry) (*auth.AuditEntry, error) {
 	switch {
 	case e.Actor == "" || e.Action == "" || e.Target == "":
 		return nil, errors.New("store: an audit entry needs an actor, an action and a target")
-	case len(e.Actor) > maxAuditField || len(e.Action) > maxAuditField || len(e.Target) > maxAuditField:
-		return nil, fmt.Errorf("store: audit entry: actor, action and target are at most %d bytes each", maxAuditField)
+	case len(e.Actor) > maxAuditActor:
+		return nil, fmt.Errorf("store: audit entry: actor longer than %d bytes", maxAuditActor)
+	case len(e.Action) > maxAuditField || len(e.Target) > maxAuditField:
+		return nil, fmt.Errorf("store: audit entry: action and target are at most %d bytes each", maxAuditField)
 	case len(e.Detail) > maxAuditDetail:
 		return nil, fmt.Errorf("store: audit entry: detail longer than %d bytes", maxAuditDetail)
 	}

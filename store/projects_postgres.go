@@ -12,7 +12,7 @@ import (
 	"github.com/switchyard-gw/switchyard/auth"
 )
 
-const pgProjectColumns = `id, name, limits, created_at, seq`
+const pgProjectColumns = `id, name, limits, created_at, seq, member_rules`
 
 func (b *pgBackend) getProject(ctx context.Context, id string) (*auth.Project, error) {
 	return scanPGProject(b.pool.QueryRow(ctx, `SELECT `+pgProjectColumns+` FROM projects WHERE id = $1`, id), id)
@@ -71,8 +71,12 @@ func (w pgWriter) insertProject(ctx context.Context, p *auth.Project) error {
 	if err != nil {
 		return err
 	}
-	_, err = w.tx.Exec(ctx, `INSERT INTO projects (`+pgProjectColumns+`) VALUES ($1, $2, $3::jsonb, $4, $5)`,
-		p.ID, p.Name, lim, p.CreatedAt, p.Seq)
+	members, err := encodeMembers(p.Members)
+	if err != nil {
+		return err
+	}
+	_, err = w.tx.Exec(ctx, `INSERT INTO projects (`+pgProjectColumns+`) VALUES ($1, $2, $3::jsonb, $4, $5, $6::jsonb)`,
+		p.ID, p.Name, lim, p.CreatedAt, p.Seq, members)
 	if pe, ok := errors.AsType[*pgconn.PgError](err); ok && pe.Code == "23505" { // unique_violation
 		return fmt.Errorf("%w: project %q already exists", ErrConflict, p.ID)
 	}
@@ -84,7 +88,12 @@ func (w pgWriter) updateProject(ctx context.Context, p *auth.Project) error {
 	if err != nil {
 		return err
 	}
-	_, err = w.tx.Exec(ctx, `UPDATE projects SET name = $1, limits = $2::jsonb, seq = $3 WHERE id = $4`, p.Name, lim, p.Seq, p.ID)
+	members, err := encodeMembers(p.Members)
+	if err != nil {
+		return err
+	}
+	_, err = w.tx.Exec(ctx, `UPDATE projects SET name = $1, limits = $2::jsonb, member_rules = $3::jsonb, seq = $4 WHERE id = $5`,
+		p.Name, lim, members, p.Seq, p.ID)
 	return err
 }
 
@@ -100,9 +109,10 @@ func scanPGProject(row pgx.Row, id string) (*auth.Project, error) {
 	var (
 		p       auth.Project
 		lim     []byte
+		members []byte
 		created pgtype.Timestamptz
 	)
-	err := row.Scan(&p.ID, &p.Name, &lim, &created, &p.Seq)
+	err := row.Scan(&p.ID, &p.Name, &lim, &created, &p.Seq, &members)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, &auth.NotFoundError{What: "project", ID: id}
 	}
@@ -111,6 +121,9 @@ func scanPGProject(row pgx.Row, id string) (*auth.Project, error) {
 	}
 	p.CreatedAt = fromPGTime(created)
 	if p.Limits, err = decodeLimits("project "+p.ID, lim); err != nil {
+		return nil, err
+	}
+	if p.Members, err = decodeMembers(p.ID, members); err != nil {
 		return nil, err
 	}
 	return &p, nil

@@ -13,7 +13,7 @@ import (
 	"github.com/switchyard-gw/switchyard/auth"
 )
 
-const sqliteProjectColumns = `id, name, limits, created_at, seq`
+const sqliteProjectColumns = `id, name, limits, created_at, seq, member_rules`
 
 func (b *sqliteBackend) getProject(ctx context.Context, id string) (*auth.Project, error) {
 	return scanSQLiteProject(b.r.QueryRowContext(ctx, `SELECT `+sqliteProjectColumns+` FROM projects WHERE id = ?`, id), id)
@@ -74,8 +74,12 @@ func (w sqliteWriter) insertProject(ctx context.Context, p *auth.Project) error 
 	if err != nil {
 		return err
 	}
-	_, err = w.tx.ExecContext(ctx, `INSERT INTO projects (`+sqliteProjectColumns+`) VALUES (?, ?, ?, ?, ?)`,
-		p.ID, p.Name, lim, p.CreatedAt.UnixMicro(), p.Seq)
+	members, err := encodeMembers(p.Members)
+	if err != nil {
+		return err
+	}
+	_, err = w.tx.ExecContext(ctx, `INSERT INTO projects (`+sqliteProjectColumns+`) VALUES (?, ?, ?, ?, ?, ?)`,
+		p.ID, p.Name, lim, p.CreatedAt.UnixMicro(), p.Seq, members)
 	var se *sqlite.Error
 	if errors.As(err, &se) && (se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE || se.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY) {
 		return fmt.Errorf("%w: project %q already exists", ErrConflict, p.ID)
@@ -88,7 +92,12 @@ func (w sqliteWriter) updateProject(ctx context.Context, p *auth.Project) error 
 	if err != nil {
 		return err
 	}
-	_, err = w.tx.ExecContext(ctx, `UPDATE projects SET name = ?, limits = ?, seq = ? WHERE id = ?`, p.Name, lim, p.Seq, p.ID)
+	members, err := encodeMembers(p.Members)
+	if err != nil {
+		return err
+	}
+	_, err = w.tx.ExecContext(ctx, `UPDATE projects SET name = ?, limits = ?, member_rules = ?, seq = ? WHERE id = ?`,
+		p.Name, lim, members, p.Seq, p.ID)
 	return err
 }
 
@@ -104,9 +113,10 @@ func scanSQLiteProject(row interface{ Scan(...any) error }, id string) (*auth.Pr
 	var (
 		p       auth.Project
 		lim     sql.NullString
+		members sql.NullString
 		created int64
 	)
-	err := row.Scan(&p.ID, &p.Name, &lim, &created, &p.Seq)
+	err := row.Scan(&p.ID, &p.Name, &lim, &created, &p.Seq, &members)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, &auth.NotFoundError{What: "project", ID: id}
 	}
@@ -115,6 +125,9 @@ func scanSQLiteProject(row interface{ Scan(...any) error }, id string) (*auth.Pr
 	}
 	p.CreatedAt = time.UnixMicro(created).UTC()
 	if p.Limits, err = decodeLimits("project "+p.ID, []byte(lim.String)); err != nil {
+		return nil, err
+	}
+	if p.Members, err = decodeMembers(p.ID, []byte(members.String)); err != nil {
 		return nil, err
 	}
 	return &p, nil

@@ -185,7 +185,7 @@ func (b *sqliteBackend) write(ctx context.Context, fn func(writer) error) error 
 	return tx.Commit()
 }
 
-const sqliteKeyColumns = `id, name, prefix, hash, models, created_at, last_used_at, expires_at, revoked_at, replaced_by, seq, project_id, limits`
+const sqliteKeyColumns = `id, name, prefix, hash, models, created_at, last_used_at, expires_at, revoked_at, replaced_by, seq, project_id, limits, owner_id`
 
 func (b *sqliteBackend) getKey(ctx context.Context, id string) (*auth.Key, error) {
 	return scanSQLiteKey(b.r.QueryRowContext(ctx, `SELECT `+sqliteKeyColumns+` FROM api_keys WHERE id = ?`, id))
@@ -257,10 +257,10 @@ func (w sqliteWriter) insert(ctx context.Context, k *auth.Key) error {
 		return err
 	}
 	_, err = w.tx.ExecContext(ctx, `INSERT INTO api_keys (`+sqliteKeyColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		k.ID, k.Name, k.Prefix, k.Hash[:], models, k.CreatedAt.UnixMicro(),
 		sqliteTime(k.LastUsedAt), sqliteTime(k.ExpiresAt), sqliteTime(k.RevokedAt), nullString(k.ReplacedBy), k.Seq,
-		nullString(k.ProjectID), lim)
+		nullString(k.ProjectID), lim, nullString(k.Owner))
 	var se *sqlite.Error
 	if errors.As(err, &se) && (se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE || se.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY) {
 		return fmt.Errorf("%w: key %q: id or hash already stored", ErrConflict, k.ID)
@@ -306,12 +306,12 @@ func scanSQLiteKey(row interface{ Scan(...any) error }) (*auth.Key, error) {
 		k                          auth.Key
 		hash                       []byte
 		models, replacedBy         sql.NullString
-		projectID, lim             sql.NullString
+		projectID, lim, owner      sql.NullString
 		created                    int64
 		lastUsed, expires, revoked sql.NullInt64
 	)
 	err := row.Scan(&k.ID, &k.Name, &k.Prefix, &hash, &models, &created, &lastUsed, &expires, &revoked, &replacedBy, &k.Seq,
-		&projectID, &lim)
+		&projectID, &lim, &owner)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, auth.ErrNotFound
 	}
@@ -336,6 +336,7 @@ func scanSQLiteKey(row interface{ Scan(...any) error }) (*auth.Key, error) {
 	k.RevokedAt = fromSQLiteTime(revoked)
 	k.ReplacedBy = replacedBy.String
 	k.ProjectID = projectID.String
+	k.Owner = owner.String
 	if k.Limits, err = decodeLimits("key "+k.ID, []byte(lim.String)); err != nil {
 		return nil, err
 	}

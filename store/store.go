@@ -6,8 +6,8 @@
 //   - "postgres": a PostgreSQL database, for several gateways on different hosts.
 //
 // A *Store implements auth.KeyStore, auth.AuditedKeyStore and auth.ProjectStore (see
-// projects.go), metering.Sink and metering.Reader for usage (see usage.go), and the
-// limits' seeding by Spend. The schema is created and upgraded by migrations embedded in the
+// projects.go), metering.Sink and metering.Reader for usage (see usage.go), the limits'
+// seeding by Spend, and access.Store for people, sessions and API tokens (people.go). The schema is created and upgraded by migrations embedded in the
 // binary and applied by Open.
 package store
 
@@ -15,10 +15,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -254,7 +257,7 @@ func call0(ctx context.Context, s *Store, kind int, fn func(backend) error) erro
 }
 
 // CreateKey implements auth.KeyStore. It stores k's ID, Name, Prefix, Hash, Models,
-// CreatedAt (now when zero), ExpiresAt, ProjectID and Limits; a new key has not been
+// CreatedAt (now when zero), ExpiresAt, ProjectID, Owner and Limits; a new key has not been
 // used, revoked or replaced, so the other fields are not read. On success k.Seq is the
 // key's sequence number, and k.CreatedAt is set if it was zero. A key id or hash already
 // stored gives ErrConflict; a ProjectID not stored, an error naming the project that
@@ -361,7 +364,8 @@ func (s *Store) RevokeKeyAudited(ctx context.Context, id string, at time.Time, e
 // before it ends the old one. An unknown oldID gives auth.ErrNotFound and stores nothing; a
 // key that was already replaced gives ErrConflict. On success replacement.Seq is set.
 // The replacement's ProjectID and Limits are stored as given (auth.Manager carries the
-// old key's).
+// old key's); its Owner is always the old key's (an owner never changes), and
+// replacement.Owner is set to it.
 func (s *Store) RotateKey(ctx context.Context, oldID string, replacement *auth.Key, at time.Time, grace time.Duration) (*auth.Key, error) {
 	return s.RotateKeyAudited(ctx, oldID, replacement, at, grace, nil)
 }
@@ -394,6 +398,9 @@ func (s *Store) RotateKeyAudited(ctx context.Context, oldID string, replacement 
 			if err := checkProject(ctx, w, row.ProjectID); err != nil {
 				return err
 			}
+			// A key's owner never changes: the replacement is the same person's key,
+			// whatever the caller gave, so their usage and their keys stay together.
+			row.Owner = k.Owner
 			if row.Seq, err = w.nextSeq(ctx); err != nil {
 				return err
 			}
@@ -422,7 +429,7 @@ func (s *Store) RotateKeyAudited(ctx context.Context, oldID string, replacement 
 		return nil, err
 	}
 	auditDone(e, entry)
-	replacement.Seq = row.Seq
+	replacement.Seq, replacement.Owner = row.Seq, row.Owner
 	if replacement.CreatedAt.IsZero() {
 		replacement.CreatedAt = row.CreatedAt
 	}
@@ -482,6 +489,9 @@ func newRow(k *auth.Key, created time.Time) (*auth.Key, error) {
 	if err := k.Limits.Validate(); err != nil {
 		return nil, fmt.Errorf("store: key %q: limits: %w", k.ID, err)
 	}
+	if err := checkOwner(k.Owner); err != nil {
+		return nil, fmt.Errorf("store: key %q: %w", k.ID, err)
+	}
 	var models []string
 	for _, m := range k.Models {
 		if strings.TrimSpace(m) == "" {
@@ -502,8 +512,35 @@ func newRow(k *auth.Key, created time.Time) (*auth.Key, error) {
 		CreatedAt: storedTime(createdAt),
 		ExpiresAt: storedTime(k.ExpiresAt),
 		ProjectID: k.ProjectID,
+		Owner:     k.Owner,
 		Limits:    auth.NormalizeLimits(k.Limits),
 	}, nil
+}
+
+// maxOwnerLen bounds a key's owner: a user id ("usr_" and 16 characters) or a service
+// account's name ("svc:" and a name of a few words).
+const maxOwnerLen = 128
+
+// checkOwner refuses an owner that is neither empty, a user id ("usr_…") nor a service
+// account ("svc:<name>"), or is longer than maxOwnerLen or not printable: it is shown
+// in lists and grouped by in usage.
+func checkOwner(owner string) error {
+	if owner == "" {
+		return nil
+	}
+	rest, user := strings.CutPrefix(owner, "usr_")
+	if !user {
+		rest, _ = strings.CutPrefix(owner, "svc:")
+	}
+	switch {
+	case len(owner) > maxOwnerLen:
+		return fmt.Errorf("owner longer than %d bytes", maxOwnerLen)
+	case rest == owner || rest == "":
+		return fmt.Errorf("owner %s: want a user id (usr_…) or a service account (svc:<name>)", strconv.QuoteToGraphic(owner))
+	case !utf8.ValidString(owner) || strings.IndexFunc(owner, func(r rune) bool { return !unicode.IsGraphic(r) }) >= 0:
+		return fmt.Errorf("owner %s: only printable characters", strconv.QuoteToGraphic(owner))
+	}
+	return nil
 }
 
 // storedTime is t as the database gives it back: UTC, truncated to the microsecond,
@@ -554,6 +591,9 @@ type backend interface {
 	projectsChangedSince(ctx context.Context, seq int64) ([]*auth.Project, error)
 	listAudit(ctx context.Context, limit int, beforeID int64) ([]*auth.AuditEntry, error)
 	alertDB // the alerts' outbox (alerts.go)
+	// runner runs the people's statements (see sqlrun.go): reads on the read pool,
+	// and writes that order nothing outside the writers' turn.
+	runner
 	close() error
 }
 
@@ -575,6 +615,8 @@ type writer interface {
 	updateProject(ctx context.Context, p *auth.Project) error
 	// appendAudit stores an entry and returns its id.
 	appendAudit(ctx context.Context, e *auth.AuditEntry) (int64, error)
+	// runner runs the people's statements in the transaction (see sqlrun.go).
+	runner
 }
 
 // resultRows is what both drivers' query results offer: pgx.Rows and *sql.Rows.

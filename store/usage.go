@@ -66,9 +66,10 @@ func (s *Store) JournalPosition(ctx context.Context, journalID string) (int64, e
 }
 
 // QueryUsage implements metering.Reader. It keeps the records with From <= time < To
-// (a zero bound is no bound) and, when set, q.KeyID's and q.Model's, and sums them by
-// q.GroupBy: any of "day" (the record's UTC calendar day, YYYY-MM-DD), "key" and
-// "model", each at most once, in the order given. The rows come ordered by those
+// (a zero bound is no bound) and, when set, q.KeyID's, q.Model's and those of q.Owner's
+// keys, and sums them by q.GroupBy: any of "day" (the record's UTC calendar day,
+// YYYY-MM-DD), "key", "model", "candidate", "channel" and "owner" (the key's owner),
+// each at most once, in the order given. The rows come ordered by those
 // columns in that order, strings compared byte by byte; a request that had no key has
 // KeyID "". Without GroupBy the answer is one row of totals, zeros when nothing
 // matched.
@@ -106,6 +107,7 @@ const (
 	dimModel     = "model"
 	dimCandidate = "candidate"
 	dimChannel   = "channel"
+	dimOwner     = "owner"
 )
 
 // usageDialect is what differs between the databases in a usage query. Expressions are
@@ -118,10 +120,21 @@ type usageDialect struct {
 	// dayGroup is the record's UTC day in a form cheap to group and order by;
 	// daySelect turns it into YYYY-MM-DD text (it may use dayGroup, which is grouped).
 	dayGroup, daySelect string
-	// key, model, candidate and channel are the columns to group and order by: a
-	// missing key as '', and ordered byte by byte whatever the database's collation.
-	key, model, candidate, channel string
+	// key, model, candidate, channel and owner are the columns to group and order by:
+	// a missing key or owner as '', and ordered byte by byte whatever the database's
+	// collation. owner is api_keys.owner_id of the record's key, joined as owner_key.
+	key, model, candidate, channel, owner string
+	// ownerKeys keeps the records of one owner's keys; %s is the owner's placeholder.
+	ownerKeys string
 }
+
+// ownerJoin brings each record's key's owner to a usage query grouped by owner. The
+// ledger keeps no owner: a key's owner is read where it is kept, so the hot write path
+// stays as it was and a key's records follow its owner. A LEFT JOIN: a key from the
+// configuration, or no key, has no row and groups under "". None of usage_records'
+// columns that a usage query names is also a column of api_keys, so they stay
+// unqualified.
+const ownerJoin = ` LEFT JOIN api_keys AS owner_key ON owner_key.id = usage_records.key_id`
 
 // usageQuery is a usage query ready to run: its SQL, arguments, and the dimensions its
 // first columns hold.
@@ -163,8 +176,11 @@ func buildUsageQuery(d *usageDialect, q metering.Query) (usageQuery, error) {
 			selects, groups = append(selects, d.candidate), append(groups, d.candidate)
 		case dimChannel:
 			selects, groups = append(selects, d.channel), append(groups, d.channel)
+		case dimOwner:
+			selects, groups = append(selects, d.owner), append(groups, d.owner)
 		default:
-			return uq, fmt.Errorf("store: query usage: cannot group by %q (want %q, %q, %q, %q or %q)", dim, dimDay, dimKey, dimModel, dimCandidate, dimChannel)
+			return uq, fmt.Errorf("store: query usage: cannot group by %q (want %q, %q, %q, %q, %q or %q)", dim,
+				dimDay, dimKey, dimModel, dimCandidate, dimChannel, dimOwner)
 		}
 		uq.dims = append(uq.dims, dim)
 	}
@@ -192,6 +208,11 @@ func buildUsageQuery(d *usageDialect, q metering.Query) (usageQuery, error) {
 	if q.Model != "" {
 		where = append(where, "model = "+arg(q.Model))
 	}
+	// One owner's keys through api_keys_by_owner, then their records through
+	// usage_records_by_key_ts.
+	if q.Owner != "" {
+		where = append(where, fmt.Sprintf(d.ownerKeys, arg(q.Owner)))
+	}
 
 	var sb strings.Builder
 	sb.WriteString("SELECT ")
@@ -201,6 +222,9 @@ func buildUsageQuery(d *usageDialect, q metering.Query) (usageQuery, error) {
 	}
 	sb.WriteString(usageSums)
 	sb.WriteString(" FROM usage_records")
+	if seen[dimOwner] {
+		sb.WriteString(ownerJoin)
+	}
 	if len(where) > 0 {
 		sb.WriteString(" WHERE ")
 		sb.WriteString(strings.Join(where, " AND "))
@@ -232,6 +256,8 @@ func scanUsageRow(scan func(...any) error, dims []string) (metering.Row, error) 
 			dest = append(dest, &r.Candidate)
 		case dimChannel:
 			dest = append(dest, &r.Channel)
+		case dimOwner:
+			dest = append(dest, &r.Owner)
 		}
 	}
 	dest = append(dest, &r.Requests, &r.Input, &r.CachedIn, &r.CacheWrite, &r.Output, &r.Reasoning, &r.CostMicros, &r.Estimated)

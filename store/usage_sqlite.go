@@ -155,6 +155,8 @@ var sqliteUsageDialect = &usageDialect{
 	model:     `model`,
 	candidate: `candidate`,
 	channel:   `channel`,
+	owner:     `coalesce(owner_key.owner_id, '')`,
+	ownerKeys: `key_id IN (SELECT id FROM api_keys WHERE owner_id = %s)`,
 }
 
 func (b *sqliteBackend) usageDialect() *usageDialect { return sqliteUsageDialect }
