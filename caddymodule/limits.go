@@ -131,6 +131,12 @@ func (a *App) openLimiter(repl *caddy.Replacer) error {
 			}
 			return p.Limits, true
 		}
+		a.admission.Members = func(id string) *limits.Policy {
+			if p, ok := cache.Project(id); ok && p.Members != nil {
+				return p.Members.Limits
+			}
+			return nil
+		}
 	}
 	return nil
 }
@@ -147,7 +153,7 @@ func admissionRequest(rt *route, id *auth.Identity, requestID string) admission.
 }
 
 func whoOf(id *auth.Identity) admission.Who {
-	return admission.Who{KeyID: id.KeyID, ProjectID: id.ProjectID, Limits: id.Limits}
+	return admission.Who{KeyID: id.KeyID, ProjectID: id.ProjectID, Limits: id.Limits, Owner: id.Owner}
 }
 
 // enter is admission's first phase, before the body is read (see admission.Enter),

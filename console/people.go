@@ -289,11 +289,6 @@ func (a *API) settings(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, a.Settings())
 }
 
-// memberSetter is the key manager's change to a project's rules for members' keys.
-type memberSetter interface {
-	SetProjectMembers(ctx context.Context, id string, rules *auth.MemberRules) (*auth.Project, error)
-}
-
 // setProjectMembers is PUT /projects/{id}/members: the body (auth.MemberRules, or null)
 // replaces the project's rules for its members' keys.
 func (a *API) setProjectMembers(w http.ResponseWriter, r *http.Request) {
@@ -306,12 +301,7 @@ func (a *API) setProjectMembers(w http.ResponseWriter, r *http.Request) {
 	if !readJSON(w, r, &rules) {
 		return
 	}
-	setter, ok := any(a.Keys).(memberSetter)
-	if !ok {
-		writeError(w, http.StatusServiceUnavailable, "members' rules are not kept by this gateway's store")
-		return
-	}
-	p, err := setter.SetProjectMembers(r.Context(), id, rules)
+	p, err := a.Keys.SetProjectMembers(r.Context(), id, rules)
 	if err != nil {
 		a.fail(w, err)
 		return

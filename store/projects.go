@@ -319,20 +319,12 @@ func (s *Store) ListAudit(ctx context.Context, limit int, beforeID int64) ([]*au
 
 // Spend is the metered spend, in micro-units, of scope since a time: the sum of
 // cost_micros of the usage records with key_id (limits.ScopeKey) or project_id
-// (limits.ScopeProject) equal to scope.ID, of model scope.Model when set, at or after
+// (limits.ScopeProject) equal to scope.ID, or of a person's keys in a project
+// (limits.ScopeMember), of model scope.Model when set, at or after
 // since (a zero since: all of them). The project of a record is its key's when it was
 // metered. It is the limits' seeding from the ledger (the ledger's truth, not the
 // counters').
 func (s *Store) Spend(ctx context.Context, scope limits.Scope, since time.Time) (int64, error) {
-	var col string
-	switch scope.Kind {
-	case limits.ScopeKey:
-		col = "key_id"
-	case limits.ScopeProject:
-		col = "project_id"
-	default:
-		return 0, fmt.Errorf("store: spend: unknown scope kind %q", scope.Kind)
-	}
 	if scope.ID == "" {
 		return 0, errors.New("store: spend: empty scope id")
 	}
@@ -340,8 +332,25 @@ func (s *Store) Spend(ctx context.Context, scope limits.Scope, since time.Time) 
 	if s.driver == DriverPostgres {
 		d = pgUsageDialect
 	}
-	args := []any{scope.ID}
-	where := []string{col + " = " + d.param(1)}
+	var args []any
+	var where []string
+	switch scope.Kind {
+	case limits.ScopeKey:
+		args, where = []any{scope.ID}, []string{"key_id = " + d.param(1)}
+	case limits.ScopeProject:
+		args, where = []any{scope.ID}, []string{"project_id = " + d.param(1)}
+	case limits.ScopeMember:
+		// A member's spend in a project: the records metered in that project for any
+		// key the person owns.
+		project, owner, ok := strings.Cut(scope.ID, "/")
+		if !ok || project == "" || owner == "" {
+			return 0, fmt.Errorf("store: spend: member scope %q is not <project>/<owner>", scope.ID)
+		}
+		args = []any{project, owner}
+		where = []string{"project_id = " + d.param(1), "key_id IN (SELECT id FROM api_keys WHERE owner_id = " + d.param(2) + ")"}
+	default:
+		return 0, fmt.Errorf("store: spend: unknown scope kind %q", scope.Kind)
+	}
 	if !since.IsZero() {
 		args = append(args, d.time(ceilMicro(since)))
 		where = append(where, "ts >= "+d.param(len(args)))

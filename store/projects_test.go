@@ -428,3 +428,39 @@ func stringOf(v any) string {
 	}
 	return fmt.Sprint(v)
 }
+
+// A member's spend in a project is that of every key the person owns, metered in that
+// project: not their keys' spend elsewhere, not another person's.
+func TestSpendOfAMemberSumsTheirKeysInTheProject(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		s := f.open(t)
+		may := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
+		owned := func(name, owner string) string {
+			_, k := newKey(t, name, may)
+			k.Owner = owner
+			require.NoError(t, s.CreateKey(ctx, k))
+			return k.ID
+		}
+		a1, a2 := owned("a1", "usr_ann"), owned("a2", "usr_ann")
+		b1, none := owned("b1", "usr_bob"), owned("svc", "")
+		rec := func(id, key, project string, cost int64) metering.Record {
+			return metering.Record{RequestID: id, KeyID: key, ProjectID: project, Model: "m", Status: 200, CostMicros: cost, Time: may.Add(time.Hour)}
+		}
+		require.NoError(t, s.WriteUsage(ctx, "gw", 1, []metering.Record{
+			rec("r1", a1, "team", 1), rec("r2", a2, "team", 10), rec("r3", a2, "other", 100),
+			rec("r4", b1, "team", 1_000), rec("r5", none, "team", 10_000),
+		}))
+		spend := func(id string) int64 {
+			t.Helper()
+			v, err := s.Spend(ctx, limits.Scope{Kind: limits.ScopeMember, ID: id}, may)
+			require.NoError(t, err)
+			return v
+		}
+		assert.Equal(t, int64(11), spend(limits.MemberScopeID("team", "usr_ann")))
+		assert.Equal(t, int64(100), spend(limits.MemberScopeID("other", "usr_ann")))
+		assert.Equal(t, int64(1_000), spend(limits.MemberScopeID("team", "usr_bob")))
+		_, err := s.Spend(ctx, limits.Scope{Kind: limits.ScopeMember, ID: "team"}, may)
+		assert.Error(t, err, "a member scope names a project and an owner")
+	})
+}
