@@ -130,7 +130,11 @@ func safeReturn(raw string) string {
 	if !strings.HasPrefix(clean, "/") || strings.HasPrefix(clean, "//") {
 		return "/"
 	}
-	out := (&url.URL{Path: clean, RawQuery: u.RawQuery}).String()
+	if strings.HasSuffix(u.Path, "/") && clean != "/" {
+		clean += "/"
+	}
+	// The fragment is kept: the console may route by it, and it cannot name a host.
+	out := (&url.URL{Path: clean, RawQuery: u.RawQuery, Fragment: u.Fragment}).String()
 	if !strings.HasPrefix(out, "/") || strings.HasPrefix(out, "//") {
 		return "/"
 	}

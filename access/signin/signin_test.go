@@ -258,6 +258,7 @@ func TestReturnAddressCannotLeaveTheConsole(t *testing.T) {
 	}
 	for ret, want := range map[string]string{
 		"/": "/", "/keys": "/keys", "/keys?tab=mine": "/keys?tab=mine", "/people/usr_1": "/people/usr_1",
+		"/projects/": "/projects/", "/#keys": "/#keys", "/a/./b/../c": "/a/c",
 		"//evil.example": "/", "https://evil.example": "/", `/\evil.example`: "/", "javascript:alert(1)": "/",
 	} {
 		if got := safeReturn(ret); got != want {
