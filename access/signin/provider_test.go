@@ -88,6 +88,10 @@ type fakeProvider struct {
 	refreshSeen int
 	// errorBody is put in every token endpoint error, to prove it is never shown.
 	errorBody string
+	// The next holdRefresh refreshes announce themselves on arrived and wait for a
+	// release before they are answered.
+	holdRefresh       int
+	arrived, released chan struct{}
 }
 
 func newFakeProvider(t *testing.T, clock *testClock) *fakeProvider {
@@ -195,6 +199,16 @@ func (p *fakeProvider) token(w http.ResponseWriter, r *http.Request) {
 	if id != "switchyard" || secret != p.secret {
 		p.tokenError(w, http.StatusUnauthorized, "invalid_client")
 		return
+	}
+	p.mu.Lock()
+	hold := p.holdRefresh > 0 && r.PostForm.Get("grant_type") == "refresh_token"
+	if hold {
+		p.holdRefresh--
+	}
+	p.mu.Unlock()
+	if hold {
+		p.arrived <- struct{}{}
+		<-p.released
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()

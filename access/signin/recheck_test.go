@@ -52,8 +52,12 @@ func TestRecheckRefusedByTheProviderDisablesThePerson(t *testing.T) {
 	p, _ := h.authenticate(c)
 	h.p.set(func(p *fakeProvider) { clear(p.refreshes) }) // the person was removed at the provider
 	h.clock.Advance(DefaultRecheck + time.Second)
+	h.svc = h.newService(h.config()) // a restarted gateway: it has not used the token endpoint yet
 	if _, err := h.authenticate(c); !errors.Is(err, ErrRefused) {
 		t.Fatalf("a session the provider no longer vouches for gave %v", err)
+	}
+	if h.p.refreshSeen != 1 {
+		t.Errorf("the refused refresh token was sent %d times, want once", h.p.refreshSeen)
 	}
 	u, _ := h.store.GetUser(t.Context(), p.ID)
 	if u.DisabledAt.IsZero() || u.DisabledWhy != whyProviderRefused {
@@ -118,5 +122,65 @@ func TestRecheckOff(t *testing.T) {
 	}
 	if h.p.refreshSeen != 0 {
 		t.Errorf("the provider was asked %d times with the recheck off", h.p.refreshSeen)
+	}
+}
+
+// Calls of one session that arrive while its recheck is in flight go on without
+// spending the refresh token again.
+func TestOneRecheckAtATimePerSession(t *testing.T) {
+	h := newHarness(t)
+	c := h.mustSignIn()
+	h.p.set(func(p *fakeProvider) {
+		p.holdRefresh, p.arrived, p.released = 2, make(chan struct{}), make(chan struct{})
+	})
+	h.clock.Advance(DefaultRecheck + time.Second)
+	first := make(chan error, 1)
+	go func() { _, err := h.authenticate(c); first <- err }()
+	<-h.p.arrived
+	second := make(chan error, 1)
+	go func() { _, err := h.authenticate(c); second <- err }()
+	select {
+	case err := <-second:
+		if err != nil {
+			t.Errorf("a call during the recheck: %v", err)
+		}
+	case <-h.p.arrived:
+		t.Error("a second call spent the refresh token while the first recheck was in flight")
+		h.p.released <- struct{}{}
+		<-second
+	}
+	h.p.released <- struct{}{}
+	if err := <-first; err != nil {
+		t.Errorf("the rechecking call: %v", err)
+	}
+}
+
+// Two gateways rechecking one session at once: the provider rotates the refresh token
+// for the first and refuses the second's (now spent) one; the second sees the session
+// was rechecked meanwhile and disables no one.
+func TestRecheckRaceBetweenGatewaysDisablesNoOne(t *testing.T) {
+	h := newHarness(t)
+	c := h.mustSignIn()
+	p, _ := h.authenticate(c)
+	a, b := h.svc, h.newService(h.config())
+	h.p.set(func(p *fakeProvider) {
+		p.holdRefresh, p.arrived, p.released = 2, make(chan struct{}), make(chan struct{})
+	})
+	h.clock.Advance(DefaultRecheck + time.Second)
+	results := make(chan error, 2)
+	for _, svc := range []*Service{a, b} {
+		go func() { _, err := svc.Authenticate(h.request("GET", "/api/me", c)); results <- err }()
+		<-h.p.arrived // both read the session before either rechecked
+	}
+	h.p.released <- struct{}{}
+	if err := <-results; err != nil {
+		t.Errorf("the first recheck: %v", err)
+	}
+	h.p.released <- struct{}{}
+	if err := <-results; err != nil {
+		t.Errorf("the second gateway's recheck, refused by the provider after the first rotated the token: %v", err)
+	}
+	if u, _ := h.store.GetUser(t.Context(), p.ID); !u.DisabledAt.IsZero() {
+		t.Error("the person was disabled by a race between gateways")
 	}
 }

@@ -336,11 +336,13 @@ func (s *Service) discover(ctx context.Context, blocking bool) (*provider, error
 			zap.String("reason", describeProviderError(err)))
 		return nil, err
 	}
+	endpoint := op.Endpoint()
+	endpoint.AuthStyle = authStyle(op)
 	p := &provider{
 		oauth: &oauth2.Config{
 			ClientID:     s.cfg.ClientID,
 			ClientSecret: s.cfg.ClientSecret,
-			Endpoint:     op.Endpoint(),
+			Endpoint:     endpoint,
 			RedirectURL:  s.cfg.RedirectURL,
 			Scopes:       s.cfg.Scopes,
 		},
@@ -349,6 +351,24 @@ func (s *Service) discover(ctx context.Context, blocking bool) (*provider, error
 	s.prov.Store(p)
 	s.log.Info("sign-in: provider discovered")
 	return p, nil
+}
+
+// authStyle is how the client secret goes to the token endpoint, as the provider's
+// discovery says (its default is HTTP basic). Left to detect, oauth2 would send a
+// refused request again the other way: the secret twice, and a refresh token spent
+// twice.
+func authStyle(op *oidc.Provider) oauth2.AuthStyle {
+	var d struct {
+		Methods []string `json:"token_endpoint_auth_methods_supported"`
+	}
+	_ = op.Claims(&d)
+	switch {
+	case len(d.Methods) == 0 || slices.Contains(d.Methods, "client_secret_basic"):
+		return oauth2.AuthStyleInHeader
+	case slices.Contains(d.Methods, "client_secret_post"):
+		return oauth2.AuthStyleInParams
+	}
+	return oauth2.AuthStyleAutoDetect
 }
 
 // describeProviderError names what went wrong with a provider call in our words, for a
