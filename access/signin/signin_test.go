@@ -1,6 +1,7 @@
 package signin
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -63,10 +64,43 @@ func TestSignInMakesASessionAndReturnsIntoTheConsole(t *testing.T) {
 		t.Errorf("sign-in audit %+v", signIns)
 	}
 	// The state cookie is spent: cleared on the callback.
+	cleared := false
 	for _, sc := range rec.Result().Cookies() {
-		if sc.Name == stateCookie && sc.MaxAge >= 0 {
-			t.Errorf("state cookie not cleared: %+v", sc)
-		}
+		cleared = cleared || (sc.Name == stateCookie && sc.MaxAge < 0)
+	}
+	if !cleared {
+		t.Error("the state cookie was not cleared by the callback")
+	}
+}
+
+// The provider is asked with PKCE (S256), a nonce, and the configured callback address,
+// whatever Host the browser sent.
+func TestLoginAsksTheProviderWithPKCEAndTheConfiguredCallback(t *testing.T) {
+	h := newHarness(t)
+	r := h.request("GET", "/auth/login?return=/keys")
+	r.Host = "evil.example"
+	rec := httptest.NewRecorder()
+	h.svc.Login(rec, r)
+	loc, err := url.Parse(rec.Header().Get("Location"))
+	if err != nil || rec.Code != http.StatusFound {
+		t.Fatalf("login answered %d, Location %q", rec.Code, rec.Header().Get("Location"))
+	}
+	q := loc.Query()
+	if q.Get("redirect_uri") != "http://127.0.0.1:8080/console/auth/callback" {
+		t.Errorf("redirect_uri %q", q.Get("redirect_uri"))
+	}
+	if q.Get("code_challenge_method") != "S256" || len(q.Get("code_challenge")) != 43 {
+		t.Errorf("PKCE: method %q, challenge %q", q.Get("code_challenge_method"), q.Get("code_challenge"))
+	}
+	if len(q.Get("state")) < 43 || len(q.Get("nonce")) < 43 || q.Get("state") == q.Get("nonce") {
+		t.Errorf("state %q and nonce %q are not two fresh 256-bit values", q.Get("state"), q.Get("nonce"))
+	}
+	if q.Get("scope") != "openid email profile" {
+		t.Errorf("scope %q", q.Get("scope"))
+	}
+	// Settings, for the console, never hold the client secret.
+	if b, _ := json.Marshal(h.svc.Settings()); strings.Contains(string(b), h.p.secret) {
+		t.Errorf("settings hold the client secret: %s", b)
 	}
 }
 
