@@ -136,7 +136,11 @@ func TestOneRecheckAtATimePerSession(t *testing.T) {
 	h.clock.Advance(DefaultRecheck + time.Second)
 	first := make(chan error, 1)
 	go func() { _, err := h.authenticate(c); first <- err }()
-	<-h.p.arrived
+	select {
+	case <-h.p.arrived:
+	case err := <-first:
+		t.Fatalf("the call after %s did not ask the provider (%v)", DefaultRecheck, err)
+	}
 	second := make(chan error, 1)
 	go func() { _, err := h.authenticate(c); second <- err }()
 	select {
@@ -170,7 +174,11 @@ func TestRecheckRaceBetweenGatewaysDisablesNoOne(t *testing.T) {
 	results := make(chan error, 2)
 	for _, svc := range []*Service{a, b} {
 		go func() { _, err := svc.Authenticate(h.request("GET", "/api/me", c)); results <- err }()
-		<-h.p.arrived // both read the session before either rechecked
+		select {
+		case <-h.p.arrived: // both read the session before either rechecked
+		case err := <-results:
+			t.Fatalf("a gateway did not ask the provider (%v)", err)
+		}
 	}
 	h.p.released <- struct{}{}
 	if err := <-results; err != nil {
