@@ -87,7 +87,9 @@ type App struct {
 	ledger      *metering.Ledger // nil without a store
 	usageReader metering.Reader  // nil when the store keeps no usage
 	// people keeps people, sessions and API tokens: the store, when there is one.
-	people     access.Store
+	people access.Store
+	// stopSweep ends the departure sweep (nil: not running).
+	stopSweep  context.CancelFunc
 	requestLog metering.RequestLog // nil when the store keeps no request log
 	refusalLog *refusalSampler     // how many of a key's refusals the request log keeps
 	ledgerKey  string
@@ -689,12 +691,16 @@ func (a *App) Start() error {
 	}
 	a.startProbes()
 	a.startAlerts()
+	a.startDepartureSweep()
 	return nil
 }
 
 // Stop implements caddy.App. In-flight requests keep their connections: on a reload
 // Caddy lets them finish, and only idle connections of this configuration are closed.
 func (a *App) Stop() error {
+	if a.stopSweep != nil {
+		a.stopSweep()
+	}
 	a.stopAlerts()
 	a.stopProbes()
 	for _, u := range a.upstreams {

@@ -76,6 +76,10 @@ func randomString() string {
 // a fresh state, nonce and PKCE verifier kept in the sealed state cookie.
 func (s *Service) Login(w http.ResponseWriter, r *http.Request) {
 	noStore(w)
+	if !s.cfg.hasProvider() {
+		s.page(w, http.StatusNotFound, "No sign-in here", "This console has no identity provider configured; use an API token or the operator's break-glass door.")
+		return
+	}
 	p, err := s.discover(r.Context(), true)
 	if err != nil {
 		s.page(w, http.StatusServiceUnavailable, "The sign-in provider cannot be reached",
@@ -191,6 +195,10 @@ func clearCookie(w http.ResponseWriter, r *http.Request, base string, sameSite h
 // sends the browser to where the sign-in started.
 func (s *Service) Callback(w http.ResponseWriter, r *http.Request) {
 	noStore(w)
+	if !s.cfg.hasProvider() {
+		s.page(w, http.StatusNotFound, "No sign-in here", "This console has no identity provider configured.")
+		return
+	}
 	w.Header().Set("Referrer-Policy", "no-referrer")
 	ctx := r.Context()
 	q := r.URL.Query()

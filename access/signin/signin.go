@@ -112,6 +112,10 @@ type Config struct {
 	Now func() time.Time
 }
 
+// hasProvider reports whether c names an OpenID provider. Without one the service
+// makes no sign-in of its own: it authenticates API tokens and break-glass sessions.
+func (c Config) hasProvider() bool { return c.Issuer != "" }
+
 // withDefaults returns c with the documented defaults filled in.
 func (c Config) withDefaults() Config {
 	if len(c.Scopes) == 0 {
@@ -141,6 +145,13 @@ func (c Config) withDefaults() Config {
 // Validate says what is wrong with the configuration, after the defaults.
 func (c Config) Validate() error {
 	c = c.withDefaults()
+	if !c.hasProvider() {
+		// No provider: API tokens and break-glass sessions only.
+		if c.ClientID != "" || c.ClientSecret != "" || c.RedirectURL != "" {
+			return errors.New("sign_in: issuer is required with client_id, client_secret and redirect_url")
+		}
+		return nil
+	}
 	if err := checkURL("issuer", c.Issuer); err != nil {
 		return err
 	}
@@ -270,11 +281,17 @@ func New(ctx context.Context, cfg Config, store access.Store, log *zap.Logger) (
 	}
 	cfg = cfg.withDefaults()
 	cfg.Scopes = slices.Clone(cfg.Scopes)
-	stateSeal, err := newSealer(cfg.ClientSecret, "switchyard sign-in state v1")
+	sealKey := cfg.ClientSecret
+	if !cfg.hasProvider() {
+		// Nothing is sealed without a provider (no state cookie, no refresh token);
+		// the sealers get a key no one knows.
+		sealKey = randomString()
+	}
+	stateSeal, err := newSealer(sealKey, "switchyard sign-in state v1")
 	if err != nil {
 		return nil, err
 	}
-	refreshSeal, err := newSealer(cfg.ClientSecret, "switchyard refresh token v1")
+	refreshSeal, err := newSealer(sealKey, "switchyard refresh token v1")
 	if err != nil {
 		return nil, err
 	}
