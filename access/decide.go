@@ -144,6 +144,18 @@ func (p *Principal) Can(action Action) bool {
 	return false
 }
 
+// Global reports whether action touches no project (alerts, health, people,
+// settings): only grants that reach every project take it, which Decide on an empty
+// Resource tells.
+func Global(action Action) bool {
+	for _, r := range matrix[action] {
+		if r != global {
+			return false
+		}
+	}
+	return len(matrix[action]) > 0
+}
+
 // Reach is where an action is allowed, for filtering lists and queries: everywhere, or
 // in some projects, or only what the principal owns in some projects.
 type Reach struct {

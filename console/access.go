@@ -89,7 +89,7 @@ func (a *API) guard(rt Route, next http.HandlerFunc) http.HandlerFunc {
 				return
 			}
 		}
-		if !p.Can(rt.Action) {
+		if !takes(p, rt.Action) {
 			writeError(w, http.StatusForbidden, "your role does not allow this ("+string(rt.Action)+")")
 			return
 		}
@@ -149,11 +149,21 @@ func (a *API) keyResources(ctx context.Context) (map[string]access.Resource, err
 	return out, nil
 }
 
-// canAll lists the actions p may take anywhere, for the console to show what it may.
+// takes reports whether p's roles take action at all: somewhere for a project's
+// action, everywhere for one that belongs to no project.
+func takes(p *access.Principal, action access.Action) bool {
+	if access.Global(action) {
+		return p.Decide(action, access.Resource{})
+	}
+	return p.Can(action)
+}
+
+// canAll lists the actions p may take, for the console to show only what the API
+// would allow.
 func canAll(p *access.Principal) map[access.Action]bool {
 	out := map[access.Action]bool{}
 	for _, act := range access.Actions {
-		if p.Can(act) {
+		if takes(p, act) {
 			out[act] = true
 		}
 	}
