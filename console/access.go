@@ -368,20 +368,21 @@ func (a *API) reachUsage(w http.ResponseWriter, r *http.Request, q metering.Quer
 	return out, true
 }
 
-// reachRequests keeps the request log rows the caller reaches: a row is its key's
-// (owner) in the project it was made in.
+// reachRequests keeps the request log rows the caller reaches, each with its key's
+// owner: a row is its key's owner's, in the project it was made in.
 func (a *API) reachRequests(ctx context.Context, rows []metering.RequestRow) ([]metering.RequestRow, error) {
-	reach := principal(ctx).ReachOf(access.ActRequestsRead)
-	if reach.All {
+	if len(rows) == 0 {
 		return rows, nil
 	}
+	reach := principal(ctx).ReachOf(access.ActRequestsRead)
 	keys, err := a.keyResources(ctx)
 	if err != nil {
 		return nil, err
 	}
 	out := rows[:0]
 	for _, row := range rows {
-		if reach.Admits(access.Resource{Project: row.ProjectID, Owner: keys[row.KeyID].Owner}) {
+		row.Owner = keys[row.KeyID].Owner
+		if reach.Admits(access.Resource{Project: row.ProjectID, Owner: row.Owner}) {
 			out = append(out, row)
 		}
 	}

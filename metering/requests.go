@@ -33,7 +33,10 @@ type RequestRow struct {
 	RequestID string    `json:"request_id"`
 	KeyID     string    `json:"key_id,omitempty"`
 	// KeyName is the key's name when the store knows the key; never its secret.
-	KeyName    string `json:"key_name,omitempty"`
+	KeyName string `json:"key_name,omitempty"`
+	// Owner is the key's owner (a person's user id or a service account), filled in by
+	// the console from the keys; the ledger does not store it.
+	Owner      string `json:"owner,omitempty"`
 	ProjectID  string `json:"project_id,omitempty"`
 	Model      string `json:"model"`
 	Candidate  string `json:"candidate,omitempty"`
