@@ -132,7 +132,11 @@ func tokenFor(t *testing.T, st access.Store, grant access.Grant, expires time.Ti
 	return tok, []string{"Authorization", "Bearer " + secret}
 }
 
-// callAt sends one request to base+path with exactly the given headers.
+// noRedirects is a client that shows a redirect instead of following it.
+var noRedirects = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+// callAt sends one request to base+path with exactly the given headers, and shows a
+// redirect as it came.
 func callAt(t *testing.T, base, method, path, body string, headers ...string) *result {
 	t.Helper()
 	var rd *strings.Reader
@@ -149,7 +153,7 @@ func callAt(t *testing.T, base, method, path, body string, headers ...string) *r
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := noRedirects.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	var b strings.Builder

@@ -11,6 +11,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -303,7 +304,8 @@ func TestTheExampleConsoleIsBehindItsLoginAndItsHeader(t *testing.T) {
 		headers            []string
 		want               int
 	}{
-		{"GET", "/console/", "", nil, 401},
+		{"GET", "/console/api/keys", "", nil, 401},
+		{"GET", "/console/api/me", "", nil, 401},
 		{"GET", "/console/api/keys", "", []string{"Authorization", wrong}, 401},
 		{"POST", "/console/api/keys", `{"name":"forged"}`, []string{header, "1", "Authorization", ""}, 401},
 		{"POST", "/console/api/keys", `{"name":"forged"}`, []string{header, "1", "Authorization", wrong}, 401},
@@ -327,6 +329,24 @@ func TestTheExampleConsoleIsBehindItsLoginAndItsHeader(t *testing.T) {
 	assert.Equal(t, []string{"real"}, names, "only the change with the login and the header was made")
 	r = g.call(t, "GET", "/console/api/projects", "", "Authorization", login)
 	assert.Empty(t, gjson.GetBytes(r.Body, "projects").Array())
+
+	// A browser comes in by the break-glass door once and carries a session after it;
+	// the wrong password opens nothing.
+	assert.Equal(t, 401, g.call(t, "GET", "/console/auth/break-glass", "", "Authorization", wrong).Status)
+	r = callAt(t, g.base, "GET", "/console/auth/break-glass", "", "Authorization", login)
+	require.Equal(t, http.StatusFound, r.Status, "%s", r.Body)
+	var session string
+	for _, c := range (&http.Response{Header: r.Header}).Cookies() {
+		if c.Name == "switchyard_session" {
+			session = c.Value
+			assert.True(t, c.HttpOnly, "the session cookie is out of the page's scripts' reach")
+			assert.Equal(t, http.SameSiteStrictMode, c.SameSite)
+		}
+	}
+	require.NotEmpty(t, session, "break-glass gives the browser a session")
+	r = g.call(t, "GET", "/console/api/me", "", "Authorization", "", "Cookie", "switchyard_session="+session)
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	assert.Equal(t, "break_glass", gjson.GetBytes(r.Body, "principal.kind").Str)
 }
 
 // A cloud channel's error reaches the client in its family's envelope with the
