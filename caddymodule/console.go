@@ -297,6 +297,13 @@ func (s *SignInConfig) unmarshal(d *caddyfile.Dispenser) error {
 			err = dur(&s.SessionLifetime)
 		case "recheck":
 			s.Recheck = new(caddy.Duration)
+			if d.NextArg() && d.Val() == "off" {
+				if d.NextArg() {
+					return d.ArgErr()
+				}
+				break // zero: never asked again
+			}
+			d.Prev()
 			err = dur(s.Recheck)
 		default:
 			err = d.Errf("sign_in: unknown option %q", opt)
