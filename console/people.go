@@ -70,13 +70,22 @@ func (a *API) auditEntry(ctx context.Context, action, target, detail string) *au
 	return &auth.AuditEntry{At: a.now(), Actor: auth.ActorOf(ctx), Action: action, Target: target, Detail: detail}
 }
 
-func (a *API) listTokens(w http.ResponseWriter, r *http.Request) {
+// tokens lists every token, or answers why it cannot and reports false.
+func (a *API) tokens(w http.ResponseWriter, r *http.Request) ([]*access.Token, bool) {
 	if !a.people(w) {
-		return
+		return nil, false
 	}
 	tokens, err := a.People.ListTokens(r.Context())
 	if err != nil {
 		a.fail(w, err)
+		return nil, false
+	}
+	return tokens, true
+}
+
+func (a *API) listTokens(w http.ResponseWriter, r *http.Request) {
+	tokens, ok := a.tokens(w, r)
+	if !ok {
 		return
 	}
 	p := principal(r.Context())
@@ -154,12 +163,8 @@ func describeGrant(g access.Grant) string {
 }
 
 func (a *API) revokeToken(w http.ResponseWriter, r *http.Request) {
-	if !a.people(w) {
-		return
-	}
-	tokens, err := a.People.ListTokens(r.Context())
-	if err != nil {
-		a.fail(w, err)
+	tokens, ok := a.tokens(w, r)
+	if !ok {
 		return
 	}
 	id := r.PathValue("id")
