@@ -23,7 +23,8 @@ func init() {
 // handler sets who is calling (its Authenticate).
 func (a *App) consoleAPI(requireHeader string) *console.API {
 	api := &console.API{Keys: a.manager, Models: a.modelInfo, Usage: a.usageReader, Latency: a.latencyReader,
-		Requests: a.requestLog, RequireHeader: requireHeader, Standing: a.limitStanding, ResetHealth: a.resetHealth}
+		Requests: a.requestLog, RequireHeader: requireHeader, Standing: a.limitStanding, ResetHealth: a.resetHealth,
+		People: a.people}
 	if a.alerts != nil {
 		api.Alerts = a.alertsView
 	}
@@ -133,7 +134,6 @@ func (c *Console) Provision(ctx caddy.Context) (err error) {
 	api := c.app.consoleAPI(console.ConsoleHeader)
 	api.Authenticate = c.doors.authenticate
 	api.SignIn = console.SignInInfo{Provider: c.SignIn != nil, BreakGlass: c.breakGlass()}
-	api.People = c.app.people
 	if c.SignIn != nil {
 		api.Settings = c.settingsView
 	}
