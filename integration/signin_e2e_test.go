@@ -3,8 +3,9 @@ package integration
 // Signing in to the console through a real OpenID provider, in Chromium: the provider
 // (integration/oidcprovider, zitadel's op) runs as its own process, the gateway's
 // console is configured with sign_in and a role mapping, and console/signin.mjs signs in
-// four people, each in a fresh browser context: the redirect to the provider, its login
-// form, the callback, the session cookie, and then what each role sees. A member makes a
+// four people, each in a fresh browser context: the redirect to the provider (on another
+// site than the gateway), its login form, the callback, the session cookie, and then
+// what each role sees. A member makes a
 // key for Codex in two clicks and it works on the gateway; a project admin sees their
 // project's keys and its rules for members; a viewer sees and changes nothing; a person
 // in no mapped group is refused. What the browser saw is asserted here, and what the
@@ -132,7 +133,10 @@ func (r *signInReport) person(t *testing.T, name string) signInPerson {
 
 // startSignInGateway runs the provider and the gateway whose console signs in through
 // it: the provider must know the callback's address, which has the gateway's port, so
-// it is started once that port is chosen.
+// it is started once that port is chosen. The gateway is reached as localhost and the
+// provider as 127.0.0.1: two sites, as a company's provider and its gateway are, so the
+// browser treats the provider's redirect back as coming from another site (which the
+// sign-in's state cookie must survive, and a SameSite=Strict cookie would not).
 func startSignInGateway(t *testing.T) (*gateway, *idp) {
 	t.Helper()
 	buildOIDCProvider(t) // outside the port's window
@@ -143,7 +147,7 @@ func startSignInGateway(t *testing.T) (*gateway, *idp) {
 		candidate("main", "family_a", a, upstreamPrefix+"-a") + "\t\t}\n"
 	var provider *idp
 	ports, caddyfile := startCaddy(t, 2, func(ports []int) string {
-		site := "http://127.0.0.1:" + strconv.Itoa(ports[0])
+		site := "http://localhost:" + strconv.Itoa(ports[0])
 		callback := site + "/console/auth/callback"
 		provider = startOIDCProvider(t, idpConfig{
 			Users:   signInPeople,
@@ -164,7 +168,7 @@ func startSignInGateway(t *testing.T) (*gateway, *idp) {
 			"\thandle {\n\t\tswitchyard_auth\n\t\tswitchyard_model\n\t\tswitchyard_proxy\n\t}\n" +
 			"\thandle_errors {\n\t\tswitchyard_errors\n\t}\n}\n"
 	})
-	g := &gateway{base: "http://127.0.0.1:" + strconv.Itoa(ports[0]), admin: "http://127.0.0.1:" + strconv.Itoa(ports[1]), up: up, caddyfile: caddyfile}
+	g := &gateway{base: "http://localhost:" + strconv.Itoa(ports[0]), admin: "http://127.0.0.1:" + strconv.Itoa(ports[1]), up: up, caddyfile: caddyfile}
 	g.waitReady(t)
 	return g, provider
 }
