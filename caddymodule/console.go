@@ -23,7 +23,8 @@ func init() {
 // handler sets who is calling (its Authenticate).
 func (a *App) consoleAPI(requireHeader string) *console.API {
 	api := &console.API{Keys: a.manager, Models: a.modelInfo, Usage: a.usageReader, Latency: a.latencyReader,
-		Requests: a.requestLog, RequireHeader: requireHeader, Standing: a.limitStanding, ResetHealth: a.resetHealth}
+		Requests: a.requestLog, RequireHeader: requireHeader, Standing: a.limitStanding, ResetHealth: a.resetHealth,
+		People: a.people}
 	if a.alerts != nil {
 		api.Alerts = a.alertsView
 	}
@@ -133,29 +134,29 @@ func (c *Console) Provision(ctx caddy.Context) (err error) {
 	api := c.app.consoleAPI(console.ConsoleHeader)
 	api.Authenticate = c.doors.authenticate
 	api.SignIn = console.SignInInfo{Provider: c.SignIn != nil, BreakGlass: c.breakGlass()}
-	api.People = c.app.people
-	if c.SignIn != nil {
-		api.Settings = c.settingsView
-	}
+	api.Settings = c.settingsView
 	c.handler = console.New(api)
 	return nil
 }
 
 // settingsView is the sign-in settings as an owner sees them: never the client secret.
+// A console without a provider still has its settings (the break-glass door, the role
+// mapping); the provider's fields are then left out.
 func (c *Console) settingsView() any {
-	s := *c.SignIn
-	s.ClientSecret = ""
-	return struct {
-		Settings struct {
-			SignInConfig
-			Roles      []access.Rule `json:"roles"`
-			BreakGlass bool          `json:"break_glass"`
-		} `json:"settings"`
-	}{Settings: struct {
-		SignInConfig
+	type settings struct {
+		*SignInConfig
 		Roles      []access.Rule `json:"roles"`
 		BreakGlass bool          `json:"break_glass"`
-	}{s, c.Roles, c.breakGlass()}}
+	}
+	view := settings{Roles: c.Roles, BreakGlass: c.breakGlass()}
+	if c.SignIn != nil {
+		s := *c.SignIn
+		s.ClientSecret = ""
+		view.SignInConfig = &s
+	}
+	return struct {
+		Settings settings `json:"settings"`
+	}{view}
 }
 
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {

@@ -67,8 +67,8 @@ type API struct {
 	People access.Store
 	// SignIn says which doors the console has, for GET /me.
 	SignIn SignInInfo
-	// Settings is the sign-in settings as owners see them (never a secret); nil: sign-in
-	// through a provider is not configured.
+	// Settings is the console's sign-in settings as owners see them (never a secret);
+	// nil (the admin endpoint, which serves no one console): GET /settings answers 404.
 	Settings func() any
 	// Alerts reads the configured webhooks and the latest deliveries (at most limit);
 	// nil: alerts are not configured.

@@ -288,7 +288,7 @@ type SessionAnswer struct {
 
 func (a *API) settings(w http.ResponseWriter, _ *http.Request) {
 	if a.Settings == nil {
-		writeError(w, http.StatusNotFound, "sign-in through a provider is not configured on this console")
+		writeError(w, http.StatusNotFound, "no sign-in settings here: they are the console's, at its api/settings")
 		return
 	}
 	writeJSON(w, http.StatusOK, a.Settings())
