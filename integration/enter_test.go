@@ -19,7 +19,7 @@ const twoAtATimeKey = "sk-two-at-a-time-0123456789"
 func TestAKeyAtItsConcurrencyLimitCannotOpenAnotherBody(t *testing.T) {
 	up := newWatchedUpstream(t)
 	g := startGatewayWith(t, up.upstream, bigModels(up),
-		"\t\tdefault_read_body_idle 2s\n\t\tkey two "+twoAtATimeKey+" {\n\t\t\tconcurrency 2\n\t\t}\n")
+		"\t\tdefault_read_body_idle 5s\n\t\tkey two "+twoAtATimeKey+" {\n\t\t\tconcurrency 2\n\t\t}\n")
 	body := largeChat("big-a", 400<<10, `,"max_tokens":64`)
 	var slow []*slowClient
 	for range 2 {
