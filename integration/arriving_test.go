@@ -68,6 +68,19 @@ func (c *countingReader) Read(p []byte) (int, error) {
 type slowClient struct {
 	conn net.Conn
 	rest string
+	br   *bufio.Reader // the answer's reader, once answered looked for one
+}
+
+// answered reports whether the gateway has answered already, before the rest of the
+// body was sent: the request was refused at entry.
+func (c *slowClient) answered() bool {
+	if c.br == nil {
+		c.br = bufio.NewReader(c.conn)
+	}
+	_ = c.conn.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+	defer func() { _ = c.conn.SetReadDeadline(time.Time{}) }()
+	_, err := c.br.Peek(1)
+	return err == nil
 }
 
 func startSlowRequest(t *testing.T, g *gateway, path, body string, first int, headers ...string) *slowClient {
@@ -113,7 +126,10 @@ func (c *slowClient) finish(t *testing.T) (int, string) {
 func (c *slowClient) answer(t *testing.T) (int, string) {
 	t.Helper()
 	require.NoError(t, c.conn.SetReadDeadline(time.Now().Add(10*time.Second)))
-	resp, err := http.ReadResponse(bufio.NewReader(c.conn), nil)
+	if c.br == nil {
+		c.br = bufio.NewReader(c.conn)
+	}
+	resp, err := http.ReadResponse(c.br, nil)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)

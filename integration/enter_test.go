@@ -19,15 +19,21 @@ const twoAtATimeKey = "sk-two-at-a-time-0123456789"
 func TestAKeyAtItsConcurrencyLimitCannotOpenAnotherBody(t *testing.T) {
 	up := newWatchedUpstream(t)
 	g := startGatewayWith(t, up.upstream, bigModels(up),
-		"\t\tdefault_read_body_idle 5s\n\t\tkey two "+twoAtATimeKey+" {\n\t\t\tconcurrency 2\n\t\t}\n")
+		"\t\tdefault_read_body_idle 2s\n\t\tkey two "+twoAtATimeKey+" {\n\t\t\tconcurrency 2\n\t\t}\n")
 	body := largeChat("big-a", 400<<10, `,"max_tokens":64`)
 	var slow []*slowClient
 	for range 2 {
 		slow = append(slow, startSlowRequestAs(t, g, twoAtATimeKey, "/v1/chat/completions", body, len(body)/2))
 	}
 	// Both are in once a whole small request of the key is refused (a request admitted
-	// before they were in is answered too, so this never waits on a body).
+	// before they were in is answered too, so this never waits on a body). A slow one
+	// that such a request beat to a slot was refused: it starts again.
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		for i, s := range slow {
+			if s.answered() {
+				slow[i] = startSlowRequestAs(t, g, twoAtATimeKey, "/v1/chat/completions", body, len(body)/2)
+			}
+		}
 		r, err := g.send("POST", "/v1/chat/completions", largeChat("big-a", 1<<10, ""), "Authorization", "Bearer "+twoAtATimeKey)
 		if assert.NoError(c, err) {
 			assert.Equal(c, 429, r.Status)
