@@ -132,8 +132,10 @@ else
 	say "FAIL caddy validate while the gateway runs"
 	tail -n 5 "$work/validate.log" | sed 's/^/  | /'
 fi
-check "the console asks for a password" 401 '' "$base_url/console/"
-check "the console page, with the demo password" 200 '<html' -u admin:switchyard-demo "$base_url/console/"
+check "the console page" 200 '<html' "$base_url/console/"
+check "the console's API asks who you are" 401 '"sign in first"' "$base_url/console/api/me"
+check "the console's API, with the break-glass password" 200 '"kind":"break_glass"' -u admin:switchyard-demo "$base_url/console/api/me"
+check "a wrong break-glass password opens nothing" 401 '' -u admin:not-it "$base_url/console/api/me"
 check "a key created through the admin API" 201 '"secret":"sk-sy-' \
 	-X POST "http://127.0.0.1:2019/switchyard/keys" -H 'Content-Type: application/json' -d '{"name":"smoke"}'
 created_key=$(grep -o '"secret":"sk-sy-[a-z2-7]*"' "$work/body" | cut -d'"' -f4 || true)
