@@ -150,8 +150,19 @@ func clientAddr(r *http.Request) string {
 	return r.RemoteAddr
 }
 
-// departureSweep revokes departed people's keys where their projects say so (see
-// access.SweepDeparted), every few minutes while the app runs.
+// endedSessionsKept is how long an ended session's row is kept (the sessions list and
+// the audit trail may still name it) before the upkeep deletes it.
+const endedSessionsKept = 30 * 24 * time.Hour
+
+// sessionPruner is a people store that can delete long-ended sessions (*store.Store).
+type sessionPruner interface {
+	PruneSessions(ctx context.Context, before time.Time) (int64, error)
+}
+
+// startDepartureSweep runs the people upkeep every five minutes while the app runs:
+// departed people's keys are revoked where their projects say so (access.SweepDeparted),
+// and sessions that ended more than endedSessionsKept ago are deleted. Every gateway on
+// one store may run it: both are idempotent.
 func (a *App) startDepartureSweep() {
 	if a.people == nil || a.manager == nil {
 		return
@@ -173,6 +184,11 @@ func (a *App) startDepartureSweep() {
 				log.Warn("revoking departed people's keys failed; tried again in 5 minutes", zap.Error(err))
 			} else if n > 0 {
 				log.Info("revoked departed people's keys, as their projects say", zap.Int("keys", n))
+			}
+			if p, ok := a.people.(sessionPruner); ok {
+				if _, err := p.PruneSessions(ctx, time.Now().Add(-endedSessionsKept)); err != nil {
+					log.Warn("deleting long-ended sessions failed; tried again in 5 minutes", zap.Error(err))
+				}
 			}
 		}
 	}()

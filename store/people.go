@@ -517,6 +517,21 @@ func (s *Store) ListSessions(ctx context.Context, expiresAfter time.Time) ([]*ac
 	})
 }
 
+// PruneSessions deletes the sessions that ended (revoked, or past their absolute
+// expiry) before `before`, and reports how many. Live sessions and recently ended ones,
+// which the audit trail and the sessions list may still name, stay.
+func (s *Store) PruneSessions(ctx context.Context, before time.Time) (int64, error) {
+	d := s.dialect()
+	at := storedTime(before)
+	var n int64
+	err := call0(ctx, s, kindWrite, func(b backend) error {
+		var err error
+		n, err = b.exec(ctx, d.sql(`DELETE FROM sessions WHERE (revoked_at IS NOT NULL AND revoked_at < $1) OR expires_at < $1`), d.time(at))
+		return err
+	})
+	return n, err
+}
+
 // ---- API tokens
 
 const tokenColumns = `id, name, prefix, hash, token_grant, created_by, created_at, expires_at, revoked_at, last_used_at`
