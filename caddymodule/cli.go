@@ -51,6 +51,10 @@ sent only over https, or plain http to this machine, and never printed.
   caddy switchyard projects list
   caddy switchyard projects show <id>
   caddy switchyard projects limits <id> [limit flags] [--clear]
+  caddy switchyard projects members <id> [--models a,b] [--max-expiry 720h]
+                               [--key-rpm N] [--key-budget 5/day] [--member-rpm N]
+                               [--member-tpm N] [--member-budget 50/month]
+                               [--departed keep|revoke --revoke-after 168h] | --none
 
   caddy switchyard audit [--limit 50] [--before <entry id>]
 

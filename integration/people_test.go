@@ -201,6 +201,26 @@ func TestAnAPITokenDrivesTheCLIWithinItsScope(t *testing.T) {
 	out, err = run("projects", "create", "new-one")
 	require.Error(t, err, out)
 
+	// The project's rules for members' keys, from the CLI: replaced as a whole.
+	out, err = run("projects", "members", "team-a", "--models", "chat-a", "--max-expiry", "240h", "--member-rpm", "3",
+		"--key-budget", "5/day", "--departed", "revoke", "--revoke-after", "168h")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "members:    may make keys; models chat-a; living at most 240h0m0s")
+	r = callAt(t, g.admin, "GET", "/switchyard/projects/team-a", "")
+	members := gjson.GetBytes(r.Body, "project.members")
+	assert.Equal(t, `["chat-a"]`, members.Get("models").Raw)
+	assert.Equal(t, "240h0m0s", members.Get("max_expiry").Str)
+	assert.Equal(t, int64(3), members.Get("limits.rpm").Int())
+	assert.Equal(t, "5/day", members.Get("key_limits.budget").Str)
+	assert.Equal(t, "revoke", members.Get("departed").Str)
+	out, err = run("projects", "members", "team-b", "--models", "chat-a")
+	require.Error(t, err, "another project's rules: %s", out)
+	out, err = run("projects", "members", "team-a", "--none")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "members:    may make no keys")
+	r = callAt(t, g.admin, "GET", "/switchyard/projects/team-a", "")
+	assert.False(t, gjson.GetBytes(r.Body, "project.members").Exists(), "%s", r.Body)
+
 	// The audit trail names the token.
 	r = callAt(t, g.admin, "GET", "/switchyard/audit", "")
 	assert.Contains(t, string(r.Body), `(pipeline) from 127.0.0.1","action":"key.create"`)
