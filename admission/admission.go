@@ -33,9 +33,15 @@ type Reserver interface {
 	Reserve(ctx context.Context, a limits.Ask) (limits.Decision, error)
 }
 
-// ProjectLookup finds a project's own limits: found is false for a project it does not
-// know; a known project without limits of its own answers nil.
-type ProjectLookup func(projectID string) (policy *limits.Policy, found bool)
+// ProjectLookup finds a project's limits: found is false for a project it does not
+// know; a known project without limits of its own answers a nil Own.
+type ProjectLookup func(projectID string) (limits ProjectLimits, found bool)
+
+// ProjectLimits are what a project limits: its own requests, and all of one member's
+// keys together (nil: nothing).
+type ProjectLimits struct {
+	Own, Members *limits.Policy
+}
 
 // Policy is how requests are admitted.
 type Policy struct {
@@ -44,9 +50,6 @@ type Policy struct {
 	// Projects finds a project's limits; nil: projects are not known here and add no
 	// limits (not even ProjectDefaults).
 	Projects ProjectLookup
-	// Members finds the limits a project sets on all of one member's keys together;
-	// nil or a nil answer: none.
-	Members func(projectID string) *limits.Policy
 	// KeyDefaults apply to a key without limits of its own; ProjectDefaults to a project
 	// without limits of its own.
 	KeyDefaults, ProjectDefaults *limits.Policy
@@ -111,15 +114,17 @@ func (p *Policy) keyPolicy(w Who) *limits.Policy {
 	return p.KeyDefaults
 }
 
-// projectPolicy is the policy of the key's project, or nil when it has none.
-func (p *Policy) projectPolicy(w Who) *limits.Policy {
+// projectPolicies are the policies of the key's project (its own, or the defaults) and
+// of its member scope; nil when there is none.
+func (p *Policy) projectPolicies(w Who) (own, members *limits.Policy) {
 	if w.ProjectID == "" || p.Projects == nil {
-		return nil
+		return nil, nil
 	}
-	if pol, ok := p.Projects(w.ProjectID); ok && pol != nil {
-		return pol
+	pl, ok := p.Projects(w.ProjectID)
+	if own = pl.Own; !ok || own == nil {
+		own = p.ProjectDefaults
 	}
-	return p.ProjectDefaults
+	return own, pl.Members
 }
 
 // Checks lists every limit on a request's path: the key's, then its project's, each
@@ -147,11 +152,10 @@ func (p *Policy) eachScope(w Who, visit func(kind limits.ScopeKind, scopeID stri
 	if w.ProjectID == "" {
 		return
 	}
-	visit(limits.ScopeProject, w.ProjectID, p.projectPolicy(w))
-	if w.Owner != "" && p.Members != nil {
-		if pol := p.Members(w.ProjectID); pol != nil {
-			visit(limits.ScopeMember, limits.MemberScopeID(w.ProjectID, w.Owner), pol)
-		}
+	own, members := p.projectPolicies(w)
+	visit(limits.ScopeProject, w.ProjectID, own)
+	if w.Owner != "" && members != nil {
+		visit(limits.ScopeMember, limits.MemberScopeID(w.ProjectID, w.Owner), members)
 	}
 }
 

@@ -153,7 +153,7 @@ func TestProjectLimitsApplyOnTopOfTheKeys(t *testing.T) {
 	projects := map[string]*limits.Policy{"tight": {RPM: 1}, "bare": nil}
 	f := newFixture(t, func(p *Policy) {
 		p.ProjectDefaults = &limits.Policy{RPM: 2}
-		p.Projects = func(id string) (*limits.Policy, bool) { v, ok := projects[id]; return v, ok }
+		p.Projects = func(id string) (ProjectLimits, bool) { v, ok := projects[id]; return ProjectLimits{Own: v}, ok }
 	}, limits.Options{})
 
 	roomy := &limits.Policy{RPM: 100}
@@ -182,12 +182,11 @@ func TestProjectLimitsApplyOnTopOfTheKeys(t *testing.T) {
 // or the same person's key in another project, has its own.
 func TestAMembersKeysShareTheProjectsMemberLimits(t *testing.T) {
 	f := newFixture(t, func(p *Policy) {
-		p.Projects = func(id string) (*limits.Policy, bool) { return nil, true }
-		p.Members = func(id string) *limits.Policy {
+		p.Projects = func(id string) (ProjectLimits, bool) {
 			if id == "team" {
-				return &limits.Policy{RPM: 2}
+				return ProjectLimits{Members: &limits.Policy{RPM: 2}}, true
 			}
-			return nil
+			return ProjectLimits{}, true
 		}
 	}, limits.Options{})
 	roomy := &limits.Policy{RPM: 100}
@@ -212,7 +211,7 @@ func TestAMembersKeysShareTheProjectsMemberLimits(t *testing.T) {
 func TestPerModelVariantsCountTheirModelApart(t *testing.T) {
 	projects := map[string]*limits.Policy{"p": {Models: map[string]*limits.Policy{"big": {RPM: 1}}}}
 	f := newFixture(t, func(p *Policy) {
-		p.Projects = func(id string) (*limits.Policy, bool) { v, ok := projects[id]; return v, ok }
+		p.Projects = func(id string) (ProjectLimits, bool) { v, ok := projects[id]; return ProjectLimits{Own: v}, ok }
 	}, limits.Options{})
 	who := Who{KeyID: "k", ProjectID: "p", Limits: &limits.Policy{RPM: 10, Models: map[string]*limits.Policy{"m": {RPM: 1}}}}
 	other := Model{ID: "other", Prices: prices}
@@ -389,8 +388,8 @@ func TestEveryRefusalInEachFamilysEnvelope(t *testing.T) {
 			t.Run("budget in total", func(t *testing.T) {
 				f := newFixture(t, nil, limits.Options{})
 				who := Who{KeyID: "k", ProjectID: "p", Limits: &limits.Policy{}}
-				f.policy.Projects = func(string) (*limits.Policy, bool) {
-					return &limits.Policy{Budget: budget("0.01/total")}, true
+				f.policy.Projects = func(string) (ProjectLimits, bool) {
+					return ProjectLimits{Own: &limits.Policy{Budget: budget("0.01/total")}}, true
 				}
 				spend(f, who, 10_000)
 				rec := f.mustRefuse(f.request(who, model, fam, 1), "project_budget")
@@ -421,7 +420,7 @@ func TestEveryRefusalInEachFamilysEnvelope(t *testing.T) {
 func TestAllowancesInEachFamilysHeaders(t *testing.T) {
 	f := newFixture(t, nil, limits.Options{})
 	who := Who{KeyID: "k", ProjectID: "p", Limits: &limits.Policy{RPM: 10, TPM: 100_000}}
-	f.policy.Projects = func(string) (*limits.Policy, bool) { return &limits.Policy{RPM: 5}, true }
+	f.policy.Projects = func(string) (ProjectLimits, bool) { return ProjectLimits{Own: &limits.Policy{RPM: 5}}, true }
 	res, rec := f.admit(f.request(who, model, protocols.FamilyA, 100))
 	require.Nil(t, res.Err)
 	res.Admitted.Settle(0, 0)
@@ -495,7 +494,7 @@ func TestABudgetsNewCounterStartsFromTheLedger(t *testing.T) {
 	}
 	f := newFixture(t, func(p *Policy) {
 		p.ProjectDefaults = &limits.Policy{Budget: budget("1/month")}
-		p.Projects = func(string) (*limits.Policy, bool) { return nil, true }
+		p.Projects = func(string) (ProjectLimits, bool) { return ProjectLimits{}, true }
 	}, limits.Options{Seeder: ledger})
 	who := Who{KeyID: "k", ProjectID: "p"}
 	rec := f.mustRefuse(f.request(who, model, protocols.FamilyA, 10_000), "project_budget")

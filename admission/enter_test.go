@@ -78,7 +78,7 @@ func TestTheFirstPhaseCountsRequestsOnceAndLeavesModelsToTheSecond(t *testing.T)
 	variant := limits.Policy{Concurrency: 1}
 	keyPol.Models = map[string]*limits.Policy{"m": &variant}
 	f := newFixture(t, func(p *Policy) {
-		p.Projects = func(string) (*limits.Policy, bool) { return &projPol, true }
+		p.Projects = func(string) (ProjectLimits, bool) { return ProjectLimits{Own: &projPol}, true }
 	}, limits.Options{})
 	who := Who{KeyID: "k", ProjectID: "p", Limits: &keyPol}
 

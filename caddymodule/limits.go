@@ -124,18 +124,16 @@ func (a *App) openLimiter(repl *caddy.Replacer) error {
 	}
 	if a.manager != nil {
 		cache := a.manager.Cache
-		a.admission.Projects = func(id string) (*limits.Policy, bool) {
+		a.admission.Projects = func(id string) (admission.ProjectLimits, bool) {
 			p, ok := cache.Project(id)
 			if !ok {
-				return nil, false
+				return admission.ProjectLimits{}, false
 			}
-			return p.Limits, true
-		}
-		a.admission.Members = func(id string) *limits.Policy {
-			if p, ok := cache.Project(id); ok && p.Members != nil {
-				return p.Members.Limits
+			pl := admission.ProjectLimits{Own: p.Limits}
+			if p.Members != nil {
+				pl.Members = p.Members.Limits
 			}
-			return nil
+			return pl, true
 		}
 	}
 	return nil
