@@ -120,6 +120,12 @@ func Operator() *Principal {
 	return &Principal{Kind: KindOperator, Grants: []Grant{{Role: RoleOwner}}}
 }
 
+// BreakGlass is the operator who came in through the break-glass password as user,
+// from addr: an owner.
+func BreakGlass(user, addr string) *Principal {
+	return &Principal{Kind: KindBreakGlass, ID: user, Grants: []Grant{{Role: RoleOwner}}, Addr: addr}
+}
+
 // Actor names the principal in the audit trail: the person (e-mail and subject), the
 // token, or the break-glass user, with the address the call came from.
 func (p *Principal) Actor() string {

@@ -135,7 +135,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Created, erro
 	if err != nil {
 		return nil, err
 	}
-	e := m.entry(ctx, ActionKeyCreate, k.ID, keyCreateDetail(k))
+	e := m.NewAuditEntry(ctx, ActionKeyCreate, k.ID, keyCreateDetail(k))
 	if as, ok := m.Store.(AuditedKeyStore); ok && m.Projects != nil {
 		err = as.CreateKeyAudited(ctx, k, e)
 	} else if err = m.Store.CreateKey(ctx, k); err == nil {
@@ -202,7 +202,7 @@ func (m *Manager) Rotate(ctx context.Context, id string, grace time.Duration) (*
 	} else {
 		detail += "keeps working for " + grace.String()
 	}
-	e := m.entry(ctx, ActionKeyRotate, id, detail)
+	e := m.NewAuditEntry(ctx, ActionKeyRotate, id, detail)
 	var replaced *Key
 	if as, ok := m.Store.(AuditedKeyStore); ok && m.Projects != nil {
 		replaced, err = as.RotateKeyAudited(ctx, id, k, now, grace, e)
@@ -220,14 +220,14 @@ func (m *Manager) Rotate(ctx context.Context, id string, grace time.Duration) (*
 func (m *Manager) Revoke(ctx context.Context, id string) (*Key, error) {
 	var err error
 	if as, ok := m.Store.(AuditedKeyStore); ok && m.Projects != nil {
-		_, err = as.RevokeKeyAudited(ctx, id, m.now(), m.entry(ctx, ActionKeyRevoke, id, "revoked"))
+		_, err = as.RevokeKeyAudited(ctx, id, m.now(), m.NewAuditEntry(ctx, ActionKeyRevoke, id, "revoked"))
 	} else {
 		var before *Key
 		if m.Projects != nil {
 			before, _ = m.Store.GetKey(ctx, id)
 		}
 		if err = m.Store.RevokeKey(ctx, id, m.now()); err == nil && before != nil && before.RevokedAt.IsZero() {
-			err = m.appendAudit(ctx, m.entry(ctx, ActionKeyRevoke, id, "revoked"))
+			err = m.appendAudit(ctx, m.NewAuditEntry(ctx, ActionKeyRevoke, id, "revoked"))
 		}
 	}
 	if err != nil {

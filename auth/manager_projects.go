@@ -29,8 +29,8 @@ const (
 // errNoProjects is the answer of every call about projects on a store without them.
 var errNoProjects = &InvalidError{Reason: "this store keeps no projects (configure a key store: SQLite or PostgreSQL)"}
 
-// entry makes the audit entry of a change made with ctx.
-func (m *Manager) entry(ctx context.Context, action, target, detail string) *AuditEntry {
+// NewAuditEntry makes the audit entry of a change made with ctx (its actor, now).
+func (m *Manager) NewAuditEntry(ctx context.Context, action, target, detail string) *AuditEntry {
 	return &AuditEntry{At: m.now(), Actor: ActorOf(ctx), Action: action, Target: target, Detail: detail}
 }
 
@@ -49,7 +49,7 @@ func (m *Manager) RecordChange(ctx context.Context, action, target, detail strin
 	if m == nil {
 		return nil
 	}
-	return m.appendAudit(ctx, m.entry(ctx, action, target, detail))
+	return m.appendAudit(ctx, m.NewAuditEntry(ctx, action, target, detail))
 }
 
 // checkLimits validates a policy an operator gave: its figures, and that every
@@ -124,7 +124,7 @@ func (m *Manager) SetKeyLimits(ctx context.Context, keyID string, p *limits.Poli
 		return nil, err
 	}
 	p = NormalizeLimits(p)
-	if err := m.Projects.SetKeyLimits(ctx, keyID, p, m.entry(ctx, ActionKeyLimits, keyID, DescribeLimits(p))); err != nil {
+	if err := m.Projects.SetKeyLimits(ctx, keyID, p, m.NewAuditEntry(ctx, ActionKeyLimits, keyID, DescribeLimits(p))); err != nil {
 		return nil, m.report("set limits of key "+loggableID(keyID), err)
 	}
 	return m.afterKeyChange(ctx, "set limits of key", keyID)
@@ -146,7 +146,7 @@ func (m *Manager) SetKeyProject(ctx context.Context, keyID, projectID string) (*
 		return k, nil // nothing changes, nothing to record
 	}
 	detail := "project " + orNone(k.ProjectID) + " → " + orNone(projectID)
-	err = m.Projects.SetKeyProject(ctx, keyID, projectID, m.entry(ctx, ActionKeyProject, keyID, detail))
+	err = m.Projects.SetKeyProject(ctx, keyID, projectID, m.NewAuditEntry(ctx, ActionKeyProject, keyID, detail))
 	if IsProjectNotFound(err) {
 		return nil, invalid("%v; create it first", err)
 	}
@@ -188,7 +188,7 @@ func (m *Manager) CreateProject(ctx context.Context, req ProjectRequest) (*Proje
 	if p.Limits != nil {
 		detail += "; " + DescribeLimits(p.Limits)
 	}
-	if err := m.Projects.CreateProject(ctx, p, m.entry(ctx, ActionProjectCreate, p.ID, detail)); err != nil {
+	if err := m.Projects.CreateProject(ctx, p, m.NewAuditEntry(ctx, ActionProjectCreate, p.ID, detail)); err != nil {
 		return nil, m.report("create project "+p.ID, err)
 	}
 	return p, m.report("create project "+p.ID+": reading it back", m.Cache.Refresh(ctx))
@@ -207,7 +207,7 @@ func (m *Manager) SetProjectLimits(ctx context.Context, id string, p *limits.Pol
 		return nil, err
 	}
 	p = NormalizeLimits(p)
-	if err := m.Projects.SetProjectLimits(ctx, id, p, m.entry(ctx, ActionProjectLimits, id, DescribeLimits(p))); err != nil {
+	if err := m.Projects.SetProjectLimits(ctx, id, p, m.NewAuditEntry(ctx, ActionProjectLimits, id, DescribeLimits(p))); err != nil {
 		return nil, m.report("set limits of project "+id, err)
 	}
 	if err := m.Cache.Refresh(ctx); err != nil {
@@ -241,7 +241,7 @@ func (m *Manager) SetProjectMembers(ctx context.Context, id string, rules *Membe
 		r.KeyLimits, r.Limits = NormalizeLimits(r.KeyLimits), NormalizeLimits(r.Limits)
 		rules = &r
 	}
-	if err := m.Projects.SetProjectMembers(ctx, id, rules, m.entry(ctx, ActionProjectMembers, id, DescribeMemberRules(rules))); err != nil {
+	if err := m.Projects.SetProjectMembers(ctx, id, rules, m.NewAuditEntry(ctx, ActionProjectMembers, id, DescribeMemberRules(rules))); err != nil {
 		return nil, m.report("set member rules of project "+id, err)
 	}
 	if err := m.Cache.Refresh(ctx); err != nil {

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -72,7 +72,7 @@ func (d *doors) serve(w http.ResponseWriter, r *http.Request) bool {
 		d.svc.Callback(w, r)
 	case "logout":
 		// Signing out changes something: the console's header, and this site only.
-		if r.Header.Get(console.ConsoleHeader) == "" || crossSite(r) {
+		if r.Header.Get(console.ConsoleHeader) == "" || console.FromAnotherSite(r) {
 			http.Error(w, "sign out from the console", http.StatusForbidden)
 			return true
 		}
@@ -90,20 +90,6 @@ func (d *doors) serve(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
-// crossSite reports a request a browser says came from another site, or whose Origin
-// is not this host.
-func crossSite(r *http.Request) bool {
-	if s := r.Header.Get("Sec-Fetch-Site"); s == "cross-site" || s == "same-site" {
-		return true
-	}
-	origin := r.Header.Get("Origin")
-	if origin == "" {
-		return false
-	}
-	u, err := url.Parse(origin)
-	return err != nil || !strings.EqualFold(u.Host, r.Host)
-}
-
 // authenticate is who is calling the console's API: a session or an API token, else
 // the break-glass user Caddy's basic_auth let in (while the door is open), else no one.
 func (d *doors) authenticate(r *http.Request) (*access.Principal, error) {
@@ -119,8 +105,7 @@ func (d *doors) authenticate(r *http.Request) (*access.Principal, error) {
 		}
 	}
 	if user := basicAuthUser(r); user != "" && d.breakGlass {
-		return &access.Principal{Kind: access.KindBreakGlass, ID: user, Grants: []access.Grant{{Role: access.RoleOwner}},
-			Addr: clientAddr(r)}, nil
+		return access.BreakGlass(user, clientAddr(r)), nil
 	}
 	return nil, nil
 }
@@ -144,7 +129,7 @@ func clientAddr(r *http.Request) string {
 			return ip
 		}
 	}
-	if host, _, ok := strings.Cut(r.RemoteAddr, ":"); ok && !strings.Contains(r.RemoteAddr, "]") {
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 		return host
 	}
 	return r.RemoteAddr

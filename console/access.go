@@ -84,7 +84,7 @@ func (a *API) guard(rt Route, next http.HandlerFunc) http.HandlerFunc {
 				writeError(w, http.StatusForbidden, "changes need the "+a.RequireHeader+" header")
 				return
 			}
-			if crossOrigin(r) {
+			if FromAnotherSite(r) {
 				writeError(w, http.StatusForbidden, "a change from another site is refused")
 				return
 			}
@@ -102,9 +102,10 @@ func (a *API) guard(rt Route, next http.HandlerFunc) http.HandlerFunc {
 // surely sent by code that holds it.
 func ambient(p *access.Principal) bool { return p.Kind != access.KindToken }
 
-// crossOrigin reports a request a browser marked as coming from another site: its
-// Sec-Fetch-Site says so, or its Origin is not this host.
-func crossOrigin(r *http.Request) bool {
+// FromAnotherSite reports a request a browser marked as coming from another site: its
+// Sec-Fetch-Site says so, or its Origin is not this host. Every change made with a
+// credential the browser sends by itself is refused when it holds.
+func FromAnotherSite(r *http.Request) bool {
 	switch r.Header.Get("Sec-Fetch-Site") {
 	case "cross-site", "same-site":
 		return true
@@ -184,10 +185,16 @@ type SignInInfo struct {
 	Login      string `json:"login"`
 }
 
-// signInAnswer is the 401 that tells the page how one signs in here.
-func (a *API) signInAnswer(w http.ResponseWriter, message string) {
+// signInDoors is the console's doors with the place to sign in (relative to it).
+func (a *API) signInDoors() SignInInfo {
 	doors := a.SignIn
 	doors.Login = "auth/login"
+	return doors
+}
+
+// signInAnswer is the 401 that tells the page how one signs in here.
+func (a *API) signInAnswer(w http.ResponseWriter, message string) {
+	doors := a.signInDoors()
 	writeJSON(w, http.StatusUnauthorized, ErrorAnswer{Error: message, SignIn: &doors})
 }
 
@@ -198,9 +205,7 @@ func (a *API) me(w http.ResponseWriter, r *http.Request) {
 	if shown.Grants == nil {
 		shown.Grants = []access.Grant{}
 	}
-	doors := a.SignIn
-	doors.Login = "auth/login"
-	writeJSON(w, http.StatusOK, MeAnswer{Principal: &shown, Can: canAll(p), SignIn: doors})
+	writeJSON(w, http.StatusOK, MeAnswer{Principal: &shown, Can: canAll(p), SignIn: a.signInDoors()})
 }
 
 // reachableKey loads the key the path names and decides action on it: 404 when there is

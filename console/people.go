@@ -65,11 +65,6 @@ func (a *API) people(w http.ResponseWriter) bool {
 	return true
 }
 
-// auditEntry is an audit entry of a change made by the caller of ctx.
-func (a *API) auditEntry(ctx context.Context, action, target, detail string) *auth.AuditEntry {
-	return &auth.AuditEntry{At: a.now(), Actor: auth.ActorOf(ctx), Action: action, Target: target, Detail: detail}
-}
-
 // tokens lists every token, or answers why it cannot and reports false.
 func (a *API) tokens(w http.ResponseWriter, r *http.Request) ([]*access.Token, bool) {
 	if !a.people(w) {
@@ -148,7 +143,7 @@ func (a *API) createToken(w http.ResponseWriter, r *http.Request) {
 		Grant: grant, CreatedBy: auth.ActorOf(r.Context()), CreatedAt: now, ExpiresAt: now.Add(lifetime),
 	}
 	detail := name + ": " + describeGrant(grant) + ", expires " + t.ExpiresAt.UTC().Format(time.RFC3339)
-	if err := a.People.CreateToken(r.Context(), t, a.auditEntry(r.Context(), auth.ActionTokenCreate, t.ID, detail)); err != nil {
+	if err := a.People.CreateToken(r.Context(), t, a.Keys.NewAuditEntry(r.Context(), auth.ActionTokenCreate, t.ID, detail)); err != nil {
 		a.fail(w, err)
 		return
 	}
@@ -178,7 +173,7 @@ func (a *API) revokeToken(w http.ResponseWriter, r *http.Request) {
 		}
 		now := a.now()
 		if t.RevokedAt.IsZero() {
-			if err := a.People.RevokeToken(r.Context(), id, now, a.auditEntry(r.Context(), auth.ActionTokenRevoke, id, t.Name)); err != nil {
+			if err := a.People.RevokeToken(r.Context(), id, now, a.Keys.NewAuditEntry(r.Context(), auth.ActionTokenRevoke, id, t.Name)); err != nil {
 				a.fail(w, err)
 				return
 			}
@@ -212,14 +207,14 @@ type PersonAnswer struct {
 
 func (a *API) disablePerson(w http.ResponseWriter, r *http.Request) {
 	a.changePerson(w, r, func(ctx context.Context, id string) error {
-		e := a.auditEntry(ctx, auth.ActionUserDisable, id, "disabled in the console; their sessions end")
+		e := a.Keys.NewAuditEntry(ctx, auth.ActionUserDisable, id, "disabled in the console; their sessions end")
 		return a.People.DisableUser(ctx, id, "disabled by "+auth.ActorOf(ctx), a.now(), e)
 	})
 }
 
 func (a *API) enablePerson(w http.ResponseWriter, r *http.Request) {
 	a.changePerson(w, r, func(ctx context.Context, id string) error {
-		return a.People.EnableUser(ctx, id, a.auditEntry(ctx, auth.ActionUserEnable, id, "may sign in again"))
+		return a.People.EnableUser(ctx, id, a.Keys.NewAuditEntry(ctx, auth.ActionUserEnable, id, "may sign in again"))
 	})
 }
 
@@ -272,7 +267,7 @@ func (a *API) revokeSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	e := a.auditEntry(r.Context(), auth.ActionSessionEnd, id, "ended in the console")
+	e := a.Keys.NewAuditEntry(r.Context(), auth.ActionSessionEnd, id, "ended in the console")
 	now := a.now()
 	if err := a.People.RevokeSession(r.Context(), id, now, e); err != nil {
 		a.failPeople(w, err, "session")

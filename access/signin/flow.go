@@ -429,7 +429,8 @@ func (s *Service) BreakGlass(w http.ResponseWriter, r *http.Request, user string
 		Grants: []access.Grant{{Role: access.RoleOwner}}, Addr: s.cfg.ClientAddr(r),
 		CreatedAt: now, LastSeenAt: now, ExpiresAt: now.Add(s.cfg.SessionLifetime),
 	}
-	pr := &access.Principal{Kind: access.KindBreakGlass, ID: user, Grants: sess.Grants, SessionID: sess.ID, Addr: sess.Addr}
+	pr := access.BreakGlass(user, sess.Addr)
+	pr.SessionID = sess.ID
 	if !s.startSession(r.Context(), w, r, sess, pr) {
 		return
 	}
