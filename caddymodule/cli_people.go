@@ -74,12 +74,7 @@ func (c *cli) tokensCommand() *cobra.Command {
 		Use: "list", Short: "Lists the API tokens (never their secrets)", Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error { return call(c, "GET", routePath("tokens"), nil, c.printTokens) },
 	}
-	revoke := &cobra.Command{
-		Use: "revoke <id>", Short: "Stops an API token at once", Args: cobra.ExactArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
-			return call(c, "POST", routePath("tokens", args[0], "revoke"), nil, c.printToken)
-		},
-	}
+	revoke := postToID(c, "tokens", "revoke", "Stops an API token at once", c.printToken)
 	tokens.AddCommand(create, list, revoke)
 	return tokens
 }
@@ -91,18 +86,8 @@ func (c *cli) peopleCommand() *cobra.Command {
 		Use: "list", Short: "Lists the people who have signed in, with the roles their groups gave", Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error { return call(c, "GET", routePath("people"), nil, c.printPeople) },
 	}
-	disable := &cobra.Command{
-		Use: "disable <id>", Short: "Stops a person signing in and ends their sessions", Args: cobra.ExactArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
-			return call(c, "POST", routePath("people", args[0], "disable"), nil, c.printPerson)
-		},
-	}
-	enable := &cobra.Command{
-		Use: "enable <id>", Short: "Lets a disabled person sign in again", Args: cobra.ExactArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
-			return call(c, "POST", routePath("people", args[0], "enable"), nil, c.printPerson)
-		},
-	}
+	disable := postToID(c, "people", "disable", "Stops a person signing in and ends their sessions", c.printPerson)
+	enable := postToID(c, "people", "enable", "Lets a disabled person sign in again", c.printPerson)
 	people.AddCommand(list, disable, enable)
 	return people
 }
@@ -116,14 +101,20 @@ func (c *cli) sessionsCommand() *cobra.Command {
 			return call(c, "GET", routePath("sessions"), nil, c.printSessions)
 		},
 	}
-	revoke := &cobra.Command{
-		Use: "revoke <id>", Short: "Ends a session at once (its browser must sign in again)", Args: cobra.ExactArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
-			return call(c, "POST", routePath("sessions", args[0], "revoke"), nil, c.printSession)
-		},
-	}
+	revoke := postToID(c, "sessions", "revoke", "Ends a session at once (its browser must sign in again)", c.printSession)
 	sessions.AddCommand(list, revoke)
 	return sessions
+}
+
+// postToID is the command `<verb> <id>` that POSTs to <group>/<id>/<verb> and shows the
+// answer.
+func postToID[T any](c *cli, group, verb, short string, show func(*T) error) *cobra.Command {
+	return &cobra.Command{
+		Use: verb + " <id>", Short: short, Args: cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			return call(c, "POST", routePath(group, args[0], verb), nil, show)
+		},
+	}
 }
 
 func splitList(s string) []string {
