@@ -361,13 +361,11 @@ func (a *API) reachUsage(w http.ResponseWriter, r *http.Request, q metering.Quer
 			continue
 		}
 		row.KeyID = ""
-		dims := metering.Row{Day: row.Day, Model: row.Model, Candidate: row.Candidate, Channel: row.Channel}
-		if i, ok := at[dims]; ok {
-			out[i] = metering.Total([]metering.Row{out[i], row})
-			out[i].Day, out[i].Model, out[i].Candidate, out[i].Channel = dims.Day, dims.Model, dims.Candidate, dims.Channel
+		if i, ok := at[row.Dims()]; ok {
+			out[i].Add(row)
 			continue
 		}
-		at[dims] = len(out)
+		at[row.Dims()] = len(out)
 		out = append(out, row)
 	}
 	return out, true

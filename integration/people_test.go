@@ -118,6 +118,19 @@ func TestAMemberMakesOwnKeysInsideTheProjectsRules(t *testing.T) {
 	r = callAt(t, g.admin, "GET", "/switchyard/requests", "")
 	assert.Len(t, gjson.GetBytes(r.Body, "requests").Array(), 4, "the operator sees everyone's")
 
+	// A project admin's usage by owner: one row per person, not their sum.
+	_, _, asLead := signedIn(t, g.st, "lea", []access.Grant{{Role: access.RoleProjectAdmin, Projects: []string{"team-a"}}}, nil)
+	byOwner := map[string]int64{}
+	require.Eventually(t, func() bool {
+		r := g.console(t, "GET", "/usage?group=owner", "", asLead)
+		clear(byOwner)
+		for _, row := range gjson.GetBytes(r.Body, "rows").Array() {
+			byOwner[row.Get("owner").Str] += row.Get("requests").Int()
+		}
+		return byOwner[mia.ID]+byOwner[other.ID] == 3
+	}, 10*time.Second, 50*time.Millisecond, "the served requests reach the ledger")
+	assert.Equal(t, map[string]int64{mia.ID: 2, other.ID: 1}, byOwner)
+
 	// The audit trail names the person and where they came from.
 	r = callAt(t, g.admin, "GET", "/switchyard/audit", "")
 	assert.Contains(t, string(r.Body), `"actor":"user mia@example.com (sub sub-mia) from 127.0.0.1","action":"key.create"`)

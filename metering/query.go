@@ -52,14 +52,24 @@ type Reader interface {
 func Total(rows []Row) Row {
 	var t Row
 	for _, r := range rows {
-		t.Requests += r.Requests
-		t.Input += r.Input
-		t.CachedIn += r.CachedIn
-		t.CacheWrite += r.CacheWrite
-		t.Output += r.Output
-		t.Reasoning += r.Reasoning
-		t.CostMicros += r.CostMicros
-		t.Estimated += r.Estimated
+		t.Add(r)
 	}
 	return t
+}
+
+// Add adds o's sums to r's, leaving r's dimensions as they are.
+func (r *Row) Add(o Row) {
+	r.Requests += o.Requests
+	r.Input += o.Input
+	r.CachedIn += o.CachedIn
+	r.CacheWrite += o.CacheWrite
+	r.Output += o.Output
+	r.Reasoning += o.Reasoning
+	r.CostMicros += o.CostMicros
+	r.Estimated += o.Estimated
+}
+
+// Dims is r's dimensions alone, its sums zero: what rows are grouped by.
+func (r Row) Dims() Row {
+	return Row{Day: r.Day, KeyID: r.KeyID, Model: r.Model, Candidate: r.Candidate, Channel: r.Channel, Owner: r.Owner}
 }
