@@ -64,6 +64,11 @@ func (a *App) openLimiter(repl *caddy.Replacer) error {
 	default:
 		return fmt.Errorf("limits: when_unreachable: %q is neither refuse nor local", lc.WhenUnreachable)
 	}
+	switch lc.Mode {
+	case "", "lease", "exact":
+	default:
+		return fmt.Errorf("limits: mode: %q is neither lease nor exact", lc.Mode)
+	}
 	if lc.DefaultOutputTokens < 0 {
 		return errors.New("limits: default_output_tokens must not be negative")
 	}
@@ -90,7 +95,7 @@ func (a *App) openLimiter(repl *caddy.Replacer) error {
 		}
 	}
 	logger := a.logger
-	key := strings.Join([]string{url, prefix, lc.WhenUnreachable, time.Duration(lc.Lease).String(), a.storeKey}, "\x00")
+	key := strings.Join([]string{url, prefix, lc.WhenUnreachable, lc.Mode, time.Duration(lc.Lease).String(), a.storeKey}, "\x00")
 	shared, _, err := limiterPool.LoadOrNew(key, func() (caddy.Destructor, error) {
 		counters, client := limits.NewMemory(), (*redis.Client)(nil)
 		if redisOpts != nil {
@@ -101,6 +106,7 @@ func (a *App) openLimiter(repl *caddy.Replacer) error {
 			Seeder:                a.spend,
 			Lease:                 time.Duration(lc.Lease),
 			BudgetWhenUnreachable: lc.WhenUnreachable,
+			Exact:                 lc.Mode == "exact",
 			OnUnreachable: func(err error) {
 				if err != nil {
 					logger.Warn("limit counters unreachable: rate limits count in this gateway meanwhile", zap.String("budgets", orDefault(lc.WhenUnreachable, "refuse")), zap.Error(err))

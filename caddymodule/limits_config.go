@@ -28,6 +28,12 @@ type LimitsConfig struct {
 	// meanwhile, seeded from the ledger). Rate and concurrency limits always count
 	// locally meanwhile. Default: "refuse".
 	WhenUnreachable string `json:"when_unreachable,omitempty"`
+	// Mode is how a gateway counts in Redis: "lease" takes allowance from Redis in
+	// batches and spends it in memory, asking Redis about once in many requests while a
+	// scope is far from its limit and at every request near it; "exact" asks Redis at
+	// every request, in one round trip, and never refuses while another gateway holds
+	// unused allowance. Without redis it has no effect. Default: "lease".
+	Mode string `json:"mode,omitempty"`
 	// Lease is how long an unsettled reservation and its concurrency slot live (a gateway
 	// that died mid-request). Default: 15m.
 	Lease caddy.Duration `json:"lease,omitempty"`
@@ -50,6 +56,7 @@ type LimitsConfig struct {
 //		redis <url>
 //		redis_prefix <prefix>
 //		when_unreachable refuse|local
+//		mode lease|exact
 //		lease <duration>
 //		default_output_tokens <n>
 //		default_tool_uses <n>
@@ -93,6 +100,11 @@ func parseLimits(d *caddyfile.Dispenser) (*LimitsConfig, error) {
 				return nil, d.Errf("limits: when_unreachable: %q is neither refuse nor local", v)
 			}
 			lc.WhenUnreachable = v
+		case "mode":
+			if v != "lease" && v != "exact" {
+				return nil, d.Errf("limits: mode: %q is neither lease nor exact", v)
+			}
+			lc.Mode = v
 		case "lease":
 			dur, err := caddy.ParseDuration(v)
 			if err != nil || dur <= 0 {

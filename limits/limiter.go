@@ -100,6 +100,11 @@ type Options struct {
 	// (count in this gateway's memory meanwhile, seeded from the ledger). Rate and
 	// concurrency limits always fall back to local counting.
 	BudgetWhenUnreachable string
+	// Exact makes shared counters answer every request in Redis, one round trip each,
+	// rather than through leases (lease.go): no refusal while another gateway holds
+	// unused allowance, at the cost of a round trip per request. Memory counters are
+	// exact already.
+	Exact bool
 	// OnUnreachable is told once when the shared counters stop answering (with the
 	// error, told without the server's address or host name), once (nil) when they
 	// answer again.
