@@ -76,6 +76,7 @@ type backend struct {
 	name   string
 	srv    *redistest.Server
 	prefix string
+	lease  bool // Redis counters through leases (lease.go); else exact
 }
 
 func (b *backend) limiter(t testing.TB, opts Options) *Limiter {
@@ -85,6 +86,7 @@ func (b *backend) limiter(t testing.TB, opts Options) *Limiter {
 		c = NewMemory()
 	} else {
 		c = NewRedis(newClient(t, b.srv), b.prefix)
+		opts.Exact = !b.lease
 	}
 	l := New(c, opts)
 	t.Cleanup(func() { _ = l.Close() })
@@ -102,12 +104,17 @@ func newClient(t testing.TB, srv *redistest.Server) *redis.Client {
 
 var prefixes atomic.Int64
 
-// eachBackend runs f against memory counters and against Redis counters.
+// eachBackend runs f against memory counters and against Redis counters, exact and
+// through leases.
 func eachBackend(t *testing.T, f func(t *testing.T, b *backend)) {
 	t.Run("memory", func(t *testing.T) { f(t, &backend{name: "memory"}) })
 	t.Run("redis", func(t *testing.T) {
 		srv := redistest.Start(t)
 		f(t, &backend{name: "redis", srv: srv, prefix: fmt.Sprintf("sy%d:", prefixes.Add(1))})
+	})
+	t.Run("lease", func(t *testing.T) {
+		srv := redistest.Start(t)
+		f(t, &backend{name: "lease", srv: srv, prefix: fmt.Sprintf("sy%d:", prefixes.Add(1)), lease: true})
 	})
 }
 

@@ -105,6 +105,11 @@ type Options struct {
 	// unused allowance, at the cost of a round trip per request. Memory counters are
 	// exact already.
 	Exact bool
+	// LeaseLife is how long a lease lives in Redis unless renewed (a gateway renews its
+	// leases well before); one that lapses, its gateway gone, is swept; default 30s.
+	// LeaseIdle is how long a lease goes unused before it gives back what it holds;
+	// default 2s. LeaseTick is how often the leases are looked after; default 1s.
+	LeaseLife, LeaseIdle, LeaseTick time.Duration
 	// OnUnreachable is told once when the shared counters stop answering (with the
 	// error, told without the server's address or host name), once (nil) when they
 	// answer again.
@@ -126,6 +131,7 @@ type Limiter struct {
 	redis    *redisCounters // shared, when it is Redis
 	fallback *memory        // local counting while Redis does not answer; nil without Redis
 	local    *memory        // this gateway's own counts (ReserveLocal); nil without Redis
+	book     *leaseBook     // leases, with Redis unless Exact
 
 	now        func() time.Time
 	seeder     Seeder
@@ -176,13 +182,21 @@ func New(c Counters, opts Options) *Limiter {
 		l.fallback = newMemory()
 		l.local = newMemory()
 		rc.settleEvery, rc.timeout = opts.SettleEvery, l.timeout
+		if !opts.Exact {
+			l.book = newLeaseBook(l, rc, opts)
+		}
 	}
 	return l
 }
 
 // Close releases the Limiter. It does not close a Redis client given to NewRedis: its
 // owner does.
-func (l *Limiter) Close() error { return l.shared.close() }
+func (l *Limiter) Close() error {
+	if l.book != nil {
+		l.book.close()
+	}
+	return l.shared.close()
+}
 
 // Reserve decides an Ask: every check fits, and the request's worst case is reserved
 // in all of them, or one refuses and nothing is reserved anywhere. It returns
@@ -196,6 +210,13 @@ func (l *Limiter) Reserve(ctx context.Context, a Ask) (Decision, error) {
 	}
 	if l.fallback == nil {
 		return l.reserveOn(ctx, l.shared, r, a, now)
+	}
+	if l.book != nil {
+		d, err, handled := l.book.reserve(ctx, r, a, now)
+		if handled {
+			return d, err
+		}
+		r.clearAnswers()
 	}
 	var cause error
 	if l.sharedUsable(ctx) {
@@ -324,10 +345,14 @@ func (r *Reservation) Settle(ctx context.Context, tokens, costMicros int64) {
 		return
 	}
 	l := r.l
+	tokens, costMicros = max(tokens, 0), max(costMicros, 0)
+	if r.leased {
+		l.book.settle(r, tokens, costMicros, l.now())
+		return
+	}
 	if l.redis != nil {
 		ctx = context.WithoutCancel(ctx)
 	}
-	tokens, costMicros = max(tokens, 0), max(costMicros, 0)
 	now := l.now()
 	nowUS := now.UnixMicro()
 	hasBudget := false

@@ -346,11 +346,15 @@ func TestLeaseExpiryFreesACrashedGatewaysHold(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b *backend) {
 		clk := newClock(t0)
 		c := Check{Scope: keyScope("k1"), Policy: Policy{Concurrency: 1, Budget: budget(1000, PeriodMonth)}}
-		crashed := b.limiter(t, Options{Now: clk.Now, Lease: time.Minute})
+		// Through leases the gateway's lease lives LeaseLife unless renewed: a minute too.
+		crashed := b.limiter(t, Options{Now: clk.Now, Lease: time.Minute, LeaseLife: time.Minute})
 		admit(t, crashed, ask(0, 1000, c)) // never settled
+		if crashed.book != nil {
+			crashed.book.abandon() // nothing renewed or given back from now on
+		}
 		l := crashed
 		if b.srv != nil {
-			l = b.limiter(t, Options{Now: clk.Now, Lease: time.Minute}) // another gateway
+			l = b.limiter(t, Options{Now: clk.Now, Lease: time.Minute, LeaseLife: time.Minute}) // another gateway
 		}
 		ref := refuse(t, l, ask(0, 1, c))
 		require.Contains(t, []Kind{KindConcurrency, KindBudget}, ref.Kind)

@@ -167,6 +167,9 @@ end
 local function expire_budget(bk, lk, nowS)
   for _, g in ipairs(redis.call('ZRANGEBYSCORE', lk, '-inf', nowS, 'LIMIT', 0, 100)) do
     release(bk, lk, g, redis.call('HGET', bk, 'r:' .. g))
+    -- A gateway's lease (lease_redis.go) lapsed: it died holding spend it had not added
+    -- yet. The period's spend is seeded again from the ledger, which has it.
+    if string.sub(g, 1, 2) == 'L:' then redis.call('HDEL', bk, 'spent') end
   end
 end
 local function set_expiry(key, ttlS)

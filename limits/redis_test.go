@@ -28,7 +28,13 @@ func newGateways(t *testing.T) *gateways {
 	return &gateways{srv: srv, admin: newClient(t, srv), prefix: "sy:"}
 }
 
+// limiter is a gateway in exact mode; leaseLimiter one through leases.
 func (g *gateways) limiter(t *testing.T, opts Options) *Limiter {
+	opts.Exact = true
+	return g.leaseLimiter(t, opts)
+}
+
+func (g *gateways) leaseLimiter(t *testing.T, opts Options) *Limiter {
 	l := New(NewRedis(newClient(t, g.srv), g.prefix), opts)
 	t.Cleanup(func() { _ = l.Close() })
 	return l

@@ -13,6 +13,7 @@ type Reservation struct {
 	tokens  int64
 	cost    int64
 	settled atomic.Bool
+	leased  bool // admitted from leases (lease.go): settled there
 	items   []item
 	buf     [8]item
 	req     Allowance
@@ -33,6 +34,7 @@ const (
 type item struct {
 	scope       Scope
 	ms          *memScope // the memory backend's state for scope, while it works on it
+	lo          *leaseObj // its lease, in lease mode
 	kind        itemKind
 	check       int
 	limit       int64

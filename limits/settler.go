@@ -423,6 +423,9 @@ func (l *Limiter) Flush() {
 	if l.redis == nil {
 		return
 	}
+	if l.book != nil {
+		l.book.upkeep(upkeepFlush)
+	}
 	l.redis.flushOut()
 	// Wait for batches other goroutines took before this call.
 	l.redis.sending.Lock()

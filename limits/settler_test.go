@@ -105,7 +105,7 @@ func TestARequestsSettlementTravelsWithTheNextAdmission(t *testing.T) {
 	count := &redistest.RoundTrips{}
 	c.AddHook(count)
 	// A flusher that never fires on its own: whatever is sent, calls carried it.
-	l := New(NewRedis(c, g.prefix), Options{Now: newClock(t0).Now, SettleEvery: time.Hour})
+	l := New(NewRedis(c, g.prefix), Options{Now: newClock(t0).Now, SettleEvery: time.Hour, Exact: true})
 	for i := range 10 { // the scripts loaded, the counters made
 		require.Nil(t, request(t, l, "warm-"+strconv.Itoa(i), benchKey))
 	}
@@ -136,7 +136,7 @@ func TestARequestsSettlementTravelsWithTheNextAdmission(t *testing.T) {
 // slots, which would cost every such request two more commands in Redis.
 func TestAnUnlimitedSlotCountIsNeverSweptOnTheRequestsPath(t *testing.T) {
 	g := newGateways(t)
-	l := New(NewRedis(newClient(t, g.srv), g.prefix), Options{Now: newClock(t0).Now})
+	l := New(NewRedis(newClient(t, g.srv), g.prefix), Options{Now: newClock(t0).Now, Exact: true})
 	key := Policy{RPM: 1 << 40}
 	require.Nil(t, request(t, l, "warm", key))
 	l.Flush()
@@ -169,7 +169,7 @@ func TestBackToBackRequestsAtConcurrencyOneAreNeverRefused(t *testing.T) {
 // another request's pipeline, not answered yet) is freed by the next admission itself.
 func TestASlotWhoseSettlementIsOnItsWayIsFreeForTheNextRequest(t *testing.T) {
 	g := newGateways(t)
-	l := g.limiter(t, Options{Now: newClock(t0).Now, SettleEvery: time.Hour})
+	l := g.limiter(t, Options{Now: newClock(t0).Now, SettleEvery: time.Hour, Exact: true})
 	c := Check{Scope: keyScope("k1"), Policy: Policy{Concurrency: 1}}
 	admit(t, l, ask(0, 0, c)).Settle(context.Background(), 0, 0)
 	onItsWay := l.redis.take() // as if another call had it in flight
@@ -217,7 +217,7 @@ func TestConcurrentRequestsShareRoundTripsAndEachGetsItsOwnAnswer(t *testing.T) 
 	c := newClient(t, g.srv)
 	count := &redistest.RoundTrips{}
 	c.AddHook(count)
-	l := New(NewRedis(c, g.prefix), Options{Now: newClock(t0).Now, SettleEvery: time.Hour})
+	l := New(NewRedis(c, g.prefix), Options{Now: newClock(t0).Now, SettleEvery: time.Hour, Exact: true})
 	t.Cleanup(func() { _ = l.Close() })
 	ctx := context.Background()
 	admit(t, l, ask(0, 0, Check{Scope: keyScope("warm"), Policy: Policy{RPM: 10}})).Settle(ctx, 0, 0)
@@ -284,7 +284,7 @@ func TestARequestWaitingForAPipelineLeavesWithItsContext(t *testing.T) {
 	c := newClient(t, g.srv)
 	h := &gate{open: make(chan struct{}), held: make(chan struct{}, 8)}
 	c.AddHook(h)
-	l := New(NewRedis(c, g.prefix), Options{Now: newClock(t0).Now, SettleEvery: time.Hour})
+	l := New(NewRedis(c, g.prefix), Options{Now: newClock(t0).Now, SettleEvery: time.Hour, Exact: true})
 	t.Cleanup(func() { _ = l.Close() })
 	ctx := context.Background()
 	chk := Check{Scope: keyScope("k1"), Policy: Policy{Concurrency: 10}}

@@ -10,7 +10,9 @@ import (
 // Status is one check's standing: its scope's spend in the current budget period (of
 // the current month without a budget, from the ledger), what is reserved by requests in
 // flight, what is left of each per-minute allowance, and how many requests are in
-// flight. While the shared counters do not answer, the figures are this gateway's
+// flight. Through leases, this gateway's own leases are counted as what they hold for
+// requests (allowance taken and unused is left, spend settled here is spent); another
+// gateway's hold as used. While the shared counters do not answer, the figures are this gateway's
 // fallback counters (the ledger's spend for a budget they have not counted).
 func (l *Limiter) Status(ctx context.Context, c Check) (*Status, error) {
 	now := l.now()
@@ -20,7 +22,16 @@ func (l *Limiter) Status(ctx context.Context, c Check) (*Status, error) {
 	if l.fallback != nil && l.down.Load() {
 		backend = l.fallback
 	}
+	var leased []*leaseObj
+	if l.book != nil && backend == l.shared {
+		// No call about these leases while Redis is read and the figures are put together.
+		leased = l.book.holdFor(r)
+		defer l.book.release(leased)
+	}
 	_, err := l.call(ctx, backend, func(ctx context.Context) (outcome, error) { return 0, backend.peek(ctx, r, now.UnixMicro()) })
+	if err == nil && leased != nil {
+		l.book.adjust(r)
+	}
 	if err != nil {
 		var be *backendError
 		if !errors.As(err, &be) {

@@ -95,7 +95,7 @@ func TestTimedOutReservationIsReleasedWhenRedisAnswersAgain(t *testing.T) {
 	require.NoError(t, err)
 	viaProxy := redis.NewClient(o)
 	t.Cleanup(func() { _ = viaProxy.Close() })
-	l := New(NewRedis(viaProxy, g.prefix), Options{Now: clk.Now, Timeout: time.Second, RetryEvery: 10 * time.Millisecond})
+	l := New(NewRedis(viaProxy, g.prefix), Options{Now: clk.Now, Timeout: time.Second, RetryEvery: 10 * time.Millisecond, Exact: true})
 	other := g.limiter(t, Options{Now: clk.Now}) // another gateway, talking to Redis directly
 	c := Check{Scope: keyScope("k1"), Policy: Policy{Concurrency: 1, Budget: budget(1000, PeriodMonth)}}
 
