@@ -1,0 +1,240 @@
+package limits
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// burst sends n concurrent asks made by mk, alternately to each gateway, and holds every
+// admitted one to the end: all admitted requests are in flight at once.
+func burst(t *testing.T, gws []*Limiter, n int, mk func() Ask) (admitted []*Reservation) {
+	t.Helper()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		l := gws[i%len(gws)]
+		wg.Go(func() {
+			<-start
+			d, err := l.Reserve(context.Background(), mk())
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if d.Refused == nil {
+				mu.Lock()
+				admitted = append(admitted, d.Reservation)
+				mu.Unlock()
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	return admitted
+}
+
+// Both modes admit exactly what fits across two gateways: a budget, a rate and a
+// concurrency that fit 10, each under 50 asks at once.
+func TestTwoGatewaysAdmitExactlyWhatFitsInBothModes(t *testing.T) {
+	for _, mode := range []string{"exact", "lease"} {
+		t.Run(mode, func(t *testing.T) {
+			g := newGateways(t)
+			clk := newClock(t0)
+			gw := func() *Limiter {
+				if mode == "exact" {
+					return g.limiter(t, Options{Now: clk.Now})
+				}
+				return g.leaseLimiter(t, Options{Now: clk.Now})
+			}
+			gws := []*Limiter{gw(), gw()}
+			for _, tc := range []struct {
+				name  string
+				check Check
+				cost  int64
+			}{
+				{"budget", Check{Scope: keyScope("budget"), Policy: Policy{Budget: budget(10_000, PeriodMonth)}}, 1000},
+				{"rate", Check{Scope: keyScope("rate"), Policy: Policy{RPM: 10}}, 0},
+				{"concurrency", Check{Scope: keyScope("slots"), Policy: Policy{Concurrency: 10}}, 0},
+			} {
+				proj := Check{Scope: projectScope("p-" + tc.name), Policy: Policy{RPM: 1000, TPM: 1_000_000}}
+				held := burst(t, gws, 50, func() Ask { return ask(100, tc.cost, tc.check, proj) })
+				require.Len(t, held, 10, "%s: fits 10, across two gateways", tc.name)
+				for _, r := range held {
+					r.Settle(context.Background(), 100, tc.cost)
+				}
+			}
+		})
+	}
+}
+
+// Far from its limits a gateway admits from its leases: one call to Redis serves many
+// requests, and the calls per request fall to a tenth and below.
+func TestALeaseServesManyRequestsPerCallFarFromTheLimits(t *testing.T) {
+	g := newGateways(t)
+	clk := newClock(t0)
+	l := g.leaseLimiter(t, Options{Now: clk.Now})
+	key := Check{Scope: keyScope("k1"), Policy: Policy{RPM: 1_000_000, TPM: 1_000_000_000, Concurrency: 10_000, Budget: budget(1_000_000_000_000, PeriodMonth)}}
+	proj := Check{Scope: projectScope("p1"), Policy: Policy{RPM: 1_000_000, Budget: budget(1_000_000_000_000, PeriodMonth)}}
+	const n = 2000
+	for range n {
+		clk.Add(time.Millisecond)
+		admit(t, l, ask(500, 1000, key, proj)).Settle(context.Background(), 300, 700)
+	}
+	st := l.LeaseStats()
+	t.Logf("%d requests: %d admitted from memory, %d calls to Redis", n, st.Local, st.Renewals)
+	require.LessOrEqual(t, float64(st.Renewals)/n, 0.1, "calls to Redis per request")
+	l.Flush()
+	ks := status(t, l, key)
+	require.Equal(t, int64(n*700), ks.SpentMicros, "every request's cost counted")
+	require.Equal(t, int64(0), ks.ReservedMicros)
+	require.Equal(t, int64(0), ks.InFlight)
+}
+
+// A lease holds at most an eighth of what remained, in whole requests: another gateway
+// is refused early by at most that, and the refusal is the only difference from exact
+// mode. Given back (idle, or at Close), all of it is there again.
+func TestAnotherGatewaysLeaseBoundsAnEarlyRefusal(t *testing.T) {
+	g := newGateways(t)
+	clk := newClock(t0)
+	a := g.leaseLimiter(t, Options{Now: clk.Now, LeaseIdle: time.Second})
+	b := g.leaseLimiter(t, Options{Now: clk.Now})
+	c := Check{Scope: keyScope("k1"), Policy: Policy{Budget: budget(100_000, PeriodTotal)}}
+	admit(t, a, ask(0, 1000, c)).Settle(context.Background(), 0, 1000)
+	// a holds a lease of whole requests: at most an eighth of the 99 that remained.
+	held := 0
+	for ; ; held++ {
+		d, err := b.Reserve(context.Background(), ask(0, 1000, c))
+		require.NoError(t, err)
+		if d.Refused != nil {
+			break
+		}
+		d.Reservation.Settle(context.Background(), 0, 1000)
+	}
+	early := 99 - held
+	t.Logf("b admitted %d, refused while a held %d requests' worth", held, early)
+	require.Positive(t, early, "a holds a lease")
+	require.LessOrEqual(t, early, 99/8, "at most an eighth of what remained")
+	// a spends its lease: nothing beyond the budget, ever.
+	for range early {
+		admit(t, a, ask(0, 1000, c)).Settle(context.Background(), 0, 1000)
+	}
+	refuse(t, a, ask(0, 1000, c))
+	a.Flush()
+	require.Equal(t, int64(100_000), status(t, b, c).SpentMicros)
+
+	// A lease not used within LeaseIdle goes back.
+	c2 := Check{Scope: keyScope("k2"), Policy: Policy{Budget: budget(80_000, PeriodTotal)}}
+	admit(t, a, ask(0, 1000, c2)).Settle(context.Background(), 0, 1000)
+	require.Positive(t, status(t, b, c2).ReservedMicros, "a's lease, as b sees it")
+	clk.Add(time.Second)
+	a.Flush()
+	st := status(t, b, c2)
+	require.Equal(t, int64(0), st.ReservedMicros, "given back once idle")
+	require.Equal(t, int64(1000), st.SpentMicros)
+}
+
+// A limit's new figure is never spent from a lease taken under the old one: the next
+// request asks Redis, and the old lease goes back.
+func TestALoweredLimitIsNotSpentFromAnOldLease(t *testing.T) {
+	g := newGateways(t)
+	clk := newClock(t0)
+	a := g.leaseLimiter(t, Options{Now: clk.Now})
+	b := g.leaseLimiter(t, Options{Now: clk.Now})
+	old := Check{Scope: keyScope("k1"), Policy: Policy{RPM: 800}}
+	admit(t, a, ask(0, 0, old))
+	calls := a.LeaseStats().Renewals
+	admit(t, a, ask(0, 0, old))
+	require.Equal(t, calls, a.LeaseStats().Renewals, "from the lease")
+	lowered := Check{Scope: keyScope("k1"), Policy: Policy{RPM: 10}}
+	// The bucket holds at most the new figure: a's lease, taken from the old, is not
+	// used for it.
+	n := len(burst(t, []*Limiter{a, b}, 30, func() Ask { return ask(0, 0, lowered) }))
+	require.Equal(t, 10, n, "the new figure, and nothing from the old lease")
+	require.Greater(t, a.LeaseStats().Renewals, calls)
+}
+
+// A gateway killed with its leases open loses at most them: the other is refused early
+// by at most what they held until they lapse, then the spend is seeded again from the
+// ledger, which has what the dead gateway had not added yet.
+func TestAKilledGatewayLosesAtMostItsOpenLeases(t *testing.T) {
+	g := newGateways(t)
+	clk := newClock(t0)
+	lg := &ledger{}
+	opts := Options{Now: clk.Now, Seeder: lg.Seeder, LeaseLife: 30 * time.Second}
+	a, b := g.leaseLimiter(t, opts), g.leaseLimiter(t, opts)
+	c := Check{Scope: keyScope("k1"), Policy: Policy{Budget: budget(100_000, PeriodMonth)}}
+	spend := func(l *Limiter) bool {
+		d, err := l.Reserve(context.Background(), ask(0, 1000, c))
+		require.NoError(t, err)
+		if d.Refused != nil {
+			return false
+		}
+		lg.add(c.Scope, clk.Now(), 1000)
+		d.Reservation.Settle(context.Background(), 0, 1000)
+		return true
+	}
+	for range 3 {
+		require.True(t, spend(a))
+	}
+	a.book.abandon() // killed: its spend not added, its lease not given back
+	n := 0
+	for spend(b) {
+		n++
+	}
+	require.GreaterOrEqual(t, n, 97-99/8-1, "refused early by at most a's lease")
+	require.Less(t, n, 97)
+	clk.Add(31 * time.Second)
+	for spend(b) {
+		n++
+	}
+	require.Equal(t, 97, n, "a's lease lapsed: the rest is b's, and a's spend counted from the ledger")
+	b.Flush()
+	require.Equal(t, int64(100_000), status(t, b, c).SpentMicros)
+}
+
+// While Redis does not answer, a gateway spends the lease it holds, then does what
+// exact mode does (a budget: refused as unavailable).
+func TestRedisAwaySpendsOnlyTheLeaseHeld(t *testing.T) {
+	g := newGateways(t)
+	clk := newClock(t0)
+	l := g.leaseLimiter(t, Options{Now: clk.Now, RetryEvery: time.Hour})
+	c := Check{Scope: keyScope("k1"), Policy: Policy{Budget: budget(1_000_000, PeriodMonth)}}
+	admit(t, l, ask(0, 1000, c)).Settle(context.Background(), 0, 0)
+	g.srv.Stop(t)
+	var admitted atomic.Int64
+	for {
+		d, err := l.Reserve(context.Background(), ask(0, 1000, c))
+		if err != nil {
+			require.ErrorIs(t, err, ErrUnavailable)
+			break
+		}
+		require.Nil(t, d.Refused)
+		admitted.Add(1)
+		require.Less(t, admitted.Load(), int64(1000), "bounded by the lease")
+	}
+	t.Logf("%d admitted from the lease while Redis was away", admitted.Load())
+	require.Positive(t, admitted.Load())
+	require.LessOrEqual(t, admitted.Load(), int64(999/8+1))
+}
+
+// Close gives back everything: a lease's unused allowance is in Redis again.
+func TestCloseGivesBackEveryLease(t *testing.T) {
+	g := newGateways(t)
+	clk := newClock(t0)
+	a := g.leaseLimiter(t, Options{Now: clk.Now})
+	c := Check{Scope: keyScope("k1"), Policy: Policy{RPM: 800, Concurrency: 100, Budget: budget(800_000, PeriodMonth)}}
+	admit(t, a, ask(0, 1000, c)).Settle(context.Background(), 0, 600)
+	other := g.limiter(t, Options{Now: clk.Now})
+	require.Less(t, status(t, other, c).Requests.Remaining, int64(799))
+	require.NoError(t, a.Close())
+	st := status(t, other, c)
+	require.Equal(t, int64(799), st.Requests.Remaining)
+	require.Equal(t, int64(0), st.InFlight)
+	require.Equal(t, int64(600), st.SpentMicros)
+	require.Equal(t, int64(0), st.ReservedMicros)
+}
