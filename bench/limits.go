@@ -19,10 +19,12 @@ import (
 // (requests and tokens per minute, concurrent requests, a monthly budget), each far
 // above what the benchmark sends, so that every request runs every check and none is
 // refused. "limits_memory" keeps the counters in the gateway's memory, "limits_redis" in
-// a throwaway redis-server the benchmark starts.
+// a throwaway redis-server the benchmark starts, through leases (the default), and
+// "limits_redis_exact" in the same server in exact mode (a call per request).
 const (
-	limitsMemory = "limits_memory"
-	limitsRedis  = "limits_redis"
+	limitsMemory     = "limits_memory"
+	limitsRedis      = "limits_redis"
+	limitsRedisExact = "limits_redis_exact"
 
 	benchRPM         = 100000000
 	benchTPM         = 100000000000
@@ -32,7 +34,7 @@ const (
 
 // limitVariants are the variants to run (-limits flag); limitsRedis is dropped with a
 // note when there is no redis-server.
-var limitVariants = limitsMemory + "," + limitsRedis
+var limitVariants = limitsMemory + "," + limitsRedis + "," + limitsRedisExact
 
 // keyLimitsBlock is the bench key's limits, as the key's block in the Caddyfile.
 func keyLimitsBlock() string {
@@ -217,7 +219,7 @@ func startLimitVariants(ctx context.Context, o options, tmp, upAddr string, res 
 		}
 		out = append(out, t)
 	}
-	if !want[limitsRedis] {
+	if !want[limitsRedis] && !want[limitsRedisExact] {
 		return out, nil, nil
 	}
 	bin := findRedis()
@@ -236,18 +238,23 @@ func startLimitVariants(ctx context.Context, o options, tmp, upAddr string, res 
 	if v, err := exec.Command(bin, "--version").Output(); err == nil {
 		res.Limits.RedisVersion = strings.TrimSpace(string(v))
 	}
-	t, err := startProxy(ctx, limitsRedis, o.switchyard, filepath.Join(tmp, limitsRedis), "http://"+upAddr, rs.url())
-	if err != nil {
-		rs.stop()
-		return out, nil, err
+	for _, name := range []string{limitsRedis, limitsRedisExact} {
+		if !want[name] {
+			continue
+		}
+		t, err := startProxy(ctx, name, o.switchyard, filepath.Join(tmp, name), "http://"+upAddr, rs.url())
+		if err != nil {
+			rs.stop()
+			return out, nil, err
+		}
+		t.redis = rs
+		// The probe went through: the counters must now be in Redis, not in the gateway.
+		if n, err := rs.keys(); err != nil || n == 0 {
+			t.proc.stop()
+			rs.stop()
+			return out, nil, fmt.Errorf("Switchyard with limits in Redis answered, but Redis holds %d keys (%v): the counters are not there", n, err)
+		}
+		out = append(out, t)
 	}
-	t.redis = rs
-	// The probe went through: the counters must now be in Redis, not in the gateway.
-	if n, err := rs.keys(); err != nil || n == 0 {
-		t.proc.stop()
-		rs.stop()
-		return out, nil, fmt.Errorf("Switchyard with limits in Redis answered, but Redis holds %d keys (%v): the counters are not there", n, err)
-	}
-	out = append(out, t)
 	return out, rs, nil
 }

@@ -65,7 +65,7 @@ type limitRatios struct {
 }
 
 // limitColumns are the Switchyard targets of the limits table, limits off first.
-var limitColumns = []string{"switchyard", limitsMemory, limitsRedis}
+var limitColumns = []string{"switchyard", limitsMemory, limitsRedis, limitsRedisExact}
 
 // summarize fills Variants from the latency, throughput and stream phases.
 func (l *limitsResult) summarize(r *results) {
@@ -78,7 +78,7 @@ func (l *limitsResult) summarize(r *results) {
 	}
 	for _, t := range limitColumns {
 		if v, seen := variantOf(r, t); seen {
-			v.Counters = map[string]string{"switchyard": "none", limitsMemory: "memory", limitsRedis: "redis"}[t]
+			v.Counters = map[string]string{"switchyard": "none", limitsMemory: "memory", limitsRedis: "redis", limitsRedisExact: "redis"}[t]
 			l.Variants[name(t)] = v
 		}
 	}
@@ -151,10 +151,10 @@ func (l *limitsResult) markdown(r *results) string {
 	var b strings.Builder
 	var cols []*limitsVariant
 	var heads []string
-	for _, key := range []string{"limits_off", limitsMemory, limitsRedis} {
+	for _, key := range []string{"limits_off", limitsMemory, limitsRedis, limitsRedisExact} {
 		if v := l.Variants[key]; v != nil {
 			cols = append(cols, v)
-			heads = append(heads, map[string]string{"limits_off": "Limits off", limitsMemory: "Limits on, memory", limitsRedis: "Limits on, Redis"}[key])
+			heads = append(heads, map[string]string{"limits_off": "Limits off", limitsMemory: "Limits on, memory", limitsRedis: "Limits on, Redis leases", limitsRedisExact: "Limits on, Redis exact"}[key])
 		}
 	}
 	if len(cols) < 2 {
@@ -218,7 +218,7 @@ func (l *limitsResult) markdown(r *results) string {
 		row("Added latency p99, concurrency 1 (over direct)", func(v *limitsVariant) string { return signedUs(v.AddedP99Us) }, func(x *limitRatios) float64 { return x.AddedP99 })
 		row("The check's latency p50 (over limits off)", blankOff(func(v *limitsVariant) string { return signedUs(v.CheckP50Us) }), nil)
 		row("CPU per request, concurrency 1", func(v *limitsVariant) string { return us(v.CPUc1Us) }, func(x *limitRatios) float64 { return x.CPUc1 })
-		if l.Variants[limitsRedis] != nil {
+		if l.Variants[limitsRedis] != nil || l.Variants[limitsRedisExact] != nil {
 			row("redis-server CPU per request, concurrency 1", redisOnly(func(v *limitsVariant) string { return us(v.RedisCPUc1Us) }), nil)
 		}
 		row("Bytes allocated per request", func(v *limitsVariant) string { return fmt.Sprintf("%.0f", v.AllocPerRequest) }, nil)
@@ -226,7 +226,7 @@ func (l *limitsResult) markdown(r *results) string {
 	if tp := r.Throughput; tp != nil {
 		row(fmt.Sprintf("**CPU per request**, concurrency %d (gateway)", tp.Concurrency), func(v *limitsVariant) string { return us(v.CPUUs) }, func(x *limitRatios) float64 { return x.CPU })
 		row("The check's CPU per request (over limits off)", blankOff(func(v *limitsVariant) string { return signedUs(v.CheckCPUUs) }), nil)
-		if l.Variants[limitsRedis] != nil {
+		if l.Variants[limitsRedis] != nil || l.Variants[limitsRedisExact] != nil {
 			row("redis-server CPU per request", redisOnly(func(v *limitsVariant) string { return us(v.RedisCPUUs) }), nil)
 			row("Gateway + redis-server CPU per request", redisOnly(func(v *limitsVariant) string { return us(v.CPUUs + v.RedisCPUUs) }), func(x *limitRatios) float64 { return x.CPUWithRedis })
 			row("Script calls to Redis per request (settlements pipelined: round trips are fewer)", redisOnly(func(v *limitsVariant) string { return fmt.Sprintf("%.2f", v.RedisScripts) }), nil)
@@ -237,6 +237,11 @@ func (l *limitsResult) markdown(r *results) string {
 	}
 	if s := r.Stream; s != nil {
 		row(fmt.Sprintf("CPU per stream (%d events, concurrency %d)", s.EventsPerStream, s.Concurrency), func(v *limitsVariant) string { return us(v.CPUPerStreamUs) }, func(x *limitRatios) float64 { return x.CPUPerStream })
+	}
+	if lease, mem := l.Variants[limitsRedis], l.Variants[limitsMemory]; lease != nil && mem != nil {
+		// Issue 40's goals for leases, against counting in memory.
+		fmt.Fprintf(&b, "\nLeases against memory: throughput %s (goal ≥ 0.95×), added p50 %s (goal ≤ +20 µs), Redis commands per request %.2f and script calls %.3f (goal ≤ 0.1).\n",
+			times(round(ratio(lease.RPS, mem.RPS), 3)), signedUs(round(lease.AddedP50Us-mem.AddedP50Us, 1)), lease.RedisCmds, lease.RedisScripts)
 	}
 	for _, n := range l.Notes {
 		fmt.Fprintf(&b, "\nNote: %s.\n", n)

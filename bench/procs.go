@@ -132,11 +132,13 @@ func (t *target) isProxy() bool { return t.proc != nil }
 
 // isSwitchyard says whether t is Switchyard, with limits or without.
 func (t *target) isSwitchyard() bool {
-	return t.name == "switchyard" || t.name == limitsMemory || t.name == limitsRedis || t.name == tracingOn
+	return t.name == "switchyard" || t.hasLimits() || t.name == tracingOn
 }
 
 // hasLimits says whether t is Switchyard with the bench key's limits on.
-func (t *target) hasLimits() bool { return t.name == limitsMemory || t.name == limitsRedis }
+func (t *target) hasLimits() bool {
+	return t.name == limitsMemory || t.name == limitsRedis || t.name == limitsRedisExact
+}
 
 // upstreamCA is the fixed upstream's TLS certificate (PEM), which every proxy trusts
 // through SSL_CERT_FILE.
@@ -237,7 +239,7 @@ var switchyardStore = "sqlite"
 // responses) on the same upstream, the SQLite store (keys, metering and the usage ledger
 // hang off it), and the three handlers with native errors. With limits the key carries
 // every kind of limit, counted in memory, or in Redis when redisURL is set.
-func switchyardCaddyfile(listen, admin, upstream, dbPath string, limits bool, redisURL string) string {
+func switchyardCaddyfile(listen, admin, upstream, dbPath string, limits bool, redisURL, mode string) string {
 	store := "sqlite " + dbPath
 	if switchyardStore != "sqlite" {
 		store = switchyardStore
@@ -249,8 +251,9 @@ func switchyardCaddyfile(listen, admin, upstream, dbPath string, limits bool, re
 			limitsOpt = fmt.Sprintf(`
 		limits {
 			redis %s
-			redis_prefix bench
-		}`, redisURL)
+			redis_prefix bench-%s
+			mode %s
+		}`, redisURL, mode, mode)
 		}
 	}
 	return fmt.Sprintf(`{
@@ -336,18 +339,23 @@ func startProxy(ctx context.Context, name, bin, dir, upstream, redisURL string, 
 	case "stock":
 		t.label = "stock Caddy reverse_proxy"
 		cfg = stockCaddyfile(t.addr, t.admin, upstream)
-	case "switchyard", limitsMemory, limitsRedis:
-		t.label = map[string]string{"switchyard": "Switchyard", limitsMemory: "Switchyard, limits in memory", limitsRedis: "Switchyard, limits in Redis"}[name]
-		if name == limitsRedis && redisURL == "" {
+	case "switchyard", limitsMemory, limitsRedis, limitsRedisExact:
+		t.label = map[string]string{"switchyard": "Switchyard", limitsMemory: "Switchyard, limits in memory",
+			limitsRedis: "Switchyard, limits in Redis through leases", limitsRedisExact: "Switchyard, limits in Redis, exact mode"}[name]
+		if (name == limitsRedis || name == limitsRedisExact) && redisURL == "" {
 			return nil, errors.New("limits in Redis need a Redis")
 		}
-		cfg = switchyardCaddyfile(t.addr, t.admin, upstream, filepath.Join(dir, "store", "switchyard.db"), name != "switchyard", redisURL)
+		mode := "lease"
+		if name == limitsRedisExact {
+			mode = "exact"
+		}
+		cfg = switchyardCaddyfile(t.addr, t.admin, upstream, filepath.Join(dir, "store", "switchyard.db"), name != "switchyard", redisURL, mode)
 		if err := os.MkdirAll(filepath.Join(dir, "store"), 0o755); err != nil {
 			return nil, err
 		}
 	case tracingOn:
 		t.label = "Switchyard, tracing on"
-		cfg = withTracing(switchyardCaddyfile(t.addr, t.admin, upstream, filepath.Join(dir, "store", "switchyard.db"), false, ""))
+		cfg = withTracing(switchyardCaddyfile(t.addr, t.admin, upstream, filepath.Join(dir, "store", "switchyard.db"), false, "", ""))
 		if err := os.MkdirAll(filepath.Join(dir, "store"), 0o755); err != nil {
 			return nil, err
 		}

@@ -107,6 +107,10 @@ func (a *App) openLimiter(repl *caddy.Replacer) error {
 			Lease:                 time.Duration(lc.Lease),
 			BudgetWhenUnreachable: lc.WhenUnreachable,
 			Exact:                 lc.Mode == "exact",
+			// What a gateway that died held lapses after `lease`, whichever the mode:
+			// its requests' reservations in exact mode, its leases otherwise (30s
+			// unless set).
+			LeaseLife: time.Duration(lc.Lease),
 			OnUnreachable: func(err error) {
 				if err != nil {
 					logger.Warn("limit counters unreachable: rate limits count in this gateway meanwhile", zap.String("budgets", orDefault(lc.WhenUnreachable, "refuse")), zap.Error(err))

@@ -34,8 +34,9 @@ type LimitsConfig struct {
 	// every request, in one round trip, and never refuses while another gateway holds
 	// unused allowance. Without redis it has no effect. Default: "lease".
 	Mode string `json:"mode,omitempty"`
-	// Lease is how long an unsettled reservation and its concurrency slot live (a gateway
-	// that died mid-request). Default: 15m.
+	// Lease is how long what a gateway that died holds in Redis stays held: in exact
+	// mode its unsettled reservations and their concurrency slots (default 15m); through
+	// leases, its leases, which a running gateway renews every third of it (default 30s).
 	Lease caddy.Duration `json:"lease,omitempty"`
 	// DefaultOutputTokens is the output reserved for a request that sets no output cap on
 	// a model that declares no max_output_tokens. Default: 4096.

@@ -43,6 +43,12 @@ func TestBudgetHoldsAcrossTwoGatewaysUnderConcurrentStreams(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the gateway and runs two of them with Redis and PostgreSQL")
 	}
+	for _, mode := range []string{"lease", "exact"} {
+		t.Run(mode, func(t *testing.T) { budgetAcrossTwoGateways(t, mode) })
+	}
+}
+
+func budgetAcrossTwoGateways(t *testing.T, mode string) {
 	rd := redistest.Start(t)
 	dsn := pgtest.SchemaDSN(t)
 	caddy := buildCaddyCLI(t)
@@ -55,11 +61,12 @@ func TestBudgetHoldsAcrossTwoGatewaysUnderConcurrentStreams(t *testing.T) {
 		journal %s
 		limits {
 			redis %s
+			mode %s
 		}
 		key budgeted %s {
 			budget 1/day
 		}
-`, dsn, filepath.Join(dir, "journal"), rd.URL(), budgetKey) + pricedChat("http://"+up.hostport(), upstreamPrefix+"-x+drip-100ms")
+`, dsn, filepath.Join(dir, "journal"), rd.URL(), mode, budgetKey) + pricedChat("http://"+up.hostport(), upstreamPrefix+"-x+drip-100ms")
 		}
 	}
 	dirA, dirB := t.TempDir(), t.TempDir()
@@ -137,6 +144,12 @@ func TestTokensPerMinuteHoldAcrossTwoGateways(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the gateway and runs two of them with Redis")
 	}
+	for _, mode := range []string{"lease", "exact"} {
+		t.Run(mode, func(t *testing.T) { tokensAcrossTwoGateways(t, mode) })
+	}
+}
+
+func tokensAcrossTwoGateways(t *testing.T, mode string) {
 	rd := redistest.Start(t)
 	caddy := buildCaddyCLI(t)
 	up := newUpstream(t)
@@ -149,11 +162,12 @@ func TestTokensPerMinuteHoldAcrossTwoGateways(t *testing.T) {
 			return fmt.Sprintf(`		store off
 		limits {
 			redis %s
+			mode %s
 		}
 		key tpm-limited %s {
 			tpm 1260
 		}
-`, rd.URL(), budgetKey) + pricedChat("http://"+up.hostport(), upstreamPrefix+"-x+drip-100ms")
+`, rd.URL(), mode, budgetKey) + pricedChat("http://"+up.hostport(), upstreamPrefix+"-x+drip-100ms")
 		}
 	}
 	dirA, dirB := t.TempDir(), t.TempDir()
