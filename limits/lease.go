@@ -428,9 +428,9 @@ func (b *leaseBook) renewFor(ctx context.Context, r *Reservation, short []int, g
 			return admitted, nil
 		}
 		cctx, cancel := context.WithTimeout(ctx, b.l.timeout)
-		err := b.rc.renew(cctx, b.gw, ops, nowUS, b.life.Microseconds())
+		calls, err := b.rc.renew(cctx, b.gw, ops, nowUS, b.life.Microseconds())
 		cancel()
-		b.renewals.Add(1)
+		b.renewals.Add(int64(calls))
 		out := admitted
 		seed := false
 		b.mu.Lock()
@@ -738,9 +738,9 @@ func (b *leaseBook) upkeepOnce(mode upkeepMode) bool {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), b.l.timeout)
-	err := b.rc.renew(ctx, b.gw, ops, now.UnixMicro(), life.Microseconds())
+	calls, err := b.rc.renew(ctx, b.gw, ops, now.UnixMicro(), life.Microseconds())
 	cancel()
-	b.renewals.Add(1)
+	b.renewals.Add(int64(calls))
 	b.mu.Lock()
 	for _, op := range ops {
 		b.answered(op, nil, err, now)

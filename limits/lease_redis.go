@@ -174,6 +174,9 @@ write_rates(now)
 return out
 `)
 
+// maxOpsPerCall bounds the ops of one leaseScript call.
+const maxOpsPerCall = 128
+
 // leaseOp is one lease to take, resize or give back, and its answer.
 type leaseOp struct {
 	o                      *leaseObj
@@ -213,10 +216,10 @@ func (rc *redisCounters) leaseArgs(gw string, ops []*leaseOp, now, life int64) (
 	return keys, args
 }
 
-// renew sends ops, grouped so that each call touches one scope's keys when the client is
+// renew sends ops (and says in how many calls), grouped so that each call touches one scope's keys when the client is
 // a cluster's (one slot each), else in one call; the calls go through exec, so they carry
 // the queued settlements and share pipelines with other calls.
-func (rc *redisCounters) renew(ctx context.Context, gw string, ops []*leaseOp, now, life int64) error {
+func (rc *redisCounters) renew(ctx context.Context, gw string, ops []*leaseOp, now, life int64) (calls int, err error) {
 	groups := [][]*leaseOp{ops}
 	if _, cluster := rc.c.(*redis.ClusterClient); cluster && len(ops) > 1 {
 		groups = groups[:0]
@@ -229,6 +232,14 @@ func (rc *redisCounters) renew(ctx context.Context, gw string, ops []*leaseOp, n
 				groups = append(groups, nil)
 			}
 			groups[i] = append(groups[i], op)
+		}
+	}
+	// A call carries at most maxOpsPerCall ops: an upkeep of many leases must not hold
+	// Redis's one thread for long.
+	for i := 0; i < len(groups); i++ {
+		if g := groups[i]; len(g) > maxOpsPerCall {
+			groups = append(groups, g[maxOpsPerCall:])
+			groups[i] = g[:maxOpsPerCall]
 		}
 	}
 	errs := make([]error, len(groups))
@@ -261,8 +272,8 @@ func (rc *redisCounters) renew(ctx context.Context, gw string, ops []*leaseOp, n
 	}
 	for _, err := range errs {
 		if err != nil {
-			return err
+			return len(groups), err
 		}
 	}
-	return nil
+	return len(groups), nil
 }

@@ -2,6 +2,7 @@ package limits
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -237,4 +238,24 @@ func TestCloseGivesBackEveryLease(t *testing.T) {
 	require.Equal(t, int64(0), st.InFlight)
 	require.Equal(t, int64(600), st.SpentMicros)
 	require.Equal(t, int64(0), st.ReservedMicros)
+}
+
+// Many leases go back at Close in calls of a bounded size, every one of them.
+func TestCloseGivesBackManyLeasesInBoundedCalls(t *testing.T) {
+	g := newGateways(t)
+	clk := newClock(t0)
+	a := g.leaseLimiter(t, Options{Now: clk.Now})
+	const keys = 300
+	checks := make([]Check, keys)
+	for i := range checks {
+		checks[i] = Check{Scope: keyScope(fmt.Sprintf("k%d", i)), Policy: Policy{RPM: 800}}
+		admit(t, a, ask(0, 0, checks[i]))
+	}
+	before := a.LeaseStats().Renewals
+	require.NoError(t, a.Close())
+	require.GreaterOrEqual(t, a.LeaseStats().Renewals-before, int64((keys+maxOpsPerCall-1)/maxOpsPerCall))
+	other := g.limiter(t, Options{Now: clk.Now})
+	for _, c := range checks {
+		require.Equal(t, int64(799), status(t, other, c).Requests.Remaining, "%s", c.Scope)
+	}
 }
