@@ -111,7 +111,7 @@ func main() {
 	flag.StringVar(&memUpstreams, "mem-upstreams", memUpstreams, "how the proxies reach the upstream in the memory phase, comma-separated (h2 over TLS, h1 in clear)")
 	flag.StringVar(&memProxies, "mem-proxies", memProxies, "proxies the memory phase measures, comma-separated (stock, switchyard)")
 	flag.BoolVar(&memTrace, "mem-trace", false, "print resident memory every second while streams settle")
-	flag.StringVar(&limitVariants, "limits", limitVariants, "Switchyard-with-limits variants the latency, throughput and stream phases add, comma-separated (limits_memory, limits_redis); empty for none")
+	flag.StringVar(&limitVariants, "limits", limitVariants, "Switchyard-with-limits variants the latency, throughput and stream phases add, comma-separated (limits_memory, limits_redis, limits_redis_exact); empty for none")
 	flag.StringVar(&switchyardStore, "switchyard-store", switchyardStore, `Switchyard's store: "sqlite" (production) or "off" (no keys store, metering or ledger)`)
 	flag.BoolVar(&benchTracing, "tracing", benchTracing, "add Switchyard with tracing on (spans exported to a sink here) to the latency, throughput and stream phases")
 	quick := flag.Bool("quick", false, "small counts: a check that everything runs, not a measurement")
