@@ -27,6 +27,9 @@ type attemptClock struct {
 	// stream's headers came; clientLeft once the client went away after either: then only
 	// the grace for reading on counts.
 	committed, streaming, clientLeft atomic.Bool
+	// drained is set when the gateway's stop ended the attempt (Request.Drain).
+	drained atomic.Bool
+	cancel  context.CancelFunc
 	// due is when the limit before the first byte runs out (Unix nanoseconds), and
 	// byDeadline whether that is the request's deadline rather than the candidate's own
 	// limit.
@@ -99,7 +102,7 @@ func (c *attemptClock) limitFirstEvent(l limit, dl *deadline) {
 }
 
 func startClock(firstByte, idle time.Duration, cancel context.CancelFunc) *attemptClock {
-	c := &attemptClock{idle: idle, idleLimit: limit{"idle_timeout", idle}}
+	c := &attemptClock{idle: idle, idleLimit: limit{"idle_timeout", idle}, cancel: cancel}
 	c.timer = time.AfterFunc(firstByte, func() {
 		c.timedOut.Store(true)
 		cancel()
@@ -125,6 +128,22 @@ func (c *attemptClock) clientGone() {
 }
 
 func (c *attemptClock) stop() { c.timer.Stop() }
+
+// drain ends the attempt because the gateway is stopping: the upstream call is cancelled,
+// and whatever reads it learns why from drained.
+func (c *attemptClock) drain() {
+	c.drained.Store(true)
+	c.cancel()
+}
+
+// watchDrain ends the attempt when the request's Drain is done; the function it returns
+// stops watching.
+func (a *attempt) watchDrain() func() bool {
+	if a.req.Drain == nil {
+		return func() bool { return true }
+	}
+	return context.AfterFunc(a.req.Drain, a.clock.drain)
+}
 
 // run makes the attempt and reports whether it committed an answer to the client.
 func (a *attempt) run() bool {
@@ -206,6 +225,7 @@ func (a *attempt) send() bool {
 		}
 	})
 	defer a.clock.stop()
+	defer a.watchDrain()()
 	// Every body the transport reads, a reopened one too, is watched for its delivery.
 	body := watchDelivery(upload, length, delivered, &opened)
 	reopenBody := func() (io.ReadCloser, error) {
