@@ -473,3 +473,84 @@ func TestSIGTERMDrainsTheGateway(t *testing.T) {
 		})
 	}
 }
+
+// drainReloadStreams is how many streams the reload test starts.
+const drainReloadStreams = 12
+
+// A reload that drops the gateway's route is a stop for the old configuration: the streams
+// it has in flight finish within its grace period or end with their family's error event
+// when the grace is over, and each is in the ledger exactly once.
+func TestReloadThatDropsTheRouteDrainsItsStreams(t *testing.T) {
+	up := newDrainUpstream(t)
+	dbPath := filepath.Join(t.TempDir(), "keys.db") // where drainGateway puts the store
+	switchyard := drainGateway(filepath.Dir(dbPath), up.URL)(0)
+	config := func(port, adminPort int, site string) string {
+		return fmt.Sprintf("{\n\tadmin 127.0.0.1:%d\n\tdefault_bind 127.0.0.1\n\tgrace_period 1s\n\tswitchyard {\n%s\n\t}\n}\nhttp://127.0.0.1:%d {\n%s\n}\n",
+			adminPort, switchyard, port, site)
+	}
+	const route = "\tswitchyard_auth\n\tswitchyard_model\n\tswitchyard_proxy\n\thandle_errors {\n\t\tswitchyard_errors\n\t}"
+	ports, _ := startCaddy(t, 2, func(ports []int) string { return config(ports[0], ports[1], route) })
+	base, admin := fmt.Sprintf("http://127.0.0.1:%d", ports[0]), fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	client := &http.Client{Transport: &http.Transport{}}
+	streams := make([]*drainStream, drainReloadStreams)
+	var committed, done sync.WaitGroup
+	for i := range streams {
+		s := &drainStream{shape: shapes[i%len(shapes)].name, quick: i%2 == 0, tag: fmt.Sprintf("reload-%d-long", i)}
+		if s.quick {
+			s.tag = fmt.Sprintf("reload-%d-quick", i)
+		}
+		streams[i] = s
+		committed.Add(1)
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			runDrainStream(ctx, t, client, base, s, committed.Done)
+		}()
+	}
+	committed.Wait()
+
+	// The new configuration keeps the site, without the gateway's route.
+	load, err := http.NewRequest("POST", admin+"/load", strings.NewReader(config(ports[0], ports[1], "\trespond \"moved\" 410")))
+	require.NoError(t, err)
+	load.Header.Set("Content-Type", "text/caddyfile")
+	resp, err := http.DefaultClient.Do(load)
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", b)
+	http.DefaultTransport.(*http.Transport).CloseIdleConnections()
+	after := (&gateway{base: base}).call(t, "GET", "/v1/models", "")
+	require.Equal(t, http.StatusGone, after.Status, "the new configuration has no gateway route")
+	close(up.release) // the quick streams end now, within the old configuration's grace
+	done.Wait()
+
+	db, err := sql.Open("sqlite", dbPath)
+	require.NoError(t, err)
+	defer db.Close()
+	for _, s := range streams {
+		t.Run(s.tag, func(t *testing.T) {
+			require.NoError(t, s.err)
+			require.Equal(t, http.StatusOK, s.status)
+			require.NotEmpty(t, s.events)
+			words, ended := up.wordsOf(s.tag)
+			row := record(t, db, s.id) // the ledger writes in batches
+			if s.quick {
+				require.True(t, ended, "the upstream finished the stream")
+				assert.True(t, s.terminated(), "a stream that could finish within the grace ends with its terminator")
+				assert.Equal(t, int64(words), row.Output, "billed the upstream's count")
+				return
+			}
+			last := s.events[len(s.events)-1]
+			assertNativeStreamError(t, s.shape, last)
+			assert.Contains(t, last.Data, "shutting down", "the error event says why")
+			assert.Positive(t, row.Output, "billed for the words it delivered (%d)", words)
+			assert.True(t, row.Estimated)
+		})
+	}
+	var rows int
+	require.NoError(t, db.QueryRow(`SELECT COUNT(*) FROM usage_records`).Scan(&rows))
+	assert.Equal(t, drainReloadStreams, rows, "one ledger row per request, none other")
+}
