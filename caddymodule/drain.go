@@ -1,7 +1,6 @@
 package caddymodule
 
 import (
-	"context"
 	"net/http"
 	"strconv"
 	"sync"
@@ -12,6 +11,8 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
+
+	"github.com/switchyard-gw/switchyard/relay"
 )
 
 func init() {
@@ -29,9 +30,8 @@ const drainRecordWait = 5 * time.Second
 // simply ends), so without it a stream would be cut without its error event and without
 // its usage record.
 type inFlight struct {
-	// drain is done when the grace period is over (relay.Request.Drain).
-	drain    context.Context
-	endGrace context.CancelFunc
+	// drain ends the requests still running when the grace period is over.
+	drain *relay.Drain
 
 	// stopBegun is set once the app's Stop has begun (readiness fails from then on).
 	stopBegun atomic.Bool
@@ -42,9 +42,7 @@ type inFlight struct {
 }
 
 func newInFlight() *inFlight {
-	f := &inFlight{idle: make(chan struct{})}
-	f.drain, f.endGrace = context.WithCancel(context.Background())
-	return f
+	return &inFlight{idle: make(chan struct{}), drain: relay.NewDrain()}
 }
 
 // enter counts a request in; leave counts it out once its answer and its usage record
@@ -81,7 +79,7 @@ func (f *inFlight) settle(exiting bool, grace time.Duration, logger *zap.Logger,
 	default:
 	}
 	if exiting {
-		f.endGrace()
+		f.drain.End()
 		f.await(idle, logger)
 		release()
 		return
@@ -96,7 +94,7 @@ func (f *inFlight) settle(exiting bool, grace time.Duration, logger *zap.Logger,
 		select {
 		case <-idle:
 		case <-graceOver:
-			f.endGrace()
+			f.drain.End()
 			f.await(idle, logger)
 		}
 		release()

@@ -27,9 +27,12 @@ type attemptClock struct {
 	// stream's headers came; clientLeft once the client went away after either: then only
 	// the grace for reading on counts.
 	committed, streaming, clientLeft atomic.Bool
-	// drained is set when the gateway's stop ended the attempt (Request.Drain).
-	drained atomic.Bool
-	cancel  context.CancelFunc
+	// drained is set when the gateway's stop ended the attempt (Request.Drain); the
+	// links place the clock in the Drain's list while the attempt runs.
+	drained              atomic.Bool
+	cancel               context.CancelFunc
+	drainShard           *drainShard
+	drainNext, drainPrev *attemptClock
 	// due is when the limit before the first byte runs out (Unix nanoseconds), and
 	// byDeadline whether that is the request's deadline rather than the candidate's own
 	// limit.
@@ -136,13 +139,18 @@ func (c *attemptClock) drain() {
 	c.cancel()
 }
 
-// watchDrain ends the attempt when the request's Drain is done; the function it returns
-// stops watching.
-func (a *attempt) watchDrain() func() bool {
-	if a.req.Drain == nil {
-		return func() bool { return true }
+// watchDrain has the attempt ended by the request's Drain; unwatchDrain stops that once
+// the attempt is over.
+func (a *attempt) watchDrain() {
+	if a.req.Drain != nil {
+		a.req.Drain.watch(a.clock)
 	}
-	return context.AfterFunc(a.req.Drain, a.clock.drain)
+}
+
+func (a *attempt) unwatchDrain() {
+	if a.req.Drain != nil {
+		a.req.Drain.unwatch(a.clock)
+	}
 }
 
 // run makes the attempt and reports whether it committed an answer to the client.
@@ -225,7 +233,8 @@ func (a *attempt) send() bool {
 		}
 	})
 	defer a.clock.stop()
-	defer a.watchDrain()()
+	a.watchDrain()
+	defer a.unwatchDrain()
 	// Every body the transport reads, a reopened one too, is watched for its delivery.
 	body := watchDelivery(upload, length, delivered, &opened)
 	reopenBody := func() (io.ReadCloser, error) {

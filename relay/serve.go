@@ -64,11 +64,11 @@ type Request struct {
 	// KeepFinishReason asks for a whole answer's finish reason too, one lookup more over
 	// its body (a stream's is observed anyway): traces want it, nothing else does.
 	KeepFinishReason bool
-	// Drain, when set, is done once the gateway's grace period for requests in flight has
-	// run out on a stop: an answer still streaming then ends with the family's error
-	// event, billed for what it carried, and one not yet begun is answered with 503.
-	// Unlike the client's context, it never makes the answer look abandoned.
-	Drain context.Context
+	// Drain, when set, ends the request once the gateway's grace period for requests in
+	// flight has run out on a stop: an answer still streaming then ends with the
+	// family's error event, billed for what it carried, and one not yet begun is answered
+	// with 503. Unlike the client's leaving, it never makes the answer look abandoned.
+	Drain *Drain
 }
 
 // Attempt records one try on one candidate.
@@ -382,7 +382,7 @@ func (s *serving) try(pos, n int, wait time.Duration) bool {
 // draining reports whether the gateway's grace for requests in flight has run out; the
 // request is then over, answered with 503 since no answer began.
 func (s *serving) draining() bool {
-	if s.req.Drain == nil || s.req.Drain.Err() == nil {
+	if s.req.Drain == nil || !s.req.Drain.Ended() {
 		return false
 	}
 	s.err = protocols.ErrShuttingDown(s.req.Op.Family, s.req.ServiceModel)
@@ -425,7 +425,7 @@ func (s *serving) waitUntil(t time.Time) bool {
 	defer timer.Stop()
 	var drain <-chan struct{}
 	if s.req.Drain != nil {
-		drain = s.req.Drain.Done()
+		drain = s.req.Drain.done
 	}
 	select {
 	case <-timer.C:
