@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
 	"github.com/switchyard-gw/switchyard/access"
@@ -116,6 +117,13 @@ type App struct {
 	logger      *zap.Logger
 	outbox      alerts.Outbox  // the store's alert outbox; nil without a store
 	alerts      *alertsRuntime // nil without alerts
+
+	ctx caddy.Context
+	// inFlight counts this configuration's requests in the relay and ends them when the
+	// grace period of a stop is over.
+	inFlight *inFlight
+	// grace is the http app's grace_period (zero: none, requests run to their end).
+	grace time.Duration
 }
 
 // ModelConfig declares one service model.
@@ -307,6 +315,8 @@ func (App) CaddyModule() caddy.ModuleInfo {
 // Provision builds the catalog, the key verifier and one upstream per candidate.
 func (a *App) Provision(ctx caddy.Context) error {
 	a.logger = ctx.Logger()
+	a.ctx = ctx
+	a.inFlight = newInFlight()
 	repl := caddy.NewReplacer()
 	now := time.Now().UTC().Truncate(time.Second)
 
@@ -692,12 +702,35 @@ func (a *App) Start() error {
 	a.startProbes()
 	a.startAlerts()
 	a.startDepartureSweep()
+	// Every app is provisioned by now; the http app's grace period bounds how long this
+	// configuration's requests may run on after a reload replaces it.
+	if h, err := a.ctx.AppIfConfigured("http"); err == nil {
+		if httpApp, ok := h.(*caddyhttp.App); ok {
+			a.grace = time.Duration(httpApp.GracePeriod)
+		}
+	}
 	return nil
+}
+
+// ledgerOpen reports whether the usage ledger is open (true without a store).
+func (a *App) ledgerOpen() bool {
+	if a.ledgerReady == nil {
+		return true
+	}
+	select {
+	case <-a.ledgerReady:
+		return true
+	default:
+		return false
+	}
 }
 
 // Stop implements caddy.App. In-flight requests keep their connections: on a reload
 // Caddy lets them finish, and only idle connections of this configuration are closed.
 func (a *App) Stop() error {
+	if a.inFlight != nil {
+		a.inFlight.stopBegun.Store(true)
+	}
 	if a.stopSweep != nil {
 		a.stopSweep()
 	}
@@ -710,7 +743,14 @@ func (a *App) Stop() error {
 }
 
 // Cleanup implements caddy.CleanerUpper: this configuration's hold on each candidate's
-// shared health is released (the health itself lives on while a newer one uses it).
+// shared health is released (the health itself lives on while a newer one uses it), and
+// its hold on the ledger, the limiter and the store once its requests are over.
+//
+// Caddy cleans a configuration up after every app's Stop. On exit the http app's Stop
+// has waited out the grace period first, so the requests still running are past it:
+// they are ended here, each with its family's error event and its usage record, before
+// the ledger's last flush. On a reload the old configuration's requests run on for the
+// grace period, and hold what they write to until they end.
 func (a *App) Cleanup() error {
 	for _, key := range a.healthKeys {
 		_, _ = healthPool.Delete(key)
@@ -718,16 +758,24 @@ func (a *App) Cleanup() error {
 	if a.affinityKey != "" {
 		_, _ = affinityPool.Delete(a.affinityKey)
 	}
-	// The ledger goes first: its last flush needs the store.
-	if a.ledgerKey != "" {
-		_, _ = ledgerPool.Delete(a.ledgerKey)
+	release := func() {
+		// The ledger goes first: its last flush needs the store. The limiter's
+		// destructor gives back what it holds in Redis.
+		if a.ledgerKey != "" {
+			_, _ = ledgerPool.Delete(a.ledgerKey)
+		}
+		if a.limiterKey != "" {
+			_, _ = limiterPool.Delete(a.limiterKey)
+		}
+		if a.storeKey != "" {
+			_, _ = storePool.Delete(a.storeKey)
+		}
 	}
-	if a.limiterKey != "" {
-		_, _ = limiterPool.Delete(a.limiterKey)
+	if a.inFlight == nil { // not provisioned
+		release()
+		return nil
 	}
-	if a.storeKey != "" {
-		_, _ = storePool.Delete(a.storeKey)
-	}
+	a.inFlight.settle(caddy.Exiting(), a.grace, a.logger, release)
 	return nil
 }
 

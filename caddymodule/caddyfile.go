@@ -29,6 +29,7 @@ func init() {
 		{"switchyard_errors", unmarshalHandler[Errors]},
 		{"switchyard_simulator", unmarshalHandler[Simulator]},
 		{"switchyard_console", unmarshalHandler[Console]},
+		{"switchyard_ready", unmarshalHandler[Ready]},
 	} {
 		httpcaddyfile.RegisterHandlerDirective(d.name, d.parse)
 		// Each lands just before reverse_proxy, in this order, so a site block needs no

@@ -436,6 +436,10 @@ func (h *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Ha
 		return fail(protocols.ErrMisconfigured(protocols.FamilyOfPath(r.URL.Path), "switchyard_model must run before switchyard_proxy"))
 	}
 	identity, _ := caddyhttp.GetVar(r.Context(), varIdentity).(*auth.Identity)
+	// Counted until its usage record is made: a stop waits for it, and ends it when the
+	// grace period is over.
+	h.app.inFlight.enter()
+	defer h.app.inFlight.leave()
 	if rt.parsed == nil && h.needsWholeBody(r, rt, identity) {
 		parsed, bodyErr := rt.body.Wait()
 		if bodyErr != nil {
@@ -457,6 +461,7 @@ func (h *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Ha
 		Timeout:              rt.model.RequestTimeout,
 		FailoverAfterTimeout: rt.model.FailoverAfterTimeout,
 		KeepFinishReason:     logOf(r).trace != nil,
+		Drain:                h.app.inFlight.drain,
 	}
 	// Admission: the request's worst case is reserved against every limit on its path
 	// before any upstream is called; the answer's metered cost replaces it at the end,

@@ -27,16 +27,30 @@ type processConfig struct {
 // journal, keys, models).
 func writeProcessConfig(t *testing.T, dir string, ports []int, switchyard func(simPort int) string) processConfig {
 	t.Helper()
+	return writeProcessConfigWith(t, dir, ports, processExtras{}, switchyard)
+}
+
+// processExtras are lines a test adds to a process's Caddyfile: global options, and
+// directives of the gateway site before its switchyard handlers.
+type processExtras struct {
+	global, site string
+}
+
+// writeProcessConfigWith is writeProcessConfig with extra lines.
+func writeProcessConfigWith(t *testing.T, dir string, ports []int, extras processExtras, switchyard func(simPort int) string) processConfig {
+	t.Helper()
 	c := processConfig{path: filepath.Join(dir, "Caddyfile"), gwPort: ports[0], simPort: ports[1], adminPort: ports[2]}
 	require.NoError(t, os.WriteFile(c.path, []byte(fmt.Sprintf(`{
 	admin 127.0.0.1:%d
 	default_bind 127.0.0.1
 	storage file_system %s
+%s
 	switchyard {
 %s
 	}
 }
 http://127.0.0.1:%d {
+%s
 	switchyard_auth
 	switchyard_model
 	switchyard_proxy
@@ -47,7 +61,7 @@ http://127.0.0.1:%d {
 http://127.0.0.1:%d {
 	switchyard_simulator
 }
-`, c.adminPort, filepath.Join(dir, "caddy-data"), switchyard(c.simPort), c.gwPort, c.simPort)), 0o600))
+`, c.adminPort, filepath.Join(dir, "caddy-data"), extras.global, switchyard(c.simPort), c.gwPort, extras.site, c.simPort)), 0o600))
 	return c
 }
 
@@ -70,9 +84,15 @@ type processGateway struct {
 // ends; if the test failed, the end of its log is shown.
 func startGatewayProcess(t *testing.T, caddy func(args ...string) *exec.Cmd, name, dir string, switchyard func(simPort int) string) *processGateway {
 	t.Helper()
+	return startGatewayProcessWith(t, caddy, name, dir, processExtras{}, switchyard)
+}
+
+// startGatewayProcessWith is startGatewayProcess with extra Caddyfile lines.
+func startGatewayProcessWith(t *testing.T, caddy func(args ...string) *exec.Cmd, name, dir string, extras processExtras, switchyard func(simPort int) string) *processGateway {
+	t.Helper()
 	var p *processGateway
 	onFreePorts(t, 3, func(ports []int) error {
-		cfg := writeProcessConfig(t, dir, ports, switchyard)
+		cfg := writeProcessConfigWith(t, dir, ports, extras, switchyard)
 		p = &processGateway{
 			gateway: &gateway{
 				base:  "http://127.0.0.1:" + strconv.Itoa(cfg.gwPort),

@@ -74,7 +74,7 @@ type Try struct {
 	DurationMs int64  `json:"duration_ms"`
 	// StreamError, on the attempt whose stream reached the client, is why that stream
 	// ended in an error event: upstream_error (the upstream's own), malformed_event,
-	// oversized_event, stalled or interrupted.
+	// oversized_event, stalled, interrupted or shutdown.
 	StreamError string `json:"stream_error,omitempty"`
 }
 

@@ -109,6 +109,18 @@ func ErrNoChannel(f Family, model string, retryAfter int) *APIError {
 	return e
 }
 
+// CodeShuttingDown is the code of ErrShuttingDown.
+const CodeShuttingDown = "gateway_shutting_down"
+
+// ErrShuttingDown is the 503 for a request whose answer had not begun when the gateway's
+// grace period for requests in flight ran out: another gateway can take it at once.
+func ErrShuttingDown(f Family, model string) *APIError {
+	e := Errorf(f, http.StatusServiceUnavailable, CodeShuttingDown,
+		"%s: the gateway stopped before model '%s' answered; retry the request", CodeShuttingDown, model)
+	e.RetryAfter = 1
+	return e
+}
+
 // CodeDeadline is the code of ErrDeadline.
 const CodeDeadline = "request_deadline_exceeded"
 
@@ -157,6 +169,7 @@ const (
 	StreamStalled     = "the upstream stream stalled and was ended by the gateway"
 	StreamOversized   = "the upstream sent an event larger than the gateway's limit"
 	StreamMalformed   = "the upstream sent a malformed event (not one JSON object), which the gateway does not pass on; the stream was ended there"
+	StreamShutdown    = "the gateway is shutting down and its grace period for answers in flight ran out; what was sent is billed, retry the rest elsewhere"
 )
 
 // ErrStreamEnded is the error carried by the native error event that ends such a stream.

@@ -27,6 +27,12 @@ type attemptClock struct {
 	// stream's headers came; clientLeft once the client went away after either: then only
 	// the grace for reading on counts.
 	committed, streaming, clientLeft atomic.Bool
+	// drained is set when the gateway's stop ended the attempt (Request.Drain); the
+	// links place the clock in the Drain's list while the attempt runs.
+	drained              atomic.Bool
+	cancel               context.CancelFunc
+	drainShard           *drainShard
+	drainNext, drainPrev *attemptClock
 	// due is when the limit before the first byte runs out (Unix nanoseconds), and
 	// byDeadline whether that is the request's deadline rather than the candidate's own
 	// limit.
@@ -99,7 +105,7 @@ func (c *attemptClock) limitFirstEvent(l limit, dl *deadline) {
 }
 
 func startClock(firstByte, idle time.Duration, cancel context.CancelFunc) *attemptClock {
-	c := &attemptClock{idle: idle, idleLimit: limit{"idle_timeout", idle}}
+	c := &attemptClock{idle: idle, idleLimit: limit{"idle_timeout", idle}, cancel: cancel}
 	c.timer = time.AfterFunc(firstByte, func() {
 		c.timedOut.Store(true)
 		cancel()
@@ -125,6 +131,27 @@ func (c *attemptClock) clientGone() {
 }
 
 func (c *attemptClock) stop() { c.timer.Stop() }
+
+// drain ends the attempt because the gateway is stopping: the upstream call is cancelled,
+// and whatever reads it learns why from drained.
+func (c *attemptClock) drain() {
+	c.drained.Store(true)
+	c.cancel()
+}
+
+// watchDrain has the attempt ended by the request's Drain; unwatchDrain stops that once
+// the attempt is over.
+func (a *attempt) watchDrain() {
+	if a.req.Drain != nil {
+		a.req.Drain.watch(a.clock)
+	}
+}
+
+func (a *attempt) unwatchDrain() {
+	if a.req.Drain != nil {
+		a.req.Drain.unwatch(a.clock)
+	}
+}
 
 // run makes the attempt and reports whether it committed an answer to the client.
 func (a *attempt) run() bool {
@@ -206,6 +233,8 @@ func (a *attempt) send() bool {
 		}
 	})
 	defer a.clock.stop()
+	a.watchDrain()
+	defer a.unwatchDrain()
 	// Every body the transport reads, a reopened one too, is watched for its delivery.
 	body := watchDelivery(upload, length, delivered, &opened)
 	reopenBody := func() (io.ReadCloser, error) {

@@ -64,6 +64,11 @@ type Request struct {
 	// KeepFinishReason asks for a whole answer's finish reason too, one lookup more over
 	// its body (a stream's is observed anyway): traces want it, nothing else does.
 	KeepFinishReason bool
+	// Drain, when set, ends the request once the gateway's grace period for requests in
+	// flight has run out on a stop: an answer still streaming then ends with the
+	// family's error event, billed for what it carried, and one not yet begun is answered
+	// with 503. Unlike the client's leaving, it never makes the answer look abandoned.
+	Drain *Drain
 }
 
 // Attempt records one try on one candidate.
@@ -277,6 +282,9 @@ type retryLater struct {
 func (s *serving) try(pos, n int, wait time.Duration) bool {
 	up, health := s.upstreams[pos], s.opts[pos].Health
 	now := time.Now()
+	if s.draining() {
+		return true
+	}
 	if s.deadline.passed(now) {
 		s.outOfTime = true
 		return false
@@ -301,7 +309,7 @@ func (s *serving) try(pos, n int, wait time.Duration) bool {
 		out.Served = up
 		// The candidate's own time to first byte, from its attempt's start.
 		health.RecordSuccess(admission, max(out.TimeToFirstByte-now.Sub(out.start), 0), end)
-		if out.StreamError != nil && !out.ClientGone && !errors.Is(out.StreamError, errUpstreamErrorEvent) {
+		if out.StreamError != nil && !out.ClientGone && !errors.Is(out.StreamError, errUpstreamErrorEvent) && !errors.Is(out.StreamError, errDrained) {
 			// Failed after the first byte: too late to fail over, not too late to learn.
 			// The upstream's own error event is left out: what it says may be the
 			// request's doing, and nothing a client sends may move a candidate's health.
@@ -322,6 +330,12 @@ func (s *serving) try(pos, n int, wait time.Duration) bool {
 	case att.Reason == routing.ReasonClientBody:
 		health.Release(admission)
 		s.err = a.bodyErr
+		return true
+	case a.clock != nil && a.clock.drained.Load():
+		// The gateway's stop cut the attempt, not the candidate: nothing moves, and no
+		// other candidate is tried.
+		health.Release(admission)
+		s.draining()
 		return true
 	case att.Abandoned:
 		// Not retried and not held against the candidate; billed. Failing over would have
@@ -365,6 +379,16 @@ func (s *serving) try(pos, n int, wait time.Duration) bool {
 	return false
 }
 
+// draining reports whether the gateway's grace for requests in flight has run out; the
+// request is then over, answered with 503 since no answer began.
+func (s *serving) draining() bool {
+	if s.req.Drain == nil || !s.req.Drain.Ended() {
+		return false
+	}
+	s.err = protocols.ErrShuttingDown(s.req.Op.Family, s.req.ServiceModel)
+	return true
+}
+
 // timedOut ends the request with a 504 naming the limit that ran out, and bills the
 // abandoned attempt: its upstream had the whole request, so the work was started.
 func (s *serving) timedOut(ab *abandonedAttempt) {
@@ -399,11 +423,17 @@ func (s *serving) waitUntil(t time.Time) bool {
 	}
 	timer := time.NewTimer(d)
 	defer timer.Stop()
+	var drain <-chan struct{}
+	if s.req.Drain != nil {
+		drain = s.req.Drain.done
+	}
 	select {
 	case <-timer.C:
 		return true
 	case <-s.ctx.Done():
 		return false
+	case <-drain:
+		return true // the next try answers that the gateway is stopping
 	}
 }
 

@@ -154,6 +154,11 @@ func (a *attempt) relayStream(injectedUsage bool) bool {
 			out.StreamError = readErr
 			why := protocols.StreamInterrupted
 			switch {
+			case clock.drained.Load():
+				// The gateway's grace for answers in flight ran out: ended as a broken
+				// upstream would end it, billed for what was relayed.
+				out.StreamError = errDrained
+				why = protocols.StreamShutdown
 			case errors.Is(readErr, errEventTooLarge):
 				why = protocols.StreamOversized
 			case errors.Is(readErr, errUnreadableEvent):
@@ -204,10 +209,13 @@ var errIdle = errors.New("upstream idle for longer than the idle limit")
 
 var errUpstreamErrorEvent = errors.New("upstream sent an error event after the stream began")
 
+var errDrained = errors.New("the gateway's grace period for answers in flight ran out")
+
 // StreamEnd names why a stream that reached the client ended in an error event, for the
 // request log: upstream_error (the upstream's own error event, passed on), and for the
-// gateway's own error event malformed_event, oversized_event, stalled or interrupted (the
-// upstream broke off). Empty when the answer did not end so.
+// gateway's own error event malformed_event, oversized_event, stalled, interrupted (the
+// upstream broke off) or shutdown (the gateway's grace period on a stop ran out). Empty
+// when the answer did not end so.
 func (out *Outcome) StreamEnd() string {
 	switch err := out.StreamError; {
 	case err == nil:
@@ -220,6 +228,8 @@ func (out *Outcome) StreamEnd() string {
 		return "oversized_event"
 	case errors.Is(err, errIdle):
 		return "stalled"
+	case errors.Is(err, errDrained):
+		return "shutdown"
 	}
 	return "interrupted"
 }
