@@ -160,10 +160,7 @@ func (a *attempt) run() bool {
 		// The request's deadline, not the candidate's own limit, ended it.
 		a.att.Reason = routing.ReasonDeadline
 	}
-	// Only a body that passed whole (not a slow client's body still arriving, nor one that
-	// failed) can have reached the upstream whole.
-	wholeWithUpstream := a.delivered.Load() && !a.att.Blameless && a.bodyErr == nil && a.req.Body.Parsed() != nil
-	if !committed && wholeWithUpstream && (a.att.Reason == routing.ReasonTimeout || a.att.Reason == routing.ReasonDeadline) {
+	if !committed && a.wholeWithUpstream() && (a.att.Reason == routing.ReasonTimeout || a.att.Reason == routing.ReasonDeadline) {
 		// The upstream had the whole request and may be generating (and billing) the
 		// answer still: asking again would start the work again. A long generation is the
 		// request's doing as much as the candidate's, so its health does not move either.
@@ -174,6 +171,13 @@ func (a *attempt) run() bool {
 		}
 	}
 	return committed
+}
+
+// wholeWithUpstream reports whether the upstream had the whole request: only a body that
+// passed whole (not a slow client's body still arriving, nor one that failed) can have
+// reached it whole.
+func (a *attempt) wholeWithUpstream() bool {
+	return a.delivered.Load() && !a.att.Blameless && a.bodyErr == nil && a.req.Body.Parsed() != nil
 }
 
 func (a *attempt) runOnce() bool {

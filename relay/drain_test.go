@@ -123,7 +123,7 @@ func TestADrainBeforeTheAnswerIsA503(t *testing.T) {
 	assert.Equal(t, http.StatusServiceUnavailable, r.err.Status)
 	assert.Equal(t, protocols.CodeShuttingDown, r.err.Code)
 	assert.Equal(t, 1, r.err.RetryAfter)
-	assert.Zero(t, r.finalized)
+	assert.Equal(t, 1, r.finalized, "the upstream had the whole request: its work is billed")
 	assert.Zero(t, held.Health.Snapshot(time.Now()).RecentFailures)
 	assert.Zero(t, others.Load(), "no failover")
 

@@ -123,22 +123,29 @@ type Outcome struct {
 	// for: each is billed the request's input, estimated.
 	Abandoned int
 	// TimedOut is set when the request ended with a 504 because an attempt was
-	// abandoned: Served is then that attempt's candidate, billed for the work it was
-	// given, and no answer reached the client.
+	// abandoned (or with a 503, Drained, the gateway's stop having ended it): Served is
+	// then that attempt's candidate, billed for the work it was given, and no answer
+	// reached the client.
 	TimedOut bool
+	// Drained is set when the gateway's stop ended an attempt whose upstream had the
+	// whole request, before any answer.
+	Drained bool
 
 	start     time.Time
 	finalized bool
 }
 
 // Result names how the request ended, for metrics: success, client_error (an upstream
-// 4xx passed back), stream_error, client_gone, deadline, upstream_timeout or no_channel.
+// 4xx passed back), stream_error, client_gone, deadline, shutdown, upstream_timeout or
+// no_channel.
 func (out *Outcome) Result() string {
 	switch {
 	case out.ClientGone:
 		return "client_gone"
 	case out.DeadlineExceeded:
 		return "deadline"
+	case out.Drained:
+		return "shutdown"
 	case out.TimedOut:
 		return "upstream_timeout"
 	case out.Served == nil:
@@ -321,7 +328,7 @@ func (s *serving) try(pos, n int, wait time.Duration) bool {
 		// was read on and metered (Served is then set) or not. No other is tried. An
 		// answer the read-on gave up on was still work the upstream had: billed.
 		if att.Abandoned {
-			s.billAbandoned(&abandonedAttempt{up: up, ran: a.abandonedAt})
+			s.billAbandoned(&abandonedAttempt{up: up, ran: a.abandonedAt}, http.StatusGatewayTimeout)
 		}
 		att.Reason = routing.ReasonClientGone
 		health.Release(admission)
@@ -333,8 +340,14 @@ func (s *serving) try(pos, n int, wait time.Duration) bool {
 		return true
 	case a.clock != nil && a.clock.drained.Load():
 		// The gateway's stop cut the attempt, not the candidate: nothing moves, and no
-		// other candidate is tried.
+		// other candidate is tried. An upstream that had the whole request may be
+		// generating it still: that work is billed, as an abandoned attempt's is.
 		health.Release(admission)
+		if a.wholeWithUpstream() {
+			att.Abandoned = true
+			out.Drained = true
+			s.billAbandoned(&abandonedAttempt{up: up, ran: limit{"grace_period", 0}}, http.StatusServiceUnavailable)
+		}
 		s.draining()
 		return true
 	case att.Abandoned:
@@ -392,7 +405,7 @@ func (s *serving) draining() bool {
 // timedOut ends the request with a 504 naming the limit that ran out, and bills the
 // abandoned attempt: its upstream had the whole request, so the work was started.
 func (s *serving) timedOut(ab *abandonedAttempt) {
-	s.billAbandoned(ab)
+	s.billAbandoned(ab, http.StatusGatewayTimeout)
 	if ab.ran.name == requestTimeoutName {
 		// The request's own deadline ran out, not a limit of the candidate's: told as
 		// the deadline, and not to be sent again, since the upstream had the work.
@@ -405,12 +418,13 @@ func (s *serving) timedOut(ab *abandonedAttempt) {
 	s.err = protocols.ErrUpstreamTimeout(s.req.Op.Family, s.req.ServiceModel, ab.ran.name, ab.ran.d)
 }
 
-// billAbandoned records the abandoned attempt through Finalize, as a 504: nothing of the
-// answer came, so its input is billed as admission estimates it, flagged estimated.
-func (s *serving) billAbandoned(ab *abandonedAttempt) {
+// billAbandoned records the abandoned attempt through Finalize with status (a 504, or a
+// 503 for one the gateway's stop ended): nothing of the answer came, so its input is
+// billed as admission estimates it, flagged estimated.
+func (s *serving) billAbandoned(ab *abandonedAttempt, status int) {
 	out, req := s.out, s.req
 	out.TimedOut = true
-	out.Status = http.StatusGatewayTimeout
+	out.Status = status
 	out.Obs = protocols.Observation{Billable: req.Op.Generates()}
 	out.finalize(req, ab.up)
 }
