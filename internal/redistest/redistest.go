@@ -23,6 +23,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/switchyard-gw/switchyard/internal/loopback"
 )
 
@@ -31,17 +33,37 @@ type Server struct {
 	bin  string
 	dir  string
 	port int
+	// extra are arguments after the usual ones (cluster mode); sentinel, when set, makes
+	// the server a Sentinel run from the configuration it returns for a port.
+	extra    []string
+	sentinel func(port int) string
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	out    *os.File      // the server's log
 	exited chan struct{} // closed when cmd has exited
+	admin  *redis.Client // nodeClient's
 }
 
 // Start starts a redis-server for the test, stopped and removed when the test ends. It
 // skips the test when redis-server is missing (fails it under CI=true) and fails it
 // when the server does not start.
 func Start(t testing.TB) *Server {
+	t.Helper()
+	return launch(t, nil, nil)
+}
+
+// TB is what these helpers need of a test: testing.TB has it.
+type TB interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	Skip(args ...any)
+	Cleanup(func())
+}
+
+// launch starts a redis-server with extra arguments (or a Sentinel, see Server).
+func launch(t TB, extra []string, sentinel func(port int) string) *Server {
 	t.Helper()
 	bin := find()
 	if bin == "" {
@@ -55,7 +77,7 @@ func Start(t testing.TB) *Server {
 	if err != nil {
 		t.Fatalf("redis: %v", err)
 	}
-	s := &Server{bin: bin, dir: dir}
+	s := &Server{bin: bin, dir: dir, extra: extra, sentinel: sentinel}
 	t.Cleanup(func() {
 		s.stop()
 		_ = os.RemoveAll(dir)
@@ -118,9 +140,19 @@ func (s *Server) start() error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(s.bin,
+	args := append([]string{
 		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--dir", s.dir, "--daemonize", "no", "--protected-mode", "yes", "--loglevel", "warning")
+		"--dir", s.dir, "--daemonize", "no", "--protected-mode", "yes", "--loglevel", "warning"}, s.extra...)
+	if s.sentinel != nil {
+		// A Sentinel rewrites its configuration file: it must be one of its own.
+		conf := s.dir + "/sentinel.conf"
+		if err := os.WriteFile(conf, []byte(s.sentinel(s.port)), 0o600); err != nil {
+			logf.Close()
+			return err
+		}
+		args = []string{conf, "--sentinel"}
+	}
+	cmd := exec.Command(s.bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		logf.Close()
@@ -163,7 +195,10 @@ func (s *Server) stop() {
 	_ = s.cmd.Process.Kill()
 	<-s.exited
 	s.out.Close()
-	s.cmd, s.out, s.exited = nil, nil, nil
+	if s.admin != nil {
+		_ = s.admin.Close()
+	}
+	s.cmd, s.out, s.exited, s.admin = nil, nil, nil, nil
 }
 
 // ping sends one inline PING and reads the answer.
