@@ -866,6 +866,12 @@ func (rc *redisCounters) markStale(r *Reservation, spend, counterOnly bool) {
 // released, then drops the spend of the budget periods counted elsewhere meanwhile, so
 // that the next reservation seeds them from the ledger. With nothing to do it is a PING.
 func (rc *redisCounters) resync(ctx context.Context) error {
+	if cc, ok := rc.c.(*redis.ClusterClient); ok {
+		// A Cluster client learns that a master was replaced only when a live node
+		// answers MOVED, or once a minute: a dead one answers nothing. Ask again
+		// which node serves which slots (in the background, at most one at a time).
+		cc.ReloadState(ctx)
+	}
 	rc.mu.Lock()
 	release, stale := rc.release, rc.stale
 	rc.release, rc.stale = nil, nil

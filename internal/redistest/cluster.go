@@ -197,36 +197,53 @@ func (c *Cluster) Failover(t TB, master *Server) *Server {
 	t.Helper()
 	replica := c.ReplicaOf(t, master)
 	c.do(t, replica, "CLUSTER", "FAILOVER")
-	c.wait(t, "the replica promoted", func() bool {
-		info, err := c.client(t, replica).Info(context.Background(), "replication").Result()
-		return err == nil && strings.Contains(info, "role:master")
-	})
-	c.WaitHealthy(t)
-	return replica
-}
-
-// Kill stops master at once (SIGKILL), as a crash, and returns its replica, which the
-// others promote once master has been silent for NodeTimeout (see WaitPromoted).
-func (c *Cluster) Kill(t TB, master *Server) *Server {
-	t.Helper()
-	replica := c.ReplicaOf(t, master)
-	master.stop()
-	return replica
-}
-
-// WaitPromoted returns once replica has taken its killed master's place: it answers as
-// a master and every running node reports cluster_state:ok.
-func (c *Cluster) WaitPromoted(t TB, replica *Server) {
-	t.Helper()
 	ctx := context.Background()
-	c.wait(t, "the replica promoted in place of the killed master", func() bool {
+	c.wait(t, "the replica promoted, its master turned replica", func() bool {
 		info, err := c.client(t, replica).Info(ctx, "replication").Result()
 		if err != nil || !strings.Contains(info, "role:master") {
 			return false
 		}
+		info, err = c.client(t, master).Info(ctx, "replication").Result()
+		return err == nil && strings.Contains(info, "role:slave")
+	})
+	c.waitStateOK(t)
+	return replica
+}
+
+// Kill stops master at once (SIGKILL), as a crash, and returns its replica. The replica
+// is held back from taking over (cluster-replica-no-failover) until WaitPromoted, so
+// that a test sees the outage for as long as it needs.
+func (c *Cluster) Kill(t TB, master *Server) *Server {
+	t.Helper()
+	replica := c.ReplicaOf(t, master)
+	c.do(t, replica, "CONFIG", "SET", "cluster-replica-no-failover", "yes")
+	master.stop()
+	return replica
+}
+
+// WaitPromoted lets replica take its killed master's place, which it does once the
+// master has been silent for NodeTimeout, and returns once it answers as a master and
+// every running node reports cluster_state:ok.
+func (c *Cluster) WaitPromoted(t TB, replica *Server) {
+	t.Helper()
+	c.do(t, replica, "CONFIG", "SET", "cluster-replica-no-failover", "no")
+	c.wait(t, "the replica promoted in place of the killed master", func() bool {
+		info, err := c.client(t, replica).Info(context.Background(), "replication").Result()
+		return err == nil && strings.Contains(info, "role:master")
+	})
+	c.waitStateOK(t)
+}
+
+// waitStateOK returns once every running node reports cluster_state:ok with every slot
+// served. (Unlike WaitHealthy it does not wait for replicas to catch up, which they do
+// not while writes keep coming.)
+func (c *Cluster) waitStateOK(t TB) {
+	t.Helper()
+	ctx := context.Background()
+	c.wait(t, "cluster_state:ok", func() bool {
 		for _, n := range c.running() {
 			info, err := c.client(t, n).ClusterInfo(ctx).Result()
-			if err != nil || !strings.Contains(info, "cluster_state:ok") {
+			if err != nil || !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, "cluster_slots_ok:16384") {
 				return false
 			}
 		}

@@ -100,6 +100,8 @@ func (s *Sentinel) Failover(t TB) {
 		}
 		return true
 	})
+	// The old master is turned into the new one's replica by a Sentinel later (within
+	// ten seconds); meanwhile the new master has none.
 	s.Master, s.Replica = promoted, s.Master
 }
 
