@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -43,7 +44,34 @@ func TestBudgetHoldsAcrossTwoGatewaysUnderConcurrentStreams(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the gateway and runs two of them with Redis and PostgreSQL")
 	}
-	rd := redistest.Start(t)
+	budgetHoldsAcrossTwoGateways(t, "redis "+redistest.Start(t).URL(), "")
+}
+
+// The same through a three-master Redis Cluster named by redis_cluster (two of its nodes:
+// the gateways learn the others), with the key's per-model rate as a second scope on
+// every request: in a Cluster each scope is reserved by a script of its own, and the
+// refused requests give back what their other scope took.
+func TestBudgetHoldsAcrossTwoGatewaysSharingARedisCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the gateway and runs two of them with a Redis Cluster and PostgreSQL")
+	}
+	rc := redistest.StartCluster(t)
+	budgetHoldsAcrossTwoGateways(t, "redis_cluster "+strings.Join(rc.URLs()[:2], " "),
+		"\t\t\tmodel priced-chat {\n\t\t\t\trpm 60\n\t\t\t}\n")
+	// The key/model scope counted the admitted requests only (a refused one's take was
+	// given back): 60 less the 10 admitted, as last written in the burst (rl is the
+	// level when written: a refill of one a second during it); 10 if the 40 refused
+	// had kept theirs.
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.Addrs()})
+	defer cc.Close()
+	level, err := cc.HGet(context.Background(), "switchyard:{key:static:budgeted/model:priced-chat}:rate", "rl").Float64()
+	require.NoError(t, err)
+	assert.InDelta(t, 50, level, 5, "the per-model rate counts only the admitted requests")
+}
+
+// budgetHoldsAcrossTwoGateways runs the burst against two gateways whose limits block
+// holds counters (the redis line), the key's limits holding perModel besides its budget.
+func budgetHoldsAcrossTwoGateways(t *testing.T, counters, perModel string) {
 	dsn := pgtest.SchemaDSN(t)
 	caddy := buildCaddyCLI(t)
 	up := newUpstream(t)
@@ -54,12 +82,12 @@ func TestBudgetHoldsAcrossTwoGatewaysUnderConcurrentStreams(t *testing.T) {
 			return fmt.Sprintf(`		store postgres %q
 		journal %s
 		limits {
-			redis %s
+			%s
 		}
 		key budgeted %s {
 			budget 1/day
-		}
-`, dsn, filepath.Join(dir, "journal"), rd.URL(), budgetKey) + pricedChat("http://"+up.hostport(), upstreamPrefix+"-x+drip-100ms")
+%s		}
+`, dsn, filepath.Join(dir, "journal"), counters, budgetKey, perModel) + pricedChat("http://"+up.hostport(), upstreamPrefix+"-x+drip-100ms")
 		}
 	}
 	dirA, dirB := t.TempDir(), t.TempDir()
