@@ -683,12 +683,12 @@ type settlePart struct {
 	args []any
 }
 
-// settleArgs is the settle script's calls for r (one, or in a Cluster one per scope),
-// and the items they carry, in order (none: nothing to send). Each call answers two
-// values per item it carries, so the answers put end to end match sent.
-func (rc *redisCounters) settleArgs(r *Reservation, tokens, cost, now int64, addOnly, seed bool) ([]settlePart, []int) {
+// settleArgs appends to parts the settle script's calls for r (one, or in a Cluster one
+// per scope), and returns them with the items they carry, in order (none: nothing to
+// send). Each call answers two values per item it carries, so the answers put end to
+// end match sent.
+func (rc *redisCounters) settleArgs(parts []settlePart, r *Reservation, tokens, cost, now int64, addOnly, seed bool) ([]settlePart, []int) {
 	if rc.perScope {
-		var parts []settlePart
 		var sent []int
 		for _, sp := range scopeSpans(r.items) {
 			p, s := rc.settleSpan(r, sp, tokens, cost, now, addOnly, seed)
@@ -700,9 +700,9 @@ func (rc *redisCounters) settleArgs(r *Reservation, tokens, cost, now int64, add
 	}
 	p, sent := rc.settleSpan(r, span{0, len(r.items)}, tokens, cost, now, addOnly, seed)
 	if len(sent) == 0 {
-		return nil, nil
+		return parts, nil
 	}
-	return []settlePart{p}, sent
+	return append(parts, p), sent
 }
 
 // settleSpan is the settle script's call for the items of sp.
@@ -765,7 +765,7 @@ func settleResult(r *Reservation, sent []int, v []int64) {
 }
 
 func (rc *redisCounters) settle(ctx context.Context, r *Reservation, tokens, cost, now int64, addOnly, seed bool) error {
-	sp, sent := rc.settleArgs(r, tokens, cost, now, addOnly, seed)
+	sp, sent := rc.settleArgs(nil, r, tokens, cost, now, addOnly, seed)
 	if len(sent) == 0 {
 		return nil
 	}

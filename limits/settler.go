@@ -27,7 +27,8 @@ const settleBatch = 64
 // answer.
 type pendingSettle struct {
 	r       *Reservation
-	parts   []settlePart // one call, or in a Cluster one per scope
+	parts   []settlePart  // one call, or in a Cluster one per scope
+	one     [1]settlePart // parts' storage for one call
 	sent    []int
 	tokens  int64
 	cost    int64
@@ -244,6 +245,9 @@ type call struct {
 	parts []*part
 	done  chan struct{} // closed when res is in, or when this call is to send group
 	group []*call       // handed over with done: the calls to send, this one first
+	// The storage of a call of one part (nearly all): no allocation beyond the call.
+	one    part
+	oneRef [1]*part
 }
 
 // exec sends the queued settlements, then script s (nil: none) with keys and args, in
@@ -258,15 +262,21 @@ func (rc *redisCounters) exec(ctx context.Context, s *redis.Script, keys []strin
 		rc.send(ctx, nil)
 		return nil
 	}
-	p := &part{s: s, keys: keys, args: args, slotKeys: slotKeys}
-	rc.execParts(ctx, []*part{p})
-	return p.res
+	c := &call{one: part{s: s, keys: keys, args: args, slotKeys: slotKeys}}
+	c.oneRef[0] = &c.one
+	c.parts = c.oneRef[:]
+	rc.execCall(ctx, c)
+	return c.one.res
 }
 
 // execParts is exec for several script calls sent together, in the same pipeline: each
 // part's res is set.
 func (rc *redisCounters) execParts(ctx context.Context, parts []*part) {
-	c := &call{parts: parts}
+	rc.execCall(ctx, &call{parts: parts})
+}
+
+func (rc *redisCounters) execCall(ctx context.Context, c *call) {
+	parts := c.parts
 	rc.cmu.Lock()
 	if rc.pipelines < maxPipelines {
 		rc.pipelines++
@@ -360,11 +370,10 @@ func (rc *redisCounters) send(ctx context.Context, group []*call) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rc.callTimeout())
 	defer cancel()
 	pipe := rc.c.Pipeline()
-	cmds := make([][]*redis.Cmd, len(batch))
-	for i, ps := range batch {
-		cmds[i] = make([]*redis.Cmd, len(ps.parts))
-		for j, p := range ps.parts {
-			cmds[i][j] = pipe.EvalSha(ctx, settleScript.Hash(), p.keys, p.args...)
+	cmds := make([]*redis.Cmd, 0, len(batch)) // each settlement's parts in turn
+	for _, ps := range batch {
+		for _, p := range ps.parts {
+			cmds = append(cmds, pipe.EvalSha(ctx, settleScript.Hash(), p.keys, p.args...))
 		}
 	}
 	for _, c := range group {
@@ -373,10 +382,13 @@ func (rc *redisCounters) send(ctx context.Context, group []*call) {
 		}
 	}
 	_, _ = pipe.Exec(ctx) // each command's own error is read below
-	for i, ps := range batch {
+	next := 0
+	for _, ps := range batch {
 		var v []int64
 		var err error
-		for j, c := range cmds[i] {
+		for j := range ps.parts {
+			c := cmds[next]
+			next++
 			if noScript(c.Err()) {
 				rc.loaded.Store(false)
 				// The server lost its script cache (or, in a Cluster, a replica
@@ -384,7 +396,11 @@ func (rc *redisCounters) send(ctx context.Context, group []*call) {
 				c = settleScript.Eval(ctx, rc.c, ps.parts[j].keys, ps.parts[j].args...)
 			}
 			pv, e := c.Int64Slice()
-			v, err = append(v, pv...), cmp.Or(err, e)
+			if j == 0 {
+				v, err = pv, e
+			} else {
+				v, err = append(v, pv...), cmp.Or(err, e)
+			}
 		}
 		ps.r.l.settled(ps, v, err)
 	}
@@ -403,7 +419,7 @@ func noScript(err error) bool {
 
 // settleLater queues r's settlement in Redis (the addOnly pass after seeding too).
 func (l *Limiter) settleLater(ps *pendingSettle) {
-	ps.parts, ps.sent = l.redis.settleArgs(ps.r, ps.tokens, ps.cost, ps.now.UnixMicro(), ps.addOnly, true)
+	ps.parts, ps.sent = l.redis.settleArgs(ps.one[:0], ps.r, ps.tokens, ps.cost, ps.now.UnixMicro(), ps.addOnly, true)
 	if len(ps.sent) == 0 {
 		l.settled(ps, nil, nil)
 		return
