@@ -309,7 +309,7 @@ func nodeClient(_ TB, n *Server) *redis.Client {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.admin == nil {
-		n.admin = redis.NewClient(&redis.Options{Addr: n.Addr(), DialTimeout: time.Second,
+		n.admin = redis.NewClient(&redis.Options{Addr: n.Addr(), Password: n.password, DialTimeout: time.Second,
 			ReadTimeout: 2 * time.Second, MaxRetries: -1, Protocol: 2})
 	}
 	return n.admin

@@ -43,6 +43,8 @@ type Server struct {
 	out    *os.File      // the server's log
 	exited chan struct{} // closed when cmd has exited
 	admin  *redis.Client // nodeClient's
+	// password is the server's requirepass, for nodeClient; "" for none.
+	password string
 }
 
 // Start starts a redis-server for the test, stopped and removed when the test ends. It
@@ -216,7 +218,8 @@ func ping(addr string) error {
 	if err != nil {
 		return err
 	}
-	if !strings.HasPrefix(line, "+PONG") {
+	// A server that wants a password answers too: with NOAUTH.
+	if !strings.HasPrefix(line, "+PONG") && !strings.HasPrefix(line, "-NOAUTH") {
 		return fmt.Errorf("PING answered %q", strings.TrimSpace(line))
 	}
 	return nil

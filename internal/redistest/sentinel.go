@@ -12,6 +12,10 @@ import (
 // MasterName is the name the Sentinels of StartSentinel watch their master under.
 const MasterName = "switchyard"
 
+// MasterPassword is the password of StartSentinel's master and replica (the Sentinels
+// have none of their own): the URLs carry it, as a gateway's configuration would.
+const MasterPassword = "sentinel-test-pw"
+
 // Sentinel is a master, one replica and three Sentinels (redis-server --sentinel, quorum
 // two) watching them.
 type Sentinel struct {
@@ -26,16 +30,18 @@ type Sentinel struct {
 func StartSentinel(t TB) *Sentinel {
 	t.Helper()
 	// Replicas sync at once, not after the default five seconds' wait.
-	nodelay := []string{"--repl-diskless-sync-delay", "0"}
+	nodelay := []string{"--repl-diskless-sync-delay", "0", "--requirepass", MasterPassword, "--masterauth", MasterPassword}
 	s := &Sentinel{Master: launch(t, nodelay, nil)}
 	s.Replica = launch(t, append(nodelay, "--replicaof", "127.0.0.1", fmt.Sprint(s.Master.port)), nil)
+	s.Master.password, s.Replica.password = MasterPassword, MasterPassword
 	monitor := s.Master.port
 	for range 3 {
 		s.Sentinels = append(s.Sentinels, launch(t, nil, func(port int) string {
 			return fmt.Sprintf("port %d\nbind 127.0.0.1\n"+
 				"sentinel monitor %[2]s 127.0.0.1 %[3]d 2\n"+
 				"sentinel down-after-milliseconds %[2]s 1000\n"+
-				"sentinel failover-timeout %[2]s 5000\n", port, MasterName, monitor)
+				"sentinel failover-timeout %[2]s 5000\n"+
+				"sentinel auth-pass %[2]s %[4]s\n", port, MasterName, monitor, MasterPassword)
 		}))
 	}
 	ctx := context.Background()
@@ -69,11 +75,12 @@ func (s *Sentinel) Addrs() []string {
 	return out
 }
 
-// URLs are the Sentinels' addresses as redis:// URLs.
+// URLs are the Sentinels' addresses as redis:// URLs carrying the master's password, as
+// a gateway's redis_sentinel takes them.
 func (s *Sentinel) URLs() []string {
 	out := make([]string, len(s.Sentinels))
 	for i, n := range s.Sentinels {
-		out[i] = "redis://" + n.Addr()
+		out[i] = "redis://:" + MasterPassword + "@" + n.Addr()
 	}
 	return out
 }
