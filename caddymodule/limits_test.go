@@ -81,3 +81,42 @@ func TestLimitsBeyondTheMaximumAreRefusedInConfiguration(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "limits: key_defaults: concurrency 1000000000001 is more than the most it may be")
 }
+
+// Configurations share a limiter (and its Redis client) only when they name the same
+// Redis: the kind, every URL and the Sentinel master name each make another one, and a
+// reload that changes none keeps it. Placeholders are resolved first.
+func TestRedisStoreKeyNamesEveryFieldOfEveryKind(t *testing.T) {
+	t.Setenv("SWITCHYARD_TEST_REDIS_NODE", "rediss://gw:pw@n3.example:6379")
+	repl := caddy.NewReplacer()
+	keyOf := func(lc LimitsConfig) string {
+		t.Helper()
+		st, err := redisStoreOf(&lc, repl)
+		require.NoError(t, err)
+		if lc.Redis != "" || lc.RedisCluster != nil || lc.RedisSentinel != nil {
+			require.NotNil(t, st.client)
+		}
+		return st.key
+	}
+	node := func(n string) string { return "rediss://gw:pw@" + n + ".example:6379" }
+	configs := map[string]LimitsConfig{
+		"memory":                 {},
+		"one server":             {Redis: node("n1")},
+		"cluster":                {RedisCluster: []string{node("n1")}},
+		"cluster, two nodes":     {RedisCluster: []string{node("n1"), node("n2")}},
+		"cluster, other two":     {RedisCluster: []string{node("n1"), "{env.SWITCHYARD_TEST_REDIS_NODE}"}},
+		"sentinel":               {RedisSentinel: &RedisSentinelConfig{Master: "a", Sentinels: []string{node("n1")}}},
+		"sentinel, other master": {RedisSentinel: &RedisSentinelConfig{Master: "b", Sentinels: []string{node("n1")}}},
+		"sentinel, two":          {RedisSentinel: &RedisSentinelConfig{Master: "a", Sentinels: []string{node("n1"), node("n2")}}},
+	}
+	seen := map[string]string{}
+	for name, lc := range configs {
+		k := keyOf(lc)
+		if other, ok := seen[k]; ok {
+			t.Errorf("%s and %s share a limiter", name, other)
+		}
+		seen[k] = name
+		assert.Equal(t, k, keyOf(lc), "%s: the same configuration again (a reload) keeps its limiter", name)
+	}
+	// A placeholder resolves to the same node as its value written out.
+	assert.Equal(t, keyOf(LimitsConfig{RedisCluster: []string{node("n1"), node("n3")}}), keyOf(configs["cluster, other two"]))
+}
