@@ -276,3 +276,41 @@ func TestSentinelFailoverMidBurstGatewaysFollowTheMaster(t *testing.T) {
 	wg.Wait()
 	require.Equal(t, int64(10), admitted.Load())
 }
+
+// A Cluster as managed services offer one (ElastiCache, Memorystore, Azure Cache): TLS
+// only, an ACL user with a password, the default user off. rediss://user:password@ URLs of
+// two nodes reach all six, and two gateways hold a limit exactly through it.
+func TestClusterOverTLSWithAnACLUserHoldsALimit(t *testing.T) {
+	c := redistest.StartSecureCluster(t)
+	client := func(t testing.TB) redis.UniversalClient {
+		o, err := ParseRedisClusterURLs(c.URLs()[:2])
+		require.NoError(t, err)
+		require.NotNil(t, o.TLSConfig, "rediss:// is TLS")
+		o.TLSConfig.RootCAs = c.RootCAs // the test's own CA; a managed service's is trusted already
+		cl := redis.NewClusterClient(o)
+		t.Cleanup(func() { _ = cl.Close() })
+		return cl
+	}
+	b := &backend{name: "secure cluster", client: client, prefix: "tls:"}
+	clk := newClock(t0)
+	gw := []*Limiter{b.limiter(t, Options{Now: clk.Now}), b.limiter(t, Options{Now: clk.Now})}
+	key := Check{Scope: keyScope("k-tls"), Policy: Policy{Concurrency: 10}}
+	proj := Check{Scope: projectScope("p-tls"), Policy: Policy{RPM: 1000}}
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 50 {
+		wg.Go(func() {
+			d, err := gw[i%2].Reserve(context.Background(), ask(0, 0, proj, key))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if d.Refused == nil {
+				admitted.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	require.Equal(t, int64(10), admitted.Load())
+	require.Equal(t, int64(990), status(t, gw[1], proj).Requests.Remaining)
+}

@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"context"
+	"crypto/x509"
 	"strconv"
 	"strings"
 	"time"
@@ -20,6 +21,10 @@ const NodeTimeout = 1500 * time.Millisecond
 type Cluster struct {
 	Nodes []*Server
 	ids   []string
+	// For a cluster from StartSecureCluster: the user and password its URLs carry, and
+	// the CA that signed its nodes' certificate (nil: plaintext, no password).
+	User, Password string
+	RootCAs        *x509.CertPool
 }
 
 // StartCluster starts a Cluster for the test, stopped and removed when it ends, and
@@ -27,16 +32,43 @@ type Cluster struct {
 // skips or fails as Start does.
 func StartCluster(t TB) *Cluster {
 	t.Helper()
+	return startCluster(t, nil)
+}
+
+// SecureUser and SecurePassword are the ACL user StartSecureCluster's clients log in as.
+const (
+	SecureUser     = "gateway"
+	SecurePassword = "cluster-test-pw"
+)
+
+// StartSecureCluster starts a Cluster as a managed service offers one: TLS only (client
+// connections, the cluster bus and replication), with a certificate for 127.0.0.1 from a
+// CA of the test's own (RootCAs), and an ACL user with a password (SecureUser,
+// SecurePassword; the default user off). Its URLs are rediss://user:password@....
+func StartSecureCluster(t TB) *Cluster {
+	t.Helper()
+	return startCluster(t, newTestCA(t))
+}
+
+func startCluster(t TB, ca *testCA) *Cluster {
+	t.Helper()
 	c := &Cluster{}
+	args := []string{
+		"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+		"--cluster-node-timeout", strconv.Itoa(int(NodeTimeout / time.Millisecond)),
+		// A replica may always take over, however long its master was away.
+		"--cluster-replica-validity-factor", "0",
+		// A replica syncs at once, not after the default five seconds' wait.
+		"--repl-diskless-sync-delay", "0",
+	}
+	if ca != nil {
+		c.User, c.Password, c.RootCAs = SecureUser, SecurePassword, ca.pool
+		args = append(args, "--user", "default", "off",
+			"--user", SecureUser, "on", ">"+SecurePassword, "~*", "&*", "+@all",
+			"--masteruser", SecureUser, "--masterauth", SecurePassword)
+	}
 	for range 6 {
-		c.Nodes = append(c.Nodes, launch(t, []string{
-			"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-			"--cluster-node-timeout", strconv.Itoa(int(NodeTimeout / time.Millisecond)),
-			// A replica may always take over, however long its master was away.
-			"--cluster-replica-validity-factor", "0",
-			// A replica syncs at once, not after the default five seconds' wait.
-			"--repl-diskless-sync-delay", "0",
-		}, nil))
+		c.Nodes = append(c.Nodes, launchWith(t, args, ca, c.User, c.Password))
 	}
 	ctx := context.Background()
 	for _, n := range c.Nodes {
@@ -82,11 +114,16 @@ func (c *Cluster) Addrs() []string {
 	return out
 }
 
-// URLs are the nodes' addresses as redis:// URLs.
+// URLs are the nodes' addresses as redis:// URLs (rediss://user:password@ for a secure
+// cluster).
 func (c *Cluster) URLs() []string {
 	out := make([]string, len(c.Nodes))
 	for i, n := range c.Nodes {
-		out[i] = "redis://" + n.Addr()
+		if c.RootCAs != nil {
+			out[i] = "rediss://" + c.User + ":" + c.Password + "@" + n.Addr()
+		} else {
+			out[i] = "redis://" + n.Addr()
+		}
 	}
 	return out
 }
@@ -309,7 +346,7 @@ func nodeClient(_ TB, n *Server) *redis.Client {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.admin == nil {
-		n.admin = redis.NewClient(&redis.Options{Addr: n.Addr(), Password: n.password, DialTimeout: time.Second,
+		n.admin = redis.NewClient(&redis.Options{Addr: n.Addr(), Username: n.user, Password: n.password, TLSConfig: n.tls, DialTimeout: time.Second,
 			ReadTimeout: 2 * time.Second, MaxRetries: -1, Protocol: 2})
 	}
 	return n.admin

@@ -12,6 +12,7 @@ package redistest
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -43,8 +44,12 @@ type Server struct {
 	out    *os.File      // the server's log
 	exited chan struct{} // closed when cmd has exited
 	admin  *redis.Client // nodeClient's
-	// password is the server's requirepass, for nodeClient; "" for none.
-	password string
+	// user and password are what nodeClient logs in with; "" for none.
+	user, password string
+	// tls, when set, makes the server listen with TLS only (on port), started with
+	// tlsArgs (its certificate files); it is the configuration clients reach it with.
+	tls     *tls.Config
+	tlsArgs []string
 }
 
 // Start starts a redis-server for the test, stopped and removed when the test ends. It
@@ -67,6 +72,18 @@ type TB interface {
 // launch starts a redis-server with extra arguments (or a Sentinel, see Server).
 func launch(t TB, extra []string, sentinel func(port int) string) *Server {
 	t.Helper()
+	return launchAs(t, extra, sentinel, nil, "", "")
+}
+
+// launchWith starts a redis-server with extra arguments, TLS only when ca is set, and
+// remembers the user and password for nodeClient.
+func launchWith(t TB, extra []string, ca *testCA, user, password string) *Server {
+	t.Helper()
+	return launchAs(t, extra, nil, ca, user, password)
+}
+
+func launchAs(t TB, extra []string, sentinel func(port int) string, ca *testCA, user, password string) *Server {
+	t.Helper()
 	bin := find()
 	if bin == "" {
 		msg := "no redis-server on PATH or in /usr/bin; install Redis (Debian: apt-get install redis-server) to have the tests start one"
@@ -79,7 +96,10 @@ func launch(t TB, extra []string, sentinel func(port int) string) *Server {
 	if err != nil {
 		t.Fatalf("redis: %v", err)
 	}
-	s := &Server{bin: bin, dir: dir, extra: extra, sentinel: sentinel}
+	s := &Server{bin: bin, dir: dir, extra: extra, sentinel: sentinel, user: user, password: password}
+	if ca != nil {
+		s.tls, s.tlsArgs = ca.clientConfig(), ca.serverArgs()
+	}
 	t.Cleanup(func() {
 		s.stop()
 		_ = os.RemoveAll(dir)
@@ -145,6 +165,10 @@ func (s *Server) start() error {
 	args := append([]string{
 		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
 		"--dir", s.dir, "--daemonize", "no", "--protected-mode", "yes", "--loglevel", "warning"}, s.extra...)
+	if s.tls != nil {
+		args[1] = "0" // no plaintext port
+		args = append(append(args, "--tls-port", strconv.Itoa(s.port)), s.tlsArgs...)
+	}
 	if s.sentinel != nil {
 		// A Sentinel rewrites its configuration file: it must be one of its own.
 		conf := s.dir + "/sentinel.conf"
@@ -165,7 +189,7 @@ func (s *Server) start() error {
 	// Ready when it answers PING; bounded.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if ping(s.Addr()) == nil {
+		if ping(s.Addr(), s.tls) == nil {
 			break
 		}
 		select {
@@ -203,9 +227,15 @@ func (s *Server) stop() {
 	s.cmd, s.out, s.exited, s.admin = nil, nil, nil, nil
 }
 
-// ping sends one inline PING and reads the answer.
-func ping(addr string) error {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
+// ping sends one inline PING and reads the answer (over TLS with tc).
+func ping(addr string, tc *tls.Config) error {
+	var c net.Conn
+	var err error
+	if tc != nil {
+		c, err = tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", addr, tc)
+	} else {
+		c, err = net.DialTimeout("tcp", addr, time.Second)
+	}
 	if err != nil {
 		return err
 	}
