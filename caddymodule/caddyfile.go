@@ -81,6 +81,7 @@ func takesNoOptions(d *caddyfile.Dispenser) error {
 //			redis <url>
 //			redis_cluster <url> [<url>...]
 //			redis_sentinel <master-name> <sentinel-url> [<sentinel-url>...]
+//			redis_tls_ca <pem-file>
 //			redis_prefix <prefix>
 //			when_unreachable refuse|local
 //			mode lease|exact

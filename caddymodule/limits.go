@@ -2,9 +2,15 @@ package caddymodule
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -174,6 +180,24 @@ func redisStoreOf(lc *LimitsConfig, repl *caddy.Replacer) (redisStore, error) {
 		}
 		return out, nil
 	}
+	if lc.RedisTLSCA != "" && kinds == 0 {
+		return redisStore{}, errors.New("limits: redis_tls_ca: no redis, redis_cluster or redis_sentinel to trust it for")
+	}
+	roots, caKey, err := redisRoots(lc.RedisTLSCA, repl)
+	if err != nil {
+		return redisStore{}, err
+	}
+	// trust applies roots to a client's TLS configuration, refusing them without TLS.
+	trust := func(field string, tc *tls.Config) error {
+		if roots == nil {
+			return nil
+		}
+		if tc == nil {
+			return fmt.Errorf("limits: redis_tls_ca: %s is not rediss:// (TLS)", field)
+		}
+		tc.RootCAs = roots
+		return nil
+	}
 	switch {
 	case lc.Redis != "":
 		urls, err := resolve("redis", []string{lc.Redis})
@@ -184,7 +208,10 @@ func redisStoreOf(lc *LimitsConfig, repl *caddy.Replacer) (redisStore, error) {
 		if err != nil {
 			return redisStore{}, errors.New("limits: redis: not a redis:// or rediss:// URL")
 		}
-		return redisStore{key: "redis\x00" + urls[0], client: func() redis.UniversalClient { return redis.NewClient(o) }}, nil
+		if err := trust("redis", o.TLSConfig); err != nil {
+			return redisStore{}, err
+		}
+		return redisStore{key: "redis\x00" + caKey + urls[0], client: func() redis.UniversalClient { return redis.NewClient(o) }}, nil
 	case len(lc.RedisCluster) > 0:
 		urls, err := resolve("redis_cluster", lc.RedisCluster)
 		if err != nil {
@@ -194,7 +221,10 @@ func redisStoreOf(lc *LimitsConfig, repl *caddy.Replacer) (redisStore, error) {
 		if err != nil {
 			return redisStore{}, fmt.Errorf("limits: redis_cluster: %v", err)
 		}
-		return redisStore{key: "cluster\x00" + strings.Join(urls, "\x00"), client: func() redis.UniversalClient { return redis.NewClusterClient(o) }}, nil
+		if err := trust("redis_cluster", o.TLSConfig); err != nil {
+			return redisStore{}, err
+		}
+		return redisStore{key: "cluster\x00" + caKey + strings.Join(urls, "\x00"), client: func() redis.UniversalClient { return redis.NewClusterClient(o) }}, nil
 	case lc.RedisSentinel != nil:
 		rs := lc.RedisSentinel
 		if len(rs.Sentinels) == 0 {
@@ -212,9 +242,49 @@ func redisStoreOf(lc *LimitsConfig, repl *caddy.Replacer) (redisStore, error) {
 		if err != nil {
 			return redisStore{}, fmt.Errorf("limits: redis_sentinel: %v", err)
 		}
-		return redisStore{key: "sentinel\x00" + master[0] + "\x00" + strings.Join(urls, "\x00"), client: func() redis.UniversalClient { return redis.NewFailoverClient(o) }}, nil
+		if err := trust("redis_sentinel", o.TLSConfig); err != nil {
+			return redisStore{}, err
+		}
+		return redisStore{key: "sentinel\x00" + caKey + master[0] + "\x00" + strings.Join(urls, "\x00"), client: func() redis.UniversalClient { return redis.NewFailoverClient(o) }}, nil
 	}
 	return redisStore{key: "memory"}, nil
+}
+
+// maxRedisCAFile bounds the CA file read for redis_tls_ca.
+const maxRedisCAFile = 1 << 20
+
+// redisRoots reads redis_tls_ca (placeholders replaced): the system's authorities and
+// the file's, and a key naming the file's content for the limiter pool (a reload after
+// the file changed makes a new client). nil, "" without one.
+func redisRoots(file string, repl *caddy.Replacer) (*x509.CertPool, string, error) {
+	if file == "" {
+		return nil, "", nil
+	}
+	path := repl.ReplaceKnown(file, "")
+	if strings.TrimSpace(path) == "" {
+		return nil, "", fmt.Errorf("limits: redis_tls_ca: %s resolves to an empty value", placeholderNames(file))
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, "", fmt.Errorf("limits: redis_tls_ca: %v", err)
+	}
+	defer f.Close()
+	pem, err := io.ReadAll(io.LimitReader(f, maxRedisCAFile+1))
+	if err != nil {
+		return nil, "", fmt.Errorf("limits: redis_tls_ca: %v", err)
+	}
+	if len(pem) > maxRedisCAFile {
+		return nil, "", fmt.Errorf("limits: redis_tls_ca: %s is over %d bytes: not a file of CA certificates", path, maxRedisCAFile)
+	}
+	roots, err := x509.SystemCertPool()
+	if err != nil || roots == nil {
+		roots = x509.NewCertPool()
+	}
+	if !roots.AppendCertsFromPEM(pem) {
+		return nil, "", fmt.Errorf("limits: redis_tls_ca: %s holds no PEM certificate", path)
+	}
+	sum := sha256.Sum256(pem)
+	return roots, "ca:" + hex.EncodeToString(sum[:]) + "\x00", nil
 }
 
 // admissionRequest is what admission needs of a request.

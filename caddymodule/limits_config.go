@@ -30,6 +30,10 @@ type LimitsConfig struct {
 	// gateways follow it when the Sentinels promote a replica in its place. At most one
 	// of redis, redis_cluster and redis_sentinel.
 	RedisSentinel *RedisSentinelConfig `json:"redis_sentinel,omitempty"`
+	// RedisTLSCA is a file of PEM certificates of the authorities to trust, besides the
+	// system's, for a rediss:// Redis whose certificate a private CA signed (Memorystore's
+	// server CA, say). Placeholders are replaced at load. Default: the system's only.
+	RedisTLSCA string `json:"redis_tls_ca,omitempty"`
 	// RedisPrefix starts every counter's name in Redis, followed by a colon; it may not
 	// hold '{' or '}' (the names use them for Redis Cluster hash tags). Default:
 	// "switchyard".
@@ -79,6 +83,7 @@ type RedisSentinelConfig struct {
 //		redis <url>
 //		redis_cluster <url> [<url>...]
 //		redis_sentinel <master-name> <sentinel-url> [<sentinel-url>...]
+//		redis_tls_ca <pem-file>
 //		redis_prefix <prefix>
 //		when_unreachable refuse|local
 //		mode lease|exact
@@ -132,6 +137,8 @@ func parseLimits(d *caddyfile.Dispenser) (*LimitsConfig, error) {
 		switch opt {
 		case "redis":
 			lc.Redis = v
+		case "redis_tls_ca":
+			lc.RedisTLSCA = v
 		case "redis_prefix":
 			if strings.ContainsAny(v, "{}") {
 				return nil, d.Errf("limits: redis_prefix: %q holds '{' or '}', which the counters' names use as Redis Cluster hash tags", v)

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -47,22 +48,25 @@ func TestBudgetHoldsAcrossTwoGatewaysUnderConcurrentStreams(t *testing.T) {
 	budgetHoldsAcrossTwoGateways(t, "redis "+redistest.Start(t).URL(), "")
 }
 
-// The same through a three-master Redis Cluster named by redis_cluster (two of its nodes:
-// the gateways learn the others), with the key's per-model rate as a second scope on
-// every request: in a Cluster each scope is reserved by a script of its own, and the
-// refused requests give back what their other scope took.
+// The same through a three-master Redis Cluster as managed services offer one (TLS only,
+// its certificate from a private CA named by redis_tls_ca, an ACL user with a password),
+// named by redis_cluster with two of its nodes (the gateways learn the others), with the
+// key's per-model rate as a second scope on every request: in a Cluster each scope is
+// reserved by a script of its own, and the refused requests give back what their other
+// scope took.
 func TestBudgetHoldsAcrossTwoGatewaysSharingARedisCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the gateway and runs two of them with a Redis Cluster and PostgreSQL")
 	}
-	rc := redistest.StartCluster(t)
-	budgetHoldsAcrossTwoGateways(t, "redis_cluster "+strings.Join(rc.URLs()[:2], " "),
+	rc := redistest.StartSecureCluster(t)
+	budgetHoldsAcrossTwoGateways(t, "redis_cluster "+strings.Join(rc.URLs()[:2], " ")+"\n\t\t\tredis_tls_ca "+rc.CAFile,
 		"\t\t\tmodel priced-chat {\n\t\t\t\trpm 60\n\t\t\t}\n")
 	// The key/model scope counted the admitted requests only (a refused one's take was
 	// given back): 60 less the 10 admitted, as last written in the burst (rl is the
 	// level when written: a refill of one a second during it); 10 if the 40 refused
 	// had kept theirs.
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.Addrs()})
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.Addrs(), Username: rc.User, Password: rc.Password,
+		TLSConfig: &tls.Config{RootCAs: rc.RootCAs, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}})
 	defer cc.Close()
 	level, err := cc.HGet(context.Background(), "switchyard:{key:static:budgeted/model:priced-chat}:rate", "rl").Float64()
 	require.NoError(t, err)

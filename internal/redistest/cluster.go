@@ -25,6 +25,7 @@ type Cluster struct {
 	// the CA that signed its nodes' certificate (nil: plaintext, no password).
 	User, Password string
 	RootCAs        *x509.CertPool
+	CAFile         string // RootCAs' certificate, PEM
 }
 
 // StartCluster starts a Cluster for the test, stopped and removed when it ends, and
@@ -62,7 +63,7 @@ func startCluster(t TB, ca *testCA) *Cluster {
 		"--repl-diskless-sync-delay", "0",
 	}
 	if ca != nil {
-		c.User, c.Password, c.RootCAs = SecureUser, SecurePassword, ca.pool
+		c.User, c.Password, c.RootCAs, c.CAFile = SecureUser, SecurePassword, ca.pool, ca.caFile
 		args = append(args, "--user", "default", "off",
 			"--user", SecureUser, "on", ">"+SecurePassword, "~*", "&*", "+@all",
 			"--masteruser", SecureUser, "--masterauth", SecurePassword)
