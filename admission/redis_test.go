@@ -20,8 +20,13 @@ func redisFixture(t *testing.T, settleEvery time.Duration) (*fixture, *redistest
 	return redisGateway(t, redistest.Start(t), settleEvery)
 }
 
-// redisGateway is a fixture on srv's counters: another gateway sharing them.
+// redisGateway is a fixture on srv's counters in exact mode: another gateway sharing them.
 func redisGateway(t *testing.T, srv *redistest.Server, settleEvery time.Duration) (*fixture, *redistest.RoundTrips) {
+	return redisGatewayIn(t, srv, settleEvery, true)
+}
+
+// redisGatewayIn is a fixture on srv's counters, in exact mode or through leases.
+func redisGatewayIn(t *testing.T, srv *redistest.Server, settleEvery time.Duration, exact bool) (*fixture, *redistest.RoundTrips) {
 	o, err := limits.ParseRedisURL(srv.URL())
 	require.NoError(t, err)
 	c := redis.NewClient(o)
@@ -29,7 +34,7 @@ func redisGateway(t *testing.T, srv *redistest.Server, settleEvery time.Duration
 	count := &redistest.RoundTrips{}
 	c.AddHook(count)
 	f := &fixture{t: t, now: t0}
-	f.limiter = limits.New(limits.NewRedis(c, "adm:"), limits.Options{Now: func() time.Time { return f.now }, SettleEvery: settleEvery})
+	f.limiter = limits.New(limits.NewRedis(c, "adm:"), limits.Options{Now: func() time.Time { return f.now }, SettleEvery: settleEvery, Exact: exact})
 	t.Cleanup(func() { _ = f.limiter.Close() })
 	f.policy = &Policy{Limiter: f.limiter, Now: func() time.Time { return f.now }}
 	return f, count
@@ -65,6 +70,29 @@ func TestOneRoundTripPerRequestWithCountersInRedis(t *testing.T) {
 	assert.Equal(t, int64(1<<30-5-n), st.Requests.Remaining, "each request counted once, in Redis")
 	assert.Zero(t, st.InFlight)
 	assert.Equal(t, int64(10*(5+n)), st.SpentMicros)
+}
+
+// Through leases the same requests make a round trip only now and then: far from its
+// limits a key's leases serve many requests from memory, and the spend still counts.
+func TestLeasesMakeARoundTripOnlyNowAndThen(t *testing.T) {
+	f, count := redisGatewayIn(t, redistest.Start(t), time.Hour, false)
+	pol := limits.Policy{RPM: 1 << 30, TPM: 1 << 40, Concurrency: 64, Budget: budget("1000000/month")}
+	who := Who{KeyID: "k", Limits: &pol}
+	const n = 1000
+	before := count.Trips.Load()
+	for range n {
+		e, res, rec := f.enter("e", who, protocols.FamilyA)
+		require.Nil(t, res.Err, "%s", rec.Body.String())
+		req := f.request(who, model, protocols.FamilyA, 100)
+		req.Entered = e
+		f.mustAdmit(req).Settle(50, 10)
+		e.Release()
+	}
+	trips := count.Trips.Load() - before
+	t.Logf("%d requests, %d round trips to Redis", n, trips)
+	assert.LessOrEqual(t, float64(trips)/n, 0.1, "round trips a request")
+	f.limiter.Flush()
+	assert.Equal(t, int64(10*n), f.status(keyScope("k"), pol).SpentMicros)
 }
 
 // With counters in Redis a key at its concurrency limit on this gateway is still

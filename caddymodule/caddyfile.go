@@ -80,8 +80,12 @@ func takesNoOptions(d *caddyfile.Dispenser) error {
 //		}
 //		limits {
 //			redis <url>
+//			redis_cluster <url> [<url>...]
+//			redis_sentinel <master-name> <sentinel-url> [<sentinel-url>...]
+//			redis_tls_ca <pem-file>
 //			redis_prefix <prefix>
 //			when_unreachable refuse|local
+//			mode lease|exact
 //			lease <duration>
 //			default_output_tokens <n>
 //			default_tool_uses <n>

@@ -226,6 +226,26 @@ func TestBadConfigNamesModelCandidateAndField(t *testing.T) {
 			head + "\t\tlimits {\n\t\t\tredis http://user:hunter2@cache:6379\n\t\t}\n" + tail,
 			[]string{"limits: redis", "redis://"},
 		},
+		"redis cluster url that is not one": {
+			head + "\t\tlimits {\n\t\t\tredis_cluster rediss://gw:hunter2@a:6379 http://gw:hunter2@b:6379\n\t\t}\n" + tail,
+			[]string{"limits: redis_cluster", "URL 2 of 2", "redis://"},
+		},
+		"redis cluster nodes with other passwords": {
+			head + "\t\tlimits {\n\t\t\tredis_cluster rediss://gw:hunter2@a:6379 rediss://gw:hunter3@b:6379\n\t\t}\n" + tail,
+			[]string{"limits: redis_cluster", "URL 2 of 2", "password"},
+		},
+		"redis sentinel without a sentinel": {
+			head + "\t\tlimits {\n\t\t\tredis_sentinel counters\n\t\t}\n" + tail,
+			[]string{"limits: redis_sentinel", "<master-name> <sentinel-url>"},
+		},
+		"counters in two places": {
+			head + "\t\tlimits {\n\t\t\tredis redis://cache:6379\n\t\t\tredis_sentinel counters redis://s1:26379\n\t\t}\n" + tail,
+			[]string{"redis, redis_cluster and redis_sentinel", "set one"},
+		},
+		"redis prefix with a hash tag": {
+			head + "\t\tlimits {\n\t\t\tredis_prefix {gw}\n\t\t}\n" + tail,
+			[]string{"redis_prefix", "hash tags"},
+		},
 		"model declared twice": {
 			head + "\t\tmodel a {\n\t\t\tcandidate c {\n" + full + "\t\t\t}\n\t\t}\n\t\tmodel a {\n\t\t\tcandidate c {\n" + full + "\t\t\t}\n\t\t}\n" + tail,
 			[]string{`"a"`, "twice"},
@@ -233,6 +253,11 @@ func TestBadConfigNamesModelCandidateAndField(t *testing.T) {
 	}
 	t.Setenv("SWITCHYARD_TEST_UNSET_CREDENTIAL", "")
 	refusedNaming(t, cases, validate)
+	for name, c := range cases {
+		if err := validate(t, c.src); err != nil {
+			assert.NotContains(t, err.Error(), "hunter2", "%s: a Redis URL's password is never echoed", name)
+		}
+	}
 }
 
 // A candidate may have no credential at all (a local upstream without auth), and a

@@ -2,9 +2,15 @@ package caddymodule
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -28,7 +34,7 @@ var limiterPool = caddy.NewUsagePool()
 
 type sharedLimiter struct {
 	*limits.Limiter
-	client *redis.Client // nil for counters in memory
+	client redis.UniversalClient // nil for counters in memory
 }
 
 // Destruct stops the limiter and closes its Redis connections, which it does not own.
@@ -75,31 +81,24 @@ func (a *App) openLimiter(repl *caddy.Replacer) error {
 	if lc.DefaultToolUses < 0 || lc.DefaultToolUses > protocols.MaxToolUses {
 		return fmt.Errorf("limits: default_tool_uses must be a whole number from 1 to %d", protocols.MaxToolUses)
 	}
-	url := repl.ReplaceKnown(lc.Redis, "")
-	if lc.Redis != "" && strings.TrimSpace(url) == "" {
-		return fmt.Errorf("limits: redis: %s resolves to an empty value", placeholderNames(lc.Redis))
+	store, err := redisStoreOf(lc, repl)
+	if err != nil {
+		return err
+	}
+	if strings.ContainsAny(lc.RedisPrefix, "{}") {
+		return fmt.Errorf("limits: redis_prefix: %q holds '{' or '}', which the counters' names use as Redis Cluster hash tags", lc.RedisPrefix)
 	}
 	prefix := lc.RedisPrefix
 	if prefix == "" {
 		prefix = "switchyard"
 	}
 	prefix += ":"
-	var redisOpts *redis.Options
-	if url != "" {
-		var err error
-		// Fail-fast client options: a Redis that stops answering must cost a request
-		// half a second, not go-redis's default seconds of retries.
-		if redisOpts, err = limits.ParseRedisURL(url); err != nil {
-			// The URL may hold a password: name the field, not the value.
-			return errors.New("limits: redis: not a redis:// or rediss:// URL")
-		}
-	}
 	logger := a.logger
-	key := strings.Join([]string{url, prefix, lc.WhenUnreachable, lc.Mode, time.Duration(lc.Lease).String(), a.storeKey}, "\x00")
+	key := strings.Join([]string{store.key, prefix, lc.WhenUnreachable, lc.Mode, time.Duration(lc.Lease).String(), a.storeKey}, "\x00")
 	shared, _, err := limiterPool.LoadOrNew(key, func() (caddy.Destructor, error) {
-		counters, client := limits.NewMemory(), (*redis.Client)(nil)
-		if redisOpts != nil {
-			client = redis.NewClient(redisOpts)
+		counters, client := limits.NewMemory(), redis.UniversalClient(nil)
+		if store.client != nil {
+			client = store.client()
 			counters = limits.NewRedis(client, prefix)
 		}
 		return sharedLimiter{client: client, Limiter: limits.New(counters, limits.Options{
@@ -147,6 +146,149 @@ func (a *App) openLimiter(repl *caddy.Replacer) error {
 		}
 	}
 	return nil
+}
+
+// redisStore is where the configuration shares its counters: key names it for the
+// limiter pool (every field that makes another client), client makes the client (nil:
+// counters in memory).
+type redisStore struct {
+	key    string
+	client func() redis.UniversalClient
+}
+
+// redisStoreOf reads redis, redis_cluster or redis_sentinel, placeholders replaced. The
+// errors name the field and a URL's place, never a URL: it may hold a password. Every
+// kind of client gets the fail-fast options of limits.ParseRedisURL: a Redis that stops
+// answering must cost a request half a second, not go-redis's default seconds of retries.
+func redisStoreOf(lc *LimitsConfig, repl *caddy.Replacer) (redisStore, error) {
+	kinds := 0
+	for _, set := range []bool{lc.Redis != "", len(lc.RedisCluster) > 0, lc.RedisSentinel != nil} {
+		if set {
+			kinds++
+		}
+	}
+	if kinds > 1 {
+		return redisStore{}, errors.New("limits: redis, redis_cluster and redis_sentinel each say where the counters are: set one")
+	}
+	// resolve replaces placeholders in each of vals, refusing one that comes out empty.
+	resolve := func(field string, vals []string) ([]string, error) {
+		out := make([]string, len(vals))
+		for i, v := range vals {
+			out[i] = repl.ReplaceKnown(v, "")
+			if strings.TrimSpace(out[i]) == "" {
+				if v == out[i] {
+					return nil, fmt.Errorf("limits: %s: value %d of %d is empty", field, i+1, len(vals))
+				}
+				return nil, fmt.Errorf("limits: %s: %s resolves to an empty value", field, placeholderNames(v))
+			}
+		}
+		return out, nil
+	}
+	if lc.RedisTLSCA != "" && kinds == 0 {
+		return redisStore{}, errors.New("limits: redis_tls_ca: no redis, redis_cluster or redis_sentinel to trust it for")
+	}
+	roots, caKey, err := redisRoots(lc.RedisTLSCA, repl)
+	if err != nil {
+		return redisStore{}, err
+	}
+	// trust applies roots to a client's TLS configuration, refusing them without TLS.
+	trust := func(field string, tc *tls.Config) error {
+		if roots == nil {
+			return nil
+		}
+		if tc == nil {
+			return fmt.Errorf("limits: redis_tls_ca: %s is not rediss:// (TLS)", field)
+		}
+		tc.RootCAs = roots
+		return nil
+	}
+	switch {
+	case lc.Redis != "":
+		urls, err := resolve("redis", []string{lc.Redis})
+		if err != nil {
+			return redisStore{}, err
+		}
+		o, err := limits.ParseRedisURL(urls[0])
+		if err != nil {
+			return redisStore{}, errors.New("limits: redis: not a redis:// or rediss:// URL")
+		}
+		if err := trust("redis", o.TLSConfig); err != nil {
+			return redisStore{}, err
+		}
+		return redisStore{key: "redis\x00" + caKey + urls[0], client: func() redis.UniversalClient { return redis.NewClient(o) }}, nil
+	case len(lc.RedisCluster) > 0:
+		urls, err := resolve("redis_cluster", lc.RedisCluster)
+		if err != nil {
+			return redisStore{}, err
+		}
+		o, err := limits.ParseRedisClusterURLs(urls)
+		if err != nil {
+			return redisStore{}, fmt.Errorf("limits: redis_cluster: %v", err)
+		}
+		if err := trust("redis_cluster", o.TLSConfig); err != nil {
+			return redisStore{}, err
+		}
+		return redisStore{key: "cluster\x00" + caKey + strings.Join(urls, "\x00"), client: func() redis.UniversalClient { return redis.NewClusterClient(o) }}, nil
+	case lc.RedisSentinel != nil:
+		rs := lc.RedisSentinel
+		if len(rs.Sentinels) == 0 {
+			return redisStore{}, errors.New("limits: redis_sentinel: no sentinels: give the URL of one or more")
+		}
+		master, err := resolve("redis_sentinel: master", []string{rs.Master})
+		if err != nil {
+			return redisStore{}, err
+		}
+		urls, err := resolve("redis_sentinel: sentinels", rs.Sentinels)
+		if err != nil {
+			return redisStore{}, err
+		}
+		o, err := limits.ParseRedisSentinelURLs(master[0], urls)
+		if err != nil {
+			return redisStore{}, fmt.Errorf("limits: redis_sentinel: %v", err)
+		}
+		if err := trust("redis_sentinel", o.TLSConfig); err != nil {
+			return redisStore{}, err
+		}
+		return redisStore{key: "sentinel\x00" + caKey + master[0] + "\x00" + strings.Join(urls, "\x00"), client: func() redis.UniversalClient { return redis.NewFailoverClient(o) }}, nil
+	}
+	return redisStore{key: "memory"}, nil
+}
+
+// maxRedisCAFile bounds the CA file read for redis_tls_ca.
+const maxRedisCAFile = 1 << 20
+
+// redisRoots reads redis_tls_ca (placeholders replaced): the system's authorities and
+// the file's, and a key naming the file's content for the limiter pool (a reload after
+// the file changed makes a new client). nil, "" without one.
+func redisRoots(file string, repl *caddy.Replacer) (*x509.CertPool, string, error) {
+	if file == "" {
+		return nil, "", nil
+	}
+	path := repl.ReplaceKnown(file, "")
+	if strings.TrimSpace(path) == "" {
+		return nil, "", fmt.Errorf("limits: redis_tls_ca: %s resolves to an empty value", placeholderNames(file))
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, "", fmt.Errorf("limits: redis_tls_ca: %v", err)
+	}
+	defer f.Close()
+	pem, err := io.ReadAll(io.LimitReader(f, maxRedisCAFile+1))
+	if err != nil {
+		return nil, "", fmt.Errorf("limits: redis_tls_ca: %v", err)
+	}
+	if len(pem) > maxRedisCAFile {
+		return nil, "", fmt.Errorf("limits: redis_tls_ca: %s is over %d bytes: not a file of CA certificates", path, maxRedisCAFile)
+	}
+	roots, err := x509.SystemCertPool()
+	if err != nil || roots == nil {
+		roots = x509.NewCertPool()
+	}
+	if !roots.AppendCertsFromPEM(pem) {
+		return nil, "", fmt.Errorf("limits: redis_tls_ca: %s holds no PEM certificate", path)
+	}
+	sum := sha256.Sum256(pem)
+	return roots, "ca:" + hex.EncodeToString(sum[:]) + "\x00", nil
 }
 
 // admissionRequest is what admission needs of a request.

@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"strconv"
+	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -19,7 +20,22 @@ type LimitsConfig struct {
 	// {env.SWITCHYARD_REDIS} are replaced at load. Default: none, counters in this
 	// gateway's memory.
 	Redis string `json:"redis,omitempty"`
-	// RedisPrefix starts every counter's name in Redis, followed by a colon. Default:
+	// RedisCluster are the redis:// or rediss:// URLs of some nodes of a Redis Cluster to
+	// share counters in (one is enough: the others are learnt from it; more help while
+	// one is down). They share one scheme, user and password: a managed cluster's
+	// (ElastiCache, Memorystore, Azure Cache) with rediss:// for TLS. Placeholders are
+	// replaced at load. At most one of redis, redis_cluster and redis_sentinel.
+	RedisCluster []string `json:"redis_cluster,omitempty"`
+	// RedisSentinel is a Redis primary watched by Sentinel to share counters in: the
+	// gateways follow it when the Sentinels promote a replica in its place. At most one
+	// of redis, redis_cluster and redis_sentinel.
+	RedisSentinel *RedisSentinelConfig `json:"redis_sentinel,omitempty"`
+	// RedisTLSCA is a file of PEM certificates of the authorities to trust, besides the
+	// system's, for a rediss:// Redis whose certificate a private CA signed (Memorystore's
+	// server CA, say). Placeholders are replaced at load. Default: the system's only.
+	RedisTLSCA string `json:"redis_tls_ca,omitempty"`
+	// RedisPrefix starts every counter's name in Redis, followed by a colon; it may not
+	// hold '{' or '}' (the names use them for Redis Cluster hash tags). Default:
 	// "switchyard".
 	RedisPrefix string `json:"redis_prefix,omitempty"`
 	// WhenUnreachable is what a request with a spend budget on its path gets while Redis
@@ -51,10 +67,24 @@ type LimitsConfig struct {
 	ProjectDefaults *limits.Policy `json:"project_defaults,omitempty"`
 }
 
+// RedisSentinelConfig names a Redis primary watched by Sentinel.
+type RedisSentinelConfig struct {
+	// Master is the name the Sentinels know the primary by (their `sentinel monitor`).
+	Master string `json:"master,omitempty"`
+	// Sentinels are redis:// or rediss:// URLs of the Sentinels. The user, password and
+	// database in them are the primary's (and its replicas'); the Sentinels themselves
+	// are asked without a password. They share one scheme, user, password and database.
+	// Placeholders are replaced at load.
+	Sentinels []string `json:"sentinels,omitempty"`
+}
+
 // parseLimits reads the `limits` block of the global option:
 //
 //	limits {
 //		redis <url>
+//		redis_cluster <url> [<url>...]
+//		redis_sentinel <master-name> <sentinel-url> [<sentinel-url>...]
+//		redis_tls_ca <pem-file>
 //		redis_prefix <prefix>
 //		when_unreachable refuse|local
 //		mode lease|exact
@@ -86,6 +116,20 @@ func parseLimits(d *caddyfile.Dispenser) (*LimitsConfig, error) {
 				lc.ProjectDefaults = p
 			}
 			continue
+		case "redis_cluster":
+			urls := d.RemainingArgs()
+			if len(urls) == 0 {
+				return nil, d.Errf("limits: redis_cluster: expected the URL of one or more of the cluster's nodes")
+			}
+			lc.RedisCluster = urls
+			continue
+		case "redis_sentinel":
+			args := d.RemainingArgs()
+			if len(args) < 2 {
+				return nil, d.Errf("limits: redis_sentinel: expected <master-name> <sentinel-url> [<sentinel-url>...]")
+			}
+			lc.RedisSentinel = &RedisSentinelConfig{Master: args[0], Sentinels: args[1:]}
+			continue
 		}
 		var v string
 		if !d.Args(&v) || d.NextArg() {
@@ -94,7 +138,12 @@ func parseLimits(d *caddyfile.Dispenser) (*LimitsConfig, error) {
 		switch opt {
 		case "redis":
 			lc.Redis = v
+		case "redis_tls_ca":
+			lc.RedisTLSCA = v
 		case "redis_prefix":
+			if strings.ContainsAny(v, "{}") {
+				return nil, d.Errf("limits: redis_prefix: %q holds '{' or '}', which the counters' names use as Redis Cluster hash tags", v)
+			}
 			lc.RedisPrefix = v
 		case "when_unreachable":
 			if v != "refuse" && v != "local" {

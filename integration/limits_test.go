@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -44,12 +46,49 @@ func TestBudgetHoldsAcrossTwoGatewaysUnderConcurrentStreams(t *testing.T) {
 		t.Skip("builds the gateway and runs two of them with Redis and PostgreSQL")
 	}
 	for _, mode := range []string{"lease", "exact"} {
-		t.Run(mode, func(t *testing.T) { budgetAcrossTwoGateways(t, mode) })
+		t.Run(mode, func(t *testing.T) {
+			budgetHoldsAcrossTwoGateways(t, "redis "+redistest.Start(t).URL()+"\n\t\t\tmode "+mode, "")
+		})
 	}
 }
 
-func budgetAcrossTwoGateways(t *testing.T, mode string) {
-	rd := redistest.Start(t)
+// The same through a three-master Redis Cluster as managed services offer one (TLS only,
+// its certificate from a private CA named by redis_tls_ca, an ACL user with a password),
+// named by redis_cluster with two of its nodes (the gateways learn the others), with the
+// key's per-model rate as a second scope on every request: in a Cluster each scope is
+// reserved by a script of its own, and the refused requests give back what their other
+// scope took.
+func TestBudgetHoldsAcrossTwoGatewaysSharingARedisCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the gateway and runs two of them with a Redis Cluster and PostgreSQL")
+	}
+	for _, mode := range []string{"lease", "exact"} {
+		t.Run(mode, func(t *testing.T) { budgetAcrossARedisCluster(t, mode) })
+	}
+}
+
+func budgetAcrossARedisCluster(t *testing.T, mode string) {
+	rc := redistest.StartSecureCluster(t)
+	budgetHoldsAcrossTwoGateways(t, "redis_cluster "+strings.Join(rc.URLs()[:2], " ")+"\n\t\t\tredis_tls_ca "+rc.CAFile+"\n\t\t\tmode "+mode,
+		"\t\t\tmodel priced-chat {\n\t\t\t\trpm 60\n\t\t\t}\n")
+	if mode == "lease" {
+		return // leases keep what refused requests took, to spend or give back later
+	}
+	// The key/model scope counted the admitted requests only (a refused one's take was
+	// given back): 60 less the 10 admitted, as last written in the burst (rl is the
+	// level when written: a refill of one a second during it); 10 if the 40 refused
+	// had kept theirs.
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.Addrs(), Username: rc.User, Password: rc.Password,
+		TLSConfig: &tls.Config{RootCAs: rc.RootCAs, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}})
+	defer cc.Close()
+	level, err := cc.HGet(context.Background(), "switchyard:{key:static:budgeted/model:priced-chat}:rate", "rl").Float64()
+	require.NoError(t, err)
+	assert.InDelta(t, 50, level, 5, "the per-model rate counts only the admitted requests")
+}
+
+// budgetHoldsAcrossTwoGateways runs the burst against two gateways whose limits block
+// holds counters (the redis line), the key's limits holding perModel besides its budget.
+func budgetHoldsAcrossTwoGateways(t *testing.T, counters, perModel string) {
 	dsn := pgtest.SchemaDSN(t)
 	caddy := buildCaddyCLI(t)
 	up := newUpstream(t)
@@ -60,13 +99,12 @@ func budgetAcrossTwoGateways(t *testing.T, mode string) {
 			return fmt.Sprintf(`		store postgres %q
 		journal %s
 		limits {
-			redis %s
-			mode %s
+			%s
 		}
 		key budgeted %s {
 			budget 1/day
-		}
-`, dsn, filepath.Join(dir, "journal"), rd.URL(), mode, budgetKey) + pricedChat("http://"+up.hostport(), upstreamPrefix+"-x+drip-100ms")
+%s		}
+`, dsn, filepath.Join(dir, "journal"), counters, budgetKey, perModel) + pricedChat("http://"+up.hostport(), upstreamPrefix+"-x+drip-100ms")
 		}
 	}
 	dirA, dirB := t.TempDir(), t.TempDir()

@@ -70,22 +70,26 @@ func (lg *ledger) Seeder(_ context.Context, s Scope, since time.Time) (int64, er
 	return sum, nil
 }
 
-// backend makes Limiters over one kind of counters; Redis ones share one server and,
-// within a test, one prefix (two Limiters are two gateways).
+// backend makes Limiters over one kind of counters; Redis ones share one Redis (a
+// server, a Cluster, a Sentinel set-up) and, within a test, one prefix (two Limiters are
+// two gateways).
 type backend struct {
 	name   string
-	srv    *redistest.Server
+	client func(t testing.TB) redis.UniversalClient // a new client of the Redis; nil: memory
 	prefix string
 	lease  bool // Redis counters through leases (lease.go); else exact
 }
 
+// shared reports whether the backend's counters are in Redis, shared by its Limiters.
+func (b *backend) shared() bool { return b.client != nil }
+
 func (b *backend) limiter(t testing.TB, opts Options) *Limiter {
 	t.Helper()
 	var c Counters
-	if b.srv == nil {
+	if b.client == nil {
 		c = NewMemory()
 	} else {
-		c = NewRedis(newClient(t, b.srv), b.prefix)
+		c = NewRedis(b.client(t), b.prefix)
 		opts.Exact = !b.lease
 	}
 	l := New(c, opts)
@@ -102,20 +106,70 @@ func newClient(t testing.TB, srv *redistest.Server) *redis.Client {
 	return c
 }
 
+// newClusterClient is a client of the Cluster with the options a gateway would use.
+func newClusterClient(t testing.TB, c *redistest.Cluster) *redis.ClusterClient {
+	t.Helper()
+	o, err := ParseRedisClusterURLs(c.URLs()[:2]) // two nodes are enough to find the rest
+	require.NoError(t, err)
+	cl := redis.NewClusterClient(o)
+	t.Cleanup(func() { _ = cl.Close() })
+	return cl
+}
+
+// newSentinelClient is a client of the Sentinel set-up's master with the options a
+// gateway would use.
+func newSentinelClient(t testing.TB, s *redistest.Sentinel) *redis.Client {
+	t.Helper()
+	o, err := ParseRedisSentinelURLs(redistest.MasterName, s.URLs())
+	require.NoError(t, err)
+	cl := redis.NewFailoverClient(o)
+	t.Cleanup(func() { _ = cl.Close() })
+	return cl
+}
+
 var prefixes atomic.Int64
 
-// eachBackend runs f against memory counters and against Redis counters, exact and
-// through leases.
+// redisKinds are the kinds of Redis the counters run on: one server of the test's own,
+// and the package's shared Cluster and Sentinel set-up (see redistest.SharedCluster).
+var redisKinds = []struct {
+	name   string
+	client func(t *testing.T) func(testing.TB) redis.UniversalClient
+}{
+	{"redis", func(t *testing.T) func(testing.TB) redis.UniversalClient {
+		srv := redistest.Start(t)
+		return func(t testing.TB) redis.UniversalClient { return newClient(t, srv) }
+	}},
+	{"cluster", func(t *testing.T) func(testing.TB) redis.UniversalClient {
+		c := redistest.SharedCluster(t)
+		return func(t testing.TB) redis.UniversalClient { return newClusterClient(t, c) }
+	}},
+	{"sentinel", func(t *testing.T) func(testing.TB) redis.UniversalClient {
+		s := redistest.SharedSentinel(t)
+		return func(t testing.TB) redis.UniversalClient { return newSentinelClient(t, s) }
+	}},
+}
+
+// eachBackend runs f against memory counters and against Redis counters of each kind,
+// exact and through leases.
 func eachBackend(t *testing.T, f func(t *testing.T, b *backend)) {
 	t.Run("memory", func(t *testing.T) { f(t, &backend{name: "memory"}) })
-	t.Run("redis", func(t *testing.T) {
-		srv := redistest.Start(t)
-		f(t, &backend{name: "redis", srv: srv, prefix: fmt.Sprintf("sy%d:", prefixes.Add(1))})
-	})
-	t.Run("lease", func(t *testing.T) {
-		srv := redistest.Start(t)
-		f(t, &backend{name: "lease", srv: srv, prefix: fmt.Sprintf("sy%d:", prefixes.Add(1)), lease: true})
-	})
+	eachRedis(t, f)
+}
+
+// eachRedis runs f against Redis counters of each kind, in exact mode ("redis",
+// "cluster", "sentinel") and through leases ("redis-lease", ...).
+func eachRedis(t *testing.T, f func(t *testing.T, b *backend)) {
+	for _, lease := range []bool{false, true} {
+		for _, k := range redisKinds {
+			name := k.name
+			if lease {
+				name += "-lease"
+			}
+			t.Run(name, func(t *testing.T) {
+				f(t, &backend{name: name, client: k.client(t), prefix: fmt.Sprintf("sy%d:", prefixes.Add(1)), lease: lease})
+			})
+		}
+	}
 }
 
 func keyScope(id string) Scope     { return Scope{Kind: ScopeKey, ID: id} }

@@ -741,15 +741,15 @@ func (b *leaseBook) upkeepOnce(mode upkeepMode) bool {
 	calls, err := b.rc.renew(ctx, b.gw, ops, now.UnixMicro(), life.Microseconds())
 	cancel()
 	b.renewals.Add(int64(calls))
+	seed := false
 	b.mu.Lock()
 	for _, op := range ops {
 		b.answered(op, nil, err, now)
+		seed = seed || op.o.needSeed
 	}
 	b.mu.Unlock()
-	seed := false
 	for _, op := range ops {
 		op.o.renewMu.Unlock()
-		seed = seed || op.o.needSeed
 	}
 	if err != nil {
 		b.l.markDown(err)

@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// burst sends n concurrent asks made by mk, alternately to each gateway, and holds every
+// burstAsks sends n concurrent asks made by mk, alternately to each gateway, and holds every
 // admitted one to the end: all admitted requests are in flight at once.
-func burst(t *testing.T, gws []*Limiter, n int, mk func() Ask) (admitted []*Reservation) {
+func burstAsks(t *testing.T, gws []*Limiter, n int, mk func() Ask) (admitted []*Reservation) {
 	t.Helper()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -37,40 +37,6 @@ func burst(t *testing.T, gws []*Limiter, n int, mk func() Ask) (admitted []*Rese
 	close(start)
 	wg.Wait()
 	return admitted
-}
-
-// Both modes admit exactly what fits across two gateways: a budget, a rate and a
-// concurrency that fit 10, each under 50 asks at once.
-func TestTwoGatewaysAdmitExactlyWhatFitsInBothModes(t *testing.T) {
-	for _, mode := range []string{"exact", "lease"} {
-		t.Run(mode, func(t *testing.T) {
-			g := newGateways(t)
-			clk := newClock(t0)
-			gw := func() *Limiter {
-				if mode == "exact" {
-					return g.limiter(t, Options{Now: clk.Now})
-				}
-				return g.leaseLimiter(t, Options{Now: clk.Now})
-			}
-			gws := []*Limiter{gw(), gw()}
-			for _, tc := range []struct {
-				name  string
-				check Check
-				cost  int64
-			}{
-				{"budget", Check{Scope: keyScope("budget"), Policy: Policy{Budget: budget(10_000, PeriodMonth)}}, 1000},
-				{"rate", Check{Scope: keyScope("rate"), Policy: Policy{RPM: 10}}, 0},
-				{"concurrency", Check{Scope: keyScope("slots"), Policy: Policy{Concurrency: 10}}, 0},
-			} {
-				proj := Check{Scope: projectScope("p-" + tc.name), Policy: Policy{RPM: 1000, TPM: 1_000_000}}
-				held := burst(t, gws, 50, func() Ask { return ask(100, tc.cost, tc.check, proj) })
-				require.Len(t, held, 10, "%s: fits 10, across two gateways", tc.name)
-				for _, r := range held {
-					r.Settle(context.Background(), 100, tc.cost)
-				}
-			}
-		})
-	}
 }
 
 // Far from its limits a gateway admits from its leases: one call to Redis serves many
@@ -154,7 +120,7 @@ func TestALoweredLimitIsNotSpentFromAnOldLease(t *testing.T) {
 	lowered := Check{Scope: keyScope("k1"), Policy: Policy{RPM: 10}}
 	// The bucket holds at most the new figure: a's lease, taken from the old, is not
 	// used for it.
-	n := len(burst(t, []*Limiter{a, b}, 30, func() Ask { return ask(0, 0, lowered) }))
+	n := len(burstAsks(t, []*Limiter{a, b}, 30, func() Ask { return ask(0, 0, lowered) }))
 	require.Equal(t, 10, n, "the new figure, and nothing from the old lease")
 	require.Greater(t, a.LeaseStats().Renewals, calls)
 }

@@ -1,6 +1,7 @@
 package limits
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,20 +16,27 @@ import (
 // Key layout in Redis, under the prefix given to NewRedis (scope is Scope.String(),
 // e.g. "key:k_123" or "project:platform/model:big"):
 //
-//	<prefix>rate:<scope>                      hash {rl: requests level, rt: µs of rl, tl and tt
-//	                                          the same for tokens, x: expiry set, µs}: buckets
-//	<prefix>inflight:<scope>                  zset request id → lease deadline (µs): concurrency slots
-//	<prefix>budget:<scope>:<period>:<start>   hash {spent, held, r:<request id>: reserved micros}
-//	<prefix>budget:<scope>:<period>:<start>:leases   zset request id → lease deadline (µs)
+//	<prefix>{<scope>}:rate                      hash {rl: requests level, rt: µs of rl, tl and tt
+//	                                            the same for tokens, x: expiry set, µs}: buckets
+//	<prefix>{<scope>}:inflight                  zset request id → lease deadline (µs): concurrency slots
+//	<prefix>{<scope>}:budget:<period>:<start>   hash {spent, held, r:<request id>: reserved micros}
+//	<prefix>{<scope>}:budget:<period>:<start>:leases   zset request id → lease deadline (µs)
 //
 // <start> is the period's start in unix seconds (0 for a total budget). A bucket expires
 // once it would be full again (an absent bucket is a full one); a slot set a minute after
 // its last lease; a budget period's keys an hour after the period's end plus the lease (a
 // total budget's never). A budget hash without "spent" is seeded from the ledger.
 //
-// One Ask touches keys of several scopes in one script. That is fine on one Redis server
-// (or a primary with replicas); Redis Cluster would need every key of an Ask in one hash
-// slot (a hash tag such as {switchyard}), which this does not do.
+// Every key of one scope carries the scope as its hash tag ({...}), so that in a Redis
+// Cluster they all live in one slot and a script on one scope touches one slot. (A '}'
+// inside a scope ends the tag early, at the same place in each of the scope's keys: they
+// still share a slot.) keysOf and budgetKeys are the only code that makes these names.
+//
+// On one server, or a primary watched by Sentinel, one script decides every scope of an
+// Ask at once. In a Cluster the scopes of an Ask live in different slots: one script per
+// scope goes in one pipeline (one round trip to each node involved), and when a scope
+// refuses (or needs seeding), the scopes reserved in the same call are released again
+// before the answer (see reserveEach).
 
 // NewRedis returns counters shared through Redis by every gateway using the same client
 // address and prefix (e.g. "switchyard:"). Every reserve and every settle is one Lua
@@ -36,8 +44,13 @@ import (
 // queued and sent ahead of the next call in the same pipeline (see settler.go). The client connects lazily, so a
 // gateway can start while Redis is down; ParseRedisURL gives options that fail fast. The
 // Limiter does not close the client.
+//
+// With a *redis.ClusterClient the scopes of one Ask are reserved and settled by one script
+// each (see the key layout above); with any other client (one server, Sentinel) by one
+// script together. The prefix should hold no '{' or '}': it would change the hash tags.
 func NewRedis(client redis.UniversalClient, prefix string) Counters {
-	return &redisCounters{c: client, prefix: prefix}
+	_, cluster := client.(*redis.ClusterClient)
+	return &redisCounters{c: client, prefix: prefix, perScope: cluster}
 }
 
 // ParseRedisURL reads a redis:// or rediss:// URL into client options fit for admission
@@ -59,6 +72,9 @@ func ParseRedisURL(url string) (*redis.Options, error) {
 type redisCounters struct {
 	c      redis.UniversalClient
 	prefix string
+	// perScope sends one script per scope of a reservation (a Redis Cluster: a script
+	// may touch only one slot) rather than one for them all.
+	perScope bool
 
 	mu      sync.Mutex
 	stale   map[string]struct{} // budget hashes whose spend was counted elsewhere during an outage
@@ -301,9 +317,10 @@ return out
 `)
 
 // settleScript releases a reservation and adds the cost to each budget's settle period.
-// KEYS: per item: t and s: one key; b: the reserve period's hash and leases, the settle
+// KEYS: per item: r, t and s: one key; b: the reserve period's hash and leases, the settle
 // period's hash. ARGV: now µs, request id, addOnly (1: only add), then per item: kind,
-// limit, delta (tokens: actual - reserved; budget: cost), seed (-1: none; -2: leave an
+// limit, delta (tokens: actual - reserved; requests: -1 to give a request back, sent only
+// when a Cluster's sibling scope refused; budget: cost), seed (-1: none; -2: leave an
 // absent counter absent), time to live of the settle period's hash (ms, 0: forever).
 // Answer: per item two integers: 1 when its settle period's counter is absent and needs
 // seeding; and a budget's settle-period spend after the cost, -1 when not counted.
@@ -318,10 +335,10 @@ for i = 1, n do
   local kind, limit, delta, seed = ARGV[a+1], tonumber(ARGV[a+2]), tonumber(ARGV[a+3]), tonumber(ARGV[a+4])
   out[2*i-1] = 0
   out[2*i] = -1
-  if kind == 't' then
-    local l = level_of(KEYS[k], 't', limit, now) - delta
+  if kind == 't' or kind == 'r' then
+    local l = level_of(KEYS[k], kind, limit, now) - delta
     if l > limit then l = limit end
-    store_level(KEYS[k], 't', l, limit, now, nowS)
+    store_level(KEYS[k], kind, l, limit, now, nowS)
     k = k + 1
   elseif kind == 's' then
     redis.call('ZREM', KEYS[k], id)
@@ -428,8 +445,8 @@ func (rc *redisCounters) keysOf(s Scope) *scopeKeys {
 	if k != nil {
 		return k
 	}
-	name := s.String()
-	k = &scopeKeys{rate: rc.prefix + "rate:" + name, inflight: rc.prefix + "inflight:" + name, budget: rc.prefix + "budget:" + name + ":"}
+	tagged := rc.prefix + "{" + s.String() + "}:"
+	k = &scopeKeys{rate: tagged + "rate", inflight: tagged + "inflight", budget: tagged + "budget:"}
 	rc.kmu.Lock()
 	if rc.keys == nil || len(rc.keys) >= maxScopeKeys {
 		rc.keys = make(map[Scope]*scopeKeys)
@@ -471,12 +488,14 @@ func ttlMS(end, lease, now int64) int64 {
 
 var kindCodes = [...]string{itemRequests: "r", itemTokens: "t", itemSlot: "s", itemBudget: "b"}
 
-func (rc *redisCounters) args(r *Reservation, now, lease int64) ([]string, []any) {
-	keys := make([]string, 0, len(r.items)+2)
-	args := make([]any, 0, 6+6*len(r.items))
-	args = append(args, now, r.id, now+lease, lease/1000, len(r.items))
-	for i := range r.items {
-		it := &r.items[i]
+// args are the reserve (and peek) script's keys and arguments for items, the items of
+// request id.
+func (rc *redisCounters) args(id string, items []item, now, lease int64) ([]string, []any) {
+	keys := make([]string, 0, len(items)+2)
+	args := make([]any, 0, 6+6*len(items))
+	args = append(args, now, id, now+lease, lease/1000, len(items))
+	for i := range items {
+		it := &items[i]
 		var exp int64
 		switch it.kind {
 		case itemRequests, itemTokens:
@@ -493,29 +512,147 @@ func (rc *redisCounters) args(r *Reservation, now, lease int64) ([]string, []any
 	return keys, args
 }
 
-// slotKeys are the keys of r's slot items, in order.
-func (rc *redisCounters) slotKeys(r *Reservation) []string {
+// slotKeys are the keys of the slot items among items, in order.
+func (rc *redisCounters) slotKeys(items []item) []string {
 	var out []string
-	for i := range r.items {
-		if it := &r.items[i]; it.kind == itemSlot {
+	for i := range items {
+		if it := &items[i]; it.kind == itemSlot {
 			out = append(out, rc.slotKey(it))
 		}
 	}
 	return out
 }
 
+// span is a run of a reservation's items, [lo, hi), that one script decides: all of
+// them on one server; one scope's (one check's) in a Cluster.
+type span struct{ lo, hi int }
+
+// scopeSpans cuts items into one span per scope (a check's items are contiguous).
+func scopeSpans(items []item) []span {
+	var out []span
+	lo := 0
+	for i := 1; i <= len(items); i++ {
+		if i == len(items) || items[i].check != items[lo].check {
+			out = append(out, span{lo, i})
+			lo = i
+		}
+	}
+	return out
+}
+
 func (rc *redisCounters) reserve(ctx context.Context, r *Reservation, now, lease int64) (outcome, error) {
-	keys, args := rc.args(r, now, lease)
-	v, err := rc.exec(ctx, reserveScript, keys, args, rc.slotKeys(r)).Int64Slice()
+	if rc.perScope {
+		if spans := scopeSpans(r.items); len(spans) > 1 {
+			return rc.reserveEach(ctx, r, spans, now, lease)
+		}
+	}
+	keys, args := rc.args(r.id, r.items, now, lease)
+	v, err := rc.exec(ctx, reserveScript, keys, args, rc.slotKeys(r.items)).Int64Slice()
 	if err != nil {
 		return 0, err
 	}
-	if len(v) != 1+2*len(r.items) {
-		return 0, fmt.Errorf("reserve script answered %d values for %d items", len(v), len(r.items))
+	return readReserve(r.items, v)
+}
+
+// reserveEach reserves r in a Cluster: one reserve script per scope, all in one pipeline
+// (one round trip to each node holding one of them). Each scope decides alone, so when
+// one refuses or needs seeding, the scopes reserved by the same call are released again
+// (in a second round trip) before the answer: all or nothing, as on one server, except
+// that a request refused by one scope briefly held the others.
+func (rc *redisCounters) reserveEach(ctx context.Context, r *Reservation, spans []span, now, lease int64) (outcome, error) {
+	parts := make([]*part, len(spans))
+	for i, sp := range spans {
+		items := r.items[sp.lo:sp.hi]
+		keys, args := rc.args(r.id, items, now, lease)
+		parts[i] = &part{s: reserveScript, keys: keys, args: args, slotKeys: rc.slotKeys(items)}
+	}
+	rc.execParts(ctx, parts)
+	status := admitted
+	var err error
+	var reserved []span
+	for i, p := range parts {
+		sp := spans[i]
+		v, e := p.res.Int64Slice()
+		var o outcome
+		if e == nil {
+			o, e = readReserve(r.items[sp.lo:sp.hi], v)
+		}
+		switch {
+		case e != nil:
+			err = cmp.Or(err, e)
+		case o == admitted:
+			reserved = append(reserved, sp)
+		case o == needsSeed:
+			status = needsSeed
+		case status == admitted:
+			status = refused
+		}
+	}
+	if (err != nil || status != admitted) && len(reserved) > 0 {
+		if e := rc.releaseSpans(ctx, r, reserved, now); e != nil {
+			// The caller releases the whole reservation once Redis answers again.
+			err = cmp.Or(err, e)
+		}
+	}
+	if err != nil {
+		return 0, err
+	}
+	return status, nil
+}
+
+// releaseSpans gives back what the reserve script took for spans of r: the requests and
+// tokens from the buckets, the slots, what the budgets hold. Used when a sibling scope
+// of a Cluster refused; it does not wait for the request's client, which may have left.
+func (rc *redisCounters) releaseSpans(ctx context.Context, r *Reservation, spans []span, now int64) error {
+	parts := make([]*part, 0, len(spans))
+	for _, sp := range spans {
+		keys := make([]string, 0, sp.hi-sp.lo+2)
+		args := make([]any, 0, 3+5*(sp.hi-sp.lo))
+		args = append(args, now, r.id, "0")
+		for i := sp.lo; i < sp.hi; i++ {
+			it := &r.items[i]
+			switch it.kind {
+			case itemRequests, itemTokens:
+				if it.take == 0 {
+					continue
+				}
+				keys = append(keys, rc.bucketKey(it))
+				args = append(args, kindCodes[it.kind], it.limit, -it.take, 0, 0)
+			case itemSlot:
+				keys = append(keys, rc.slotKey(it))
+				args = append(args, "s", it.limit, 0, 0, 0)
+			case itemBudget:
+				bk := rc.budgetKeys(it, it.start)
+				keys = append(keys, bk.budget, bk.leases, bk.budget)
+				args = append(args, "b", it.limit, 0, -2, 0)
+			}
+		}
+		if len(keys) > 0 {
+			parts = append(parts, &part{s: settleScript, keys: keys, args: args})
+		}
+	}
+	if len(parts) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rc.callTimeout())
+	defer cancel()
+	rc.execParts(ctx, parts)
+	for _, p := range parts {
+		if err := p.res.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readReserve reads the reserve script's answer v into items.
+func readReserve(items []item, v []int64) (outcome, error) {
+	if len(v) != 1+2*len(items) {
+		return 0, fmt.Errorf("reserve script answered %d values for %d items", len(v), len(items))
 	}
 	status := outcome(v[0])
-	for i := range r.items {
-		it := &r.items[i]
+	for i := range items {
+		it := &items[i]
 		v1, v2 := v[1+2*i], v[2+2*i]
 		switch status {
 		case admitted:
@@ -543,18 +680,46 @@ func (rc *redisCounters) reserve(ctx context.Context, r *Reservation, now, lease
 	return status, nil
 }
 
-// settleArgs is the settle script's keys and arguments for r, and the items they carry
-// (none: nothing to send).
-func (rc *redisCounters) settleArgs(r *Reservation, tokens, cost, now int64, addOnly, seed bool) ([]string, []any, []int) {
-	keys := make([]string, 0, len(r.items)+4)
-	args := make([]any, 0, 3+5*len(r.items))
+// settlePart is one settle script call: keys and arguments.
+type settlePart struct {
+	keys []string
+	args []any
+}
+
+// settleArgs appends to parts the settle script's calls for r (one, or in a Cluster one
+// per scope), and returns them with the items they carry, in order (none: nothing to
+// send). Each call answers two values per item it carries, so the answers put end to
+// end match sent.
+func (rc *redisCounters) settleArgs(parts []settlePart, r *Reservation, tokens, cost, now int64, addOnly, seed bool) ([]settlePart, []int) {
+	if rc.perScope {
+		var sent []int
+		for _, sp := range scopeSpans(r.items) {
+			p, s := rc.settleSpan(r, sp, tokens, cost, now, addOnly, seed)
+			if len(s) > 0 {
+				parts, sent = append(parts, p), append(sent, s...)
+			}
+		}
+		return parts, sent
+	}
+	p, sent := rc.settleSpan(r, span{0, len(r.items)}, tokens, cost, now, addOnly, seed)
+	if len(sent) == 0 {
+		return parts, nil
+	}
+	return append(parts, p), sent
+}
+
+// settleSpan is the settle script's call for the items of sp.
+func (rc *redisCounters) settleSpan(r *Reservation, sp span, tokens, cost, now int64, addOnly, seed bool) (settlePart, []int) {
+	n := sp.hi - sp.lo
+	keys := make([]string, 0, n+4)
+	args := make([]any, 0, 3+5*n)
 	flag := "0"
 	if addOnly {
 		flag = "1"
 	}
 	args = append(args, now, r.id, flag)
-	sent := make([]int, 0, len(r.items))
-	for i := range r.items {
+	sent := make([]int, 0, n)
+	for i := sp.lo; i < sp.hi; i++ {
 		it := &r.items[i]
 		if addOnly && !(it.kind == itemBudget && it.needSeed) {
 			continue
@@ -584,7 +749,7 @@ func (rc *redisCounters) settleArgs(r *Reservation, tokens, cost, now int64, add
 		}
 		sent = append(sent, i)
 	}
-	return keys, args, sent
+	return settlePart{keys: keys, args: args}, sent
 }
 
 // settleResult reads the settle script's answer into r's items.
@@ -603,20 +768,37 @@ func settleResult(r *Reservation, sent []int, v []int64) {
 }
 
 func (rc *redisCounters) settle(ctx context.Context, r *Reservation, tokens, cost, now int64, addOnly, seed bool) error {
-	keys, args, sent := rc.settleArgs(r, tokens, cost, now, addOnly, seed)
+	sp, sent := rc.settleArgs(nil, r, tokens, cost, now, addOnly, seed)
 	if len(sent) == 0 {
 		return nil
 	}
-	v, err := settleScript.Run(ctx, rc.c, keys, args...).Int64Slice()
-	if err != nil {
-		return err
+	var v []int64
+	if len(sp) == 1 {
+		var err error
+		if v, err = settleScript.Run(ctx, rc.c, sp[0].keys, sp[0].args...).Int64Slice(); err != nil {
+			return err
+		}
+	} else {
+		parts := make([]*part, len(sp))
+		for i := range sp {
+			parts[i] = &part{s: settleScript, keys: sp[i].keys, args: sp[i].args}
+		}
+		rc.execParts(ctx, parts)
+		for _, p := range parts {
+			pv, err := p.res.Int64Slice()
+			if err != nil {
+				return err
+			}
+			v = append(v, pv...)
+		}
 	}
 	settleResult(r, sent, v)
 	return nil
 }
 
 func (rc *redisCounters) peek(ctx context.Context, r *Reservation, now int64) error {
-	keys, args := rc.args(r, now, r.l.lease)
+	// Status peeks at one check: one scope, one slot.
+	keys, args := rc.args(r.id, r.items, now, r.l.lease)
 	// A standing reflects every settlement this gateway has made: wait for those on
 	// their way, and send the queued ones ahead of the peek.
 	rc.sending.Lock()
@@ -687,6 +869,12 @@ func (rc *redisCounters) markStale(r *Reservation, spend, counterOnly bool) {
 // released, then drops the spend of the budget periods counted elsewhere meanwhile, so
 // that the next reservation seeds them from the ledger. With nothing to do it is a PING.
 func (rc *redisCounters) resync(ctx context.Context) error {
+	if cc, ok := rc.c.(*redis.ClusterClient); ok {
+		// A Cluster client learns that a master was replaced only when a live node
+		// answers MOVED, or once a minute: a dead one answers nothing. Ask again
+		// which node serves which slots (in the background, at most one at a time).
+		cc.ReloadState(ctx)
+	}
 	rc.mu.Lock()
 	release, stale := rc.release, rc.stale
 	rc.release, rc.stale = nil, nil

@@ -118,8 +118,8 @@ func TestRedisKeyLayout(t *testing.T) {
 	require.NoError(t, err)
 	sort.Strings(keys)
 	start := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC).Unix()
-	b := "sy:budget:key:k1/model:big:month:" + strconv.FormatInt(start, 10)
-	require.Equal(t, []string{b, b + ":leases", "sy:inflight:key:k1/model:big", "sy:rate:key:k1/model:big"}, keys)
+	b := "sy:{key:k1/model:big}:budget:month:" + strconv.FormatInt(start, 10)
+	require.Equal(t, []string{b, b + ":leases", "sy:{key:k1/model:big}:inflight", "sy:{key:k1/model:big}:rate"}, keys)
 	ttl, err := g.admin.PTTL(context.Background(), b).Result()
 	require.NoError(t, err)
 	// Until an hour after April 1st plus the lease, from the Limiter's clock.
@@ -142,7 +142,7 @@ func TestABucketInDebtOutlivesItsRefill(t *testing.T) {
 	l.Flush()
 	st := status(t, l, c)
 	require.Greater(t, st.Tokens.Reset, 5*time.Minute)
-	ttl, err := g.admin.PTTL(ctx, "sy:rate:key:k1").Result()
+	ttl, err := g.admin.PTTL(ctx, "sy:{key:k1}:rate").Result()
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, ttl, st.Tokens.Reset+time.Second, "the bucket outlives its refill")
 }
@@ -174,7 +174,7 @@ func TestLapsedSlotsAreSweptBeyondABound(t *testing.T) {
 	}
 	clk.Add(2 * time.Minute)
 	admit(t, l, ask(0, 0, c))
-	n, err := g.admin.ZCard(context.Background(), "sy:inflight:key:k1").Result()
+	n, err := g.admin.ZCard(context.Background(), "sy:{key:k1}:inflight").Result()
 	require.NoError(t, err)
 	require.Equal(t, int64(1), n)
 }
@@ -375,7 +375,7 @@ func TestAFailedSettlementIsSeededAgainFromTheLedger(t *testing.T) {
 				l.Flush()
 			}
 			counted := func() int64 {
-				key := g.prefix + "budget:key:k1:month:" + strconv.FormatInt(Budget{Period: PeriodMonth}.Start(t0).Unix(), 10)
+				key := g.prefix + "{key:k1}:budget:month:" + strconv.FormatInt(Budget{Period: PeriodMonth}.Start(t0).Unix(), 10)
 				v, err := g.admin.HGet(ctx, key, "spent").Int64()
 				require.NoError(t, err)
 				return v

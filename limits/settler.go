@@ -1,6 +1,7 @@
 package limits
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"strings"
@@ -26,8 +27,8 @@ const settleBatch = 64
 // answer.
 type pendingSettle struct {
 	r       *Reservation
-	keys    []string
-	args    []any
+	parts   []settlePart  // one call, or in a Cluster one per scope
+	one     [1]settlePart // parts' storage for one call
 	sent    []int
 	tokens  int64
 	cost    int64
@@ -46,7 +47,12 @@ func (rc *redisCounters) enqueue(ps *pendingSettle) {
 		rc.qmu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), rc.callTimeout())
 		defer cancel()
-		v, err := settleScript.Run(ctx, rc.c, ps.keys, ps.args...).Int64Slice()
+		var v []int64
+		var err error
+		for _, p := range ps.parts {
+			pv, e := settleScript.Run(ctx, rc.c, p.keys, p.args...).Int64Slice()
+			v, err = append(v, pv...), cmp.Or(err, e)
+		}
 		ps.r.l.settled(ps, v, err)
 		return
 	}
@@ -225,15 +231,23 @@ func (rc *redisCounters) flushOut() {
 // read and one wake-up of Redis's event loop serve many requests.
 const maxPipelines = 2
 
-// call is a script call waiting for a pipeline.
-type call struct {
+// part is one script call: a call sends one or several (a Cluster's scopes) together.
+type part struct {
 	s        *redis.Script
 	keys     []string
 	args     []any
 	slotKeys []string
 	res      *redis.Cmd
-	done     chan struct{} // closed when res is in, or when this call is to send group
-	group    []*call       // handed over with done: the calls to send, this one first
+}
+
+// call is script calls waiting for a pipeline.
+type call struct {
+	parts []*part
+	done  chan struct{} // closed when res is in, or when this call is to send group
+	group []*call       // handed over with done: the calls to send, this one first
+	// The storage of a call of one part (nearly all): no allocation beyond the call.
+	one    part
+	oneRef [1]*part
 }
 
 // exec sends the queued settlements, then script s (nil: none) with keys and args, in
@@ -248,7 +262,21 @@ func (rc *redisCounters) exec(ctx context.Context, s *redis.Script, keys []strin
 		rc.send(ctx, nil)
 		return nil
 	}
-	c := &call{s: s, keys: keys, args: args, slotKeys: slotKeys}
+	c := &call{one: part{s: s, keys: keys, args: args, slotKeys: slotKeys}}
+	c.oneRef[0] = &c.one
+	c.parts = c.oneRef[:]
+	rc.execCall(ctx, c)
+	return c.one.res
+}
+
+// execParts is exec for several script calls sent together, in the same pipeline: each
+// part's res is set.
+func (rc *redisCounters) execParts(ctx context.Context, parts []*part) {
+	rc.execCall(ctx, &call{parts: parts})
+}
+
+func (rc *redisCounters) execCall(ctx context.Context, c *call) {
+	parts := c.parts
 	rc.cmu.Lock()
 	if rc.pipelines < maxPipelines {
 		rc.pipelines++
@@ -266,16 +294,18 @@ func (rc *redisCounters) exec(ctx context.Context, s *redis.Script, keys []strin
 				if w == c {
 					rc.waiting = append(rc.waiting[:i], rc.waiting[i+1:]...)
 					rc.cmu.Unlock()
-					cmd := redis.NewCmd(ctx)
-					cmd.SetErr(ctx.Err())
-					return cmd
+					for _, p := range parts {
+						p.res = redis.NewCmd(ctx)
+						p.res.SetErr(ctx.Err())
+					}
+					return
 				}
 			}
 			rc.cmu.Unlock()
 			<-c.done // taken: its pipeline is bounded by callTimeout
 		}
 		if c.group == nil {
-			return c.res
+			return
 		}
 	}
 	rc.send(ctx, c.group)
@@ -293,7 +323,6 @@ func (rc *redisCounters) exec(ctx context.Context, s *redis.Script, keys []strin
 	for _, g := range c.group[1:] {
 		close(g.done)
 	}
-	return c.res
 }
 
 // send sends the queued settlements, then the calls of group, in one pipeline, and sets
@@ -309,23 +338,27 @@ func (rc *redisCounters) send(ctx context.Context, group []*call) {
 	} else {
 		batch = rc.take()
 	}
+	nparts := 0
 	for _, c := range group {
-		if len(c.slotKeys) > 0 {
-			c.args = rc.releasing(c.args, c.slotKeys, batch)
+		for _, p := range c.parts {
+			if len(p.slotKeys) > 0 {
+				p.args = rc.releasing(p.args, p.slotKeys, batch)
+			}
+			nparts++
 		}
 	}
 	if len(batch) > 0 && !rc.loaded.Load() {
 		// The settle script must be in the server's cache before it goes ahead of
 		// another script in a pipeline: sent again as text after a NOSCRIPT, it would
-		// run after it.
+		// run after it. (A Cluster client loads it on every node.)
 		if err := settleScript.Load(ctx, rc.c).Err(); err == nil {
 			rc.loaded.Store(true)
 		}
 	}
-	if len(batch) == 0 && len(group) <= 1 {
-		if len(group) == 1 {
-			c := group[0]
-			c.res = c.s.Run(ctx, rc.c, c.keys, c.args...)
+	if len(batch) == 0 && nparts <= 1 {
+		if nparts == 1 {
+			p := group[0].parts[0]
+			p.res = p.s.Run(ctx, rc.c, p.keys, p.args...)
 		}
 		return
 	}
@@ -337,27 +370,45 @@ func (rc *redisCounters) send(ctx context.Context, group []*call) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rc.callTimeout())
 	defer cancel()
 	pipe := rc.c.Pipeline()
-	cmds := make([]*redis.Cmd, len(batch))
-	for i, ps := range batch {
-		cmds[i] = pipe.EvalSha(ctx, settleScript.Hash(), ps.keys, ps.args...)
+	cmds := make([]*redis.Cmd, 0, len(batch)) // each settlement's parts in turn
+	for _, ps := range batch {
+		for _, p := range ps.parts {
+			cmds = append(cmds, pipe.EvalSha(ctx, settleScript.Hash(), p.keys, p.args...))
+		}
 	}
 	for _, c := range group {
-		c.res = pipe.EvalSha(ctx, c.s.Hash(), c.keys, c.args...)
+		for _, p := range c.parts {
+			p.res = pipe.EvalSha(ctx, p.s.Hash(), p.keys, p.args...)
+		}
 	}
 	_, _ = pipe.Exec(ctx) // each command's own error is read below
-	for i, ps := range batch {
-		c := cmds[i]
-		if noScript(c.Err()) {
-			rc.loaded.Store(false)
-			// The server lost its script cache: send the script's text.
-			c = settleScript.Eval(ctx, rc.c, ps.keys, ps.args...)
+	next := 0
+	for _, ps := range batch {
+		var v []int64
+		var err error
+		for j := range ps.parts {
+			c := cmds[next]
+			next++
+			if noScript(c.Err()) {
+				rc.loaded.Store(false)
+				// The server lost its script cache (or, in a Cluster, a replica
+				// promoted since it was loaded never had it): send the script's text.
+				c = settleScript.Eval(ctx, rc.c, ps.parts[j].keys, ps.parts[j].args...)
+			}
+			pv, e := c.Int64Slice()
+			if j == 0 {
+				v, err = pv, e
+			} else {
+				v, err = append(v, pv...), cmp.Or(err, e)
+			}
 		}
-		v, err := c.Int64Slice()
 		ps.r.l.settled(ps, v, err)
 	}
 	for _, c := range group {
-		if noScript(c.res.Err()) {
-			c.res = c.s.Eval(ctx, rc.c, c.keys, c.args...)
+		for _, p := range c.parts {
+			if noScript(p.res.Err()) {
+				p.res = p.s.Eval(ctx, rc.c, p.keys, p.args...)
+			}
 		}
 	}
 }
@@ -368,7 +419,7 @@ func noScript(err error) bool {
 
 // settleLater queues r's settlement in Redis (the addOnly pass after seeding too).
 func (l *Limiter) settleLater(ps *pendingSettle) {
-	ps.keys, ps.args, ps.sent = l.redis.settleArgs(ps.r, ps.tokens, ps.cost, ps.now.UnixMicro(), ps.addOnly, true)
+	ps.parts, ps.sent = l.redis.settleArgs(ps.one[:0], ps.r, ps.tokens, ps.cost, ps.now.UnixMicro(), ps.addOnly, true)
 	if len(ps.sent) == 0 {
 		l.settled(ps, nil, nil)
 		return

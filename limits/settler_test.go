@@ -178,7 +178,8 @@ func TestASlotWhoseSettlementIsOnItsWayIsFreeForTheNextRequest(t *testing.T) {
 	refuse(t, l, ask(0, 0, c)) // the limit still holds
 	// The settlement arrives late: harmless.
 	ctx := context.Background()
-	v, err := settleScript.Run(ctx, l.redis.c, onItsWay[0].keys, onItsWay[0].args...).Int64Slice()
+	p := onItsWay[0].parts[0]
+	v, err := settleScript.Run(ctx, l.redis.c, p.keys, p.args...).Int64Slice()
 	l.settled(onItsWay[0], v, err)
 	refuse(t, l, ask(0, 0, c))
 	next.Settle(ctx, 0, 0)

@@ -40,7 +40,7 @@ func TestBudgetWatchHearsEachThresholdOnce(t *testing.T) {
 		// gateway whose request crossed it, once.
 		l1 := b.limiter(t, Options{Now: clk.Now, Seeder: lg.Seeder})
 		l2 := l1
-		if b.srv != nil {
+		if b.shared() {
 			l2 = b.limiter(t, Options{Now: clk.Now, Seeder: lg.Seeder})
 		}
 		heard := &crossings{}

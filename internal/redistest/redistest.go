@@ -12,6 +12,7 @@ package redistest
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -23,6 +24,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/switchyard-gw/switchyard/internal/loopback"
 )
 
@@ -31,17 +34,55 @@ type Server struct {
 	bin  string
 	dir  string
 	port int
+	// extra are arguments after the usual ones (cluster mode); sentinel, when set, makes
+	// the server a Sentinel run from the configuration it returns for a port.
+	extra    []string
+	sentinel func(port int) string
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	out    *os.File      // the server's log
 	exited chan struct{} // closed when cmd has exited
+	admin  *redis.Client // nodeClient's
+	// user and password are what nodeClient logs in with; "" for none.
+	user, password string
+	// tls, when set, makes the server listen with TLS only (on port), started with
+	// tlsArgs (its certificate files); it is the configuration clients reach it with.
+	tls     *tls.Config
+	tlsArgs []string
 }
 
 // Start starts a redis-server for the test, stopped and removed when the test ends. It
 // skips the test when redis-server is missing (fails it under CI=true) and fails it
 // when the server does not start.
 func Start(t testing.TB) *Server {
+	t.Helper()
+	return launch(t, nil, nil)
+}
+
+// TB is what these helpers need of a test: testing.TB has it.
+type TB interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	Skip(args ...any)
+	Cleanup(func())
+}
+
+// launch starts a redis-server with extra arguments (or a Sentinel, see Server).
+func launch(t TB, extra []string, sentinel func(port int) string) *Server {
+	t.Helper()
+	return launchAs(t, extra, sentinel, nil, "", "")
+}
+
+// launchWith starts a redis-server with extra arguments, TLS only when ca is set, and
+// remembers the user and password for nodeClient.
+func launchWith(t TB, extra []string, ca *testCA, user, password string) *Server {
+	t.Helper()
+	return launchAs(t, extra, nil, ca, user, password)
+}
+
+func launchAs(t TB, extra []string, sentinel func(port int) string, ca *testCA, user, password string) *Server {
 	t.Helper()
 	bin := find()
 	if bin == "" {
@@ -55,7 +96,10 @@ func Start(t testing.TB) *Server {
 	if err != nil {
 		t.Fatalf("redis: %v", err)
 	}
-	s := &Server{bin: bin, dir: dir}
+	s := &Server{bin: bin, dir: dir, extra: extra, sentinel: sentinel, user: user, password: password}
+	if ca != nil {
+		s.tls, s.tlsArgs = ca.clientConfig(), ca.serverArgs()
+	}
 	t.Cleanup(func() {
 		s.stop()
 		_ = os.RemoveAll(dir)
@@ -118,9 +162,23 @@ func (s *Server) start() error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(s.bin,
+	args := append([]string{
 		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--dir", s.dir, "--daemonize", "no", "--protected-mode", "yes", "--loglevel", "warning")
+		"--dir", s.dir, "--daemonize", "no", "--protected-mode", "yes", "--loglevel", "warning"}, s.extra...)
+	if s.tls != nil {
+		args[1] = "0" // no plaintext port
+		args = append(append(args, "--tls-port", strconv.Itoa(s.port)), s.tlsArgs...)
+	}
+	if s.sentinel != nil {
+		// A Sentinel rewrites its configuration file: it must be one of its own.
+		conf := s.dir + "/sentinel.conf"
+		if err := os.WriteFile(conf, []byte(s.sentinel(s.port)), 0o600); err != nil {
+			logf.Close()
+			return err
+		}
+		args = []string{conf, "--sentinel"}
+	}
+	cmd := exec.Command(s.bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		logf.Close()
@@ -131,7 +189,7 @@ func (s *Server) start() error {
 	// Ready when it answers PING; bounded.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if ping(s.Addr()) == nil {
+		if ping(s.Addr(), s.tls) == nil {
 			break
 		}
 		select {
@@ -163,12 +221,21 @@ func (s *Server) stop() {
 	_ = s.cmd.Process.Kill()
 	<-s.exited
 	s.out.Close()
-	s.cmd, s.out, s.exited = nil, nil, nil
+	if s.admin != nil {
+		_ = s.admin.Close()
+	}
+	s.cmd, s.out, s.exited, s.admin = nil, nil, nil, nil
 }
 
-// ping sends one inline PING and reads the answer.
-func ping(addr string) error {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
+// ping sends one inline PING and reads the answer (over TLS with tc).
+func ping(addr string, tc *tls.Config) error {
+	var c net.Conn
+	var err error
+	if tc != nil {
+		c, err = tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", addr, tc)
+	} else {
+		c, err = net.DialTimeout("tcp", addr, time.Second)
+	}
 	if err != nil {
 		return err
 	}
@@ -181,7 +248,8 @@ func ping(addr string) error {
 	if err != nil {
 		return err
 	}
-	if !strings.HasPrefix(line, "+PONG") {
+	// A server that wants a password answers too: with NOAUTH.
+	if !strings.HasPrefix(line, "+PONG") && !strings.HasPrefix(line, "-NOAUTH") {
 		return fmt.Errorf("PING answered %q", strings.TrimSpace(line))
 	}
 	return nil
