@@ -130,6 +130,9 @@ func burst(t *testing.T, gw []*Limiter, lg *ledger, clk *clock, checks []Check, 
 				in := inFlight.Add(1)
 				for m := maxInFlight.Load(); in > m && !maxInFlight.CompareAndSwap(m, in); m = maxInFlight.Load() {
 				}
+				// The request runs a moment: through leases admission is in memory, and
+				// eight workers that never wait would take both cores from Redis.
+				time.Sleep(100 * time.Microsecond)
 				inFlight.Add(-1)
 				for _, c := range checks {
 					if c.Policy.Budget != nil {
@@ -152,8 +155,12 @@ func burst(t *testing.T, gw []*Limiter, lg *ledger, clk *clock, checks []Check, 
 // nothing: every request is answered, the concurrency limit never admits more than it
 // fits, and the budget admits exactly what it holds.
 func TestClusterFailoverMidBurstKeepsTheLimitsExact(t *testing.T) {
-	c := redistest.SharedCluster(t)
-	b := &backend{name: "cluster", client: func(t testing.TB) redis.UniversalClient { return newClusterClient(t, c) }, prefix: "failover:"}
+	inBothModes(t, testClusterFailoverMidBurstKeepsTheLimitsExact)
+}
+
+func testClusterFailoverMidBurstKeepsTheLimitsExact(t *testing.T, lease bool) {
+	c := redistest.StartCluster(t) // its own: failovers leave a shared one changing for a while
+	b := &backend{name: "cluster", client: func(t testing.TB) redis.UniversalClient { return newClusterClient(t, c) }, prefix: modePrefix("failover:", lease), lease: lease}
 	clk := newClock(t0)
 	lg := &ledger{}
 	opts := Options{Now: clk.Now, Seeder: lg.Seeder}
@@ -172,6 +179,13 @@ func TestClusterFailoverMidBurstKeepsTheLimitsExact(t *testing.T) {
 		l.Flush()
 		require.False(t, l.down.Load(), "the counters never stopped answering")
 	}
+	if lease {
+		// What the leases hold unused shows as reserved elsewhere: given back, nothing is.
+		for _, l := range gw {
+			require.NoError(t, l.Close())
+		}
+		gw = []*Limiter{b.limiter(t, opts), b.limiter(t, opts)}
+	}
 	st := status(t, gw[1], key)
 	require.Equal(t, res.admitted*1000, st.SpentMicros, "every admitted request's spend counted once, none lost")
 	require.Equal(t, int64(0), st.ReservedMicros)
@@ -188,8 +202,12 @@ func TestClusterFailoverMidBurstKeepsTheLimitsExact(t *testing.T) {
 // the counters again. What the master had not yet sent its replica is lost
 // (asynchronous replication): the docs state it.
 func TestClusterMasterKilledGatewaysKeepAnswering(t *testing.T) {
-	c := redistest.SharedCluster(t)
-	b := &backend{name: "cluster", client: func(t testing.TB) redis.UniversalClient { return newClusterClient(t, c) }, prefix: "killed:"}
+	inBothModes(t, testClusterMasterKilledGatewaysKeepAnswering)
+}
+
+func testClusterMasterKilledGatewaysKeepAnswering(t *testing.T, lease bool) {
+	c := redistest.StartCluster(t) // its own: failovers leave a shared one changing for a while
+	b := &backend{name: "cluster", client: func(t testing.TB) redis.UniversalClient { return newClusterClient(t, c) }, prefix: modePrefix("killed:", lease), lease: lease}
 	clk := newClock(t0)
 	lg := &ledger{}
 	opts := Options{Now: clk.Now, Seeder: lg.Seeder, Timeout: 200 * time.Millisecond, RetryEvery: 20 * time.Millisecond}
@@ -217,7 +235,20 @@ func TestClusterMasterKilledGatewaysKeepAnswering(t *testing.T) {
 		for range 20 {
 			admit(t, l, ask(0, 0, rates)).Settle(context.Background(), 0, 0)
 		}
-		_, err := l.Reserve(context.Background(), ask(0, 1, spend))
+		// Through leases, what a lease holds is spent first (an eighth of what remained
+		// at most), then the budget is refused as unavailable.
+		var err error
+		for n := 0; err == nil; n++ {
+			require.Less(t, n, 1_000_000/8+1, "spent past the lease")
+			var d Decision
+			d, err = l.Reserve(context.Background(), ask(0, 1, spend))
+			if err == nil {
+				require.Nil(t, d.Refused)
+				require.True(t, lease, "exact mode asks Redis")
+				d.Reservation.Settle(context.Background(), 0, 1)
+				lg.add(spend.Scope, clk.Now(), 1)
+			}
+		}
 		require.ErrorIs(t, err, ErrUnavailable)
 		require.True(t, l.down.Load())
 	}
@@ -233,12 +264,21 @@ func TestClusterMasterKilledGatewaysKeepAnswering(t *testing.T) {
 			return err == nil && !l.down.Load()
 		}, 15*time.Second, 20*time.Millisecond)
 	}
+	if lease {
+		// Given back, the leases hold nothing; what was spent from them is counted.
+		for _, l := range gw {
+			require.NoError(t, l.Close())
+		}
+		gw = []*Limiter{b.limiter(t, opts), b.limiter(t, opts)}
+	}
+	spent, err := lg.Seeder(context.Background(), spend.Scope, time.Time{})
+	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		st, err := gw[0].Status(context.Background(), spend)
-		return err == nil && st.SpentMicros == 2 && !gw[0].down.Load()
+		return err == nil && st.SpentMicros == spent && !gw[0].down.Load()
 	}, 5*time.Second, 20*time.Millisecond)
-	refuse(t, gw[1], ask(0, 1_000_000-1, spend))
-	admit(t, gw[1], ask(0, 1_000_000-2, spend))
+	refuse(t, gw[1], ask(0, 1_000_000-spent+1, spend))
+	admit(t, gw[1], ask(0, 1_000_000-spent, spend))
 }
 
 // A Sentinel failover (SENTINEL FAILOVER) mid-burst: every request is answered while
@@ -248,8 +288,12 @@ func TestClusterMasterKilledGatewaysKeepAnswering(t *testing.T) {
 // replica's promotion, until the clients heard of the switch (about a second), are
 // lost with it. The test logs how many; docs/store-and-scale-out.md states the bound.
 func TestSentinelFailoverMidBurstGatewaysFollowTheMaster(t *testing.T) {
-	s := redistest.SharedSentinel(t)
-	b := &backend{name: "sentinel", client: func(t testing.TB) redis.UniversalClient { return newSentinelClient(t, s) }, prefix: "sfailover:"}
+	inBothModes(t, testSentinelFailoverMidBurstGatewaysFollowTheMaster)
+}
+
+func testSentinelFailoverMidBurstGatewaysFollowTheMaster(t *testing.T, lease bool) {
+	s := redistest.StartSentinel(t) // its own: a failover leaves a shared one changing for a while
+	b := &backend{name: "sentinel", client: func(t testing.TB) redis.UniversalClient { return newSentinelClient(t, s) }, prefix: modePrefix("sfailover:", lease), lease: lease}
 	clk := newClock(t0)
 	lg := &ledger{}
 	opts := Options{Now: clk.Now, Seeder: lg.Seeder, RetryEvery: 20 * time.Millisecond, BudgetWhenUnreachable: "local"}
@@ -327,4 +371,18 @@ func TestClusterOverTLSWithAnACLUserHoldsALimit(t *testing.T) {
 	wg.Wait()
 	require.Equal(t, int64(10), admitted.Load())
 	require.Equal(t, int64(990), status(t, gw[1], proj).Requests.Remaining)
+}
+
+// inBothModes runs f in exact mode and through leases.
+func inBothModes(t *testing.T, f func(t *testing.T, lease bool)) {
+	t.Run("exact", func(t *testing.T) { f(t, false) })
+	t.Run("lease", func(t *testing.T) { f(t, true) })
+}
+
+// modePrefix keeps each mode's counters apart in a Redis the tests share.
+func modePrefix(prefix string, lease bool) string {
+	if lease {
+		return "lease-" + prefix
+	}
+	return prefix
 }

@@ -234,8 +234,15 @@ func (c *Cluster) ReplicaOf(t TB, master *Server) *Server {
 func (c *Cluster) Failover(t TB, master *Server) *Server {
 	t.Helper()
 	replica := c.ReplicaOf(t, master)
-	c.do(t, replica, "CLUSTER", "FAILOVER")
 	ctx := context.Background()
+	// A manual failover needs a replica in sync: right after another failover the old
+	// master, now a replica, may still be loading its first copy, and the failover would
+	// time out unheard.
+	c.wait(t, "the replica in sync with its master", func() bool {
+		info, err := c.client(t, replica).Info(ctx, "replication").Result()
+		return err == nil && strings.Contains(info, "master_link_status:up") && !strings.Contains(info, "master_sync_in_progress:1")
+	})
+	c.do(t, replica, "CLUSTER", "FAILOVER")
 	c.wait(t, "the replica promoted, its master turned replica", func() bool {
 		info, err := c.client(t, replica).Info(ctx, "replication").Result()
 		if err != nil || !strings.Contains(info, "role:master") {
