@@ -1,6 +1,7 @@
 package limits
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -221,7 +222,7 @@ func (b *leaseBook) holdFor(r *Reservation) []*leaseObj {
 		}
 	}
 	b.mu.Unlock()
-	slices.SortFunc(objs, func(x, y *leaseObj) int { return int(x.id) - int(y.id) })
+	slices.SortFunc(objs, func(x, y *leaseObj) int { return cmp.Compare(x.id, y.id) })
 	for _, o := range objs {
 		o.renewMu.Lock()
 	}
@@ -394,7 +395,7 @@ func (b *leaseBook) renewFor(ctx context.Context, r *Reservation, short []int, g
 	for _, i := range short {
 		objs = append(objs, r.items[i].lo)
 	}
-	slices.SortFunc(objs, func(x, y *leaseObj) int { return int(x.id) - int(y.id) })
+	slices.SortFunc(objs, func(x, y *leaseObj) int { return cmp.Compare(x.id, y.id) })
 	for _, o := range objs {
 		o.renewMu.Lock()
 	}
@@ -668,8 +669,16 @@ func (b *leaseBook) upkeepOnce(mode upkeepMode) bool {
 	b.seedAbsent(now)
 	var ops []*leaseOp
 	b.mu.Lock()
-	for k, o := range b.objs {
-		if o.renewing {
+	// In the order of their ids, as every caller that holds several leases' calls takes
+	// them (renewFor, holdFor), and from a copy, since mu is given up on the way.
+	objs := make([]*leaseObj, 0, len(b.objs))
+	for _, o := range b.objs {
+		objs = append(objs, o)
+	}
+	slices.SortFunc(objs, func(x, y *leaseObj) int { return cmp.Compare(x.id, y.id) })
+	for _, o := range objs {
+		k := o.key
+		if o.renewing || b.objs[k] != o {
 			continue
 		}
 		idle := now.Sub(o.lastUse) >= b.idle

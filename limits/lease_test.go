@@ -225,3 +225,50 @@ func TestCloseGivesBackManyLeasesInBoundedCalls(t *testing.T) {
 		require.Equal(t, int64(799), status(t, other, c).Requests.Remaining, "%s", c.Scope)
 	}
 }
+
+// Flush, Status and Close run while requests renew leases of several scopes at once, new
+// scopes among them: none of them waits on another for ever, and the limit holds.
+func TestFlushAndStatusBesideRenewingRequests(t *testing.T) {
+	g := newGateways(t)
+	clk := newClock(t0)
+	l := g.leaseLimiter(t, Options{Now: clk.Now})
+	proj := Check{Scope: projectScope("p1"), Policy: Policy{RPM: 400, Budget: budget(400_000, PeriodMonth)}}
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for w := range 6 {
+		wg.Go(func() {
+			for i := range 150 {
+				key := Check{Scope: keyScope(fmt.Sprintf("k%d-%d", w, i%40)), Policy: Policy{RPM: 50, Concurrency: 2}}
+				d, err := l.Reserve(context.Background(), ask(0, 1000, key, proj))
+				require.NoError(t, err)
+				if d.Refused == nil {
+					admitted.Add(1)
+					d.Reservation.Settle(context.Background(), 0, 1000)
+				}
+			}
+		})
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			l.Flush()
+			status(t, l, proj)
+		}
+	}()
+	wg.Wait()
+	close(stop)
+	<-done
+	require.LessOrEqual(t, admitted.Load(), int64(400), "the project's rate")
+	require.NoError(t, l.Close())
+	other := g.limiter(t, Options{Now: clk.Now})
+	st := status(t, other, proj)
+	require.Equal(t, admitted.Load()*1000, st.SpentMicros, "every admitted request's spend, given back at Close")
+	require.Equal(t, 400-admitted.Load(), st.Requests.Remaining)
+}
