@@ -33,27 +33,7 @@ func TestAKilledGatewayLosesAtMostItsLease(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs two gateway processes with Redis and PostgreSQL")
 	}
-	rd := redistest.Start(t)
-	dsn := pgtest.SchemaDSN(t)
-	caddy := buildCaddyCLI(t)
-	up := newUpstream(t)
-	option := func(dir string) func(int) string {
-		return func(int) string {
-			return fmt.Sprintf(`		store postgres %q
-		journal %s
-		limits {
-			redis %s
-			lease 3s
-		}
-		key budgeted %s {
-			budget 0.5/day
-		}
-`, dsn, filepath.Join(dir, "journal"), rd.URL(), budgetKey) + pricedChat("http://"+up.hostport(), upstreamPrefix+"-k")
-		}
-	}
-	dirA, dirB := t.TempDir(), t.TempDir()
-	a := startGatewayProcess(t, caddy, "a", dirA, option(dirA))
-	b := startGatewayProcess(t, caddy, "b", dirB, option(dirB))
+	a, b, dsn, up := twoLeasingGateways(t, "\t\t\tlease 3s\n", "\t\tkey budgeted "+budgetKey+" {\n\t\t\tbudget 0.5/day\n\t\t}\n", "-k")
 	send := func(g *processGateway) int {
 		r, err := g.send("POST", "/v1/chat/completions", centChat, "Authorization", "Bearer "+budgetKey)
 		require.NoError(t, err)
@@ -111,23 +91,7 @@ func TestALoweredLimitReachesTheOtherGatewaysLeases(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs two gateway processes with Redis and PostgreSQL")
 	}
-	rd := redistest.Start(t)
-	dsn := pgtest.SchemaDSN(t)
-	caddy := buildCaddyCLI(t)
-	up := newUpstream(t)
-	option := func(dir string) func(int) string {
-		return func(int) string {
-			return fmt.Sprintf(`		store postgres %q
-		journal %s
-		limits {
-			redis %s
-		}
-`, dsn, filepath.Join(dir, "journal"), rd.URL()) + pricedChat("http://"+up.hostport(), upstreamPrefix+"-l")
-		}
-	}
-	dirA, dirB := t.TempDir(), t.TempDir()
-	a := startGatewayProcess(t, caddy, "a", dirA, option(dirA))
-	b := startGatewayProcess(t, caddy, "b", dirB, option(dirB))
+	a, b, _, _ := twoLeasingGateways(t, "", "", "-l")
 	status, answer := a.adminCall(t, "POST", "/switchyard/projects", `{"id":"team","limits":{"rpm":6000}}`)
 	require.Equal(t, 201, status, "%s", answer.Raw)
 	_, secret := a.createKey(t, `{"name":"svc","project_id":"team"}`)
@@ -173,4 +137,24 @@ func TestALoweredLimitReachesTheOtherGatewaysLeases(t *testing.T) {
 	}
 	wg.Wait()
 	assert.LessOrEqual(t, ok, 1, "the bucket of 3 a minute has nothing left but what refilled")
+}
+
+// twoLeasingGateways starts two gateway processes sharing PostgreSQL and a Redis of the
+// test's own, counting limits through leases (the default): limits adds to their limits
+// block, keys to their switchyard option, and the model priced-chat is served by up under
+// a name ending in suffix.
+func twoLeasingGateways(t *testing.T, limits, keys, suffix string) (a, b *processGateway, dsn string, up *upstream) {
+	t.Helper()
+	rd := redistest.Start(t)
+	dsn = pgtest.SchemaDSN(t)
+	caddy := buildCaddyCLI(t)
+	up = newUpstream(t)
+	option := func(dir string) func(int) string {
+		return func(int) string {
+			return fmt.Sprintf("\t\tstore postgres %q\n\t\tjournal %s\n\t\tlimits {\n\t\t\tredis %s\n%s\t\t}\n%s",
+				dsn, filepath.Join(dir, "journal"), rd.URL(), limits, keys) + pricedChat("http://"+up.hostport(), upstreamPrefix+suffix)
+		}
+	}
+	dirA, dirB := t.TempDir(), t.TempDir()
+	return startGatewayProcess(t, caddy, "a", dirA, option(dirA)), startGatewayProcess(t, caddy, "b", dirB, option(dirB)), dsn, up
 }
