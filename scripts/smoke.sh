@@ -93,6 +93,7 @@ check() {
 key=$SWITCHYARD_EXAMPLE_KEY
 json=(-H 'Content-Type: application/json')
 reply='Hello from the Switchyard simulator'
+check "readiness while serving" 200 '"status" *: *"ready"' "$base_url/readyz"
 check "GET /v1/models lists the models" 200 '"object" *: *"list"' \
 	-H "Authorization: Bearer $key" "$base_url/v1/models"
 check "chat completion" 200 "\"model\":\"sim-gpt\".*$reply|$reply.*\"model\":\"sim-gpt\"" \
