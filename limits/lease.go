@@ -421,7 +421,7 @@ func (b *leaseBook) renewFor(ctx context.Context, r *Reservation, short []int, g
 				granted[i] = true
 				continue
 			}
-			ops = append(ops, b.opFor(o, it, now))
+			ops = append(ops, b.opFor(o, it, now, seeding == 0))
 			opItem = append(opItem, i)
 		}
 		b.mu.Unlock()
@@ -479,17 +479,22 @@ func (b *leaseBook) renewFor(ctx context.Context, r *Reservation, short []int, g
 }
 
 // opFor is the call about o that takes it.take for it (under mu): the lease gives back
-// what it holds unused and asks for the take and a batch more.
-func (b *leaseBook) opFor(o *leaseObj, it *item, now time.Time) *leaseOp {
-	// A lease that ran out within a second asks for twice as much; one idle for long, half.
+// what it holds unused and asks for the take and a batch more; adapt is false for the
+// same request's call again after seeding.
+func (b *leaseBook) opFor(o *leaseObj, it *item, now time.Time, adapt bool) *leaseOp {
+	// A lease that ran out within a second asks for twice as much; one idle for long,
+	// half. The same request asking again, its budget seeded meanwhile, is no new need.
 	switch since := now.Sub(o.lastGrow); {
+	case !adapt:
 	case o.lastGrow.IsZero():
 	case since < time.Second:
 		o.batch = min(o.batch*2, maxLeaseBatch)
 	case since > 10*time.Second:
 		o.batch = max(o.batch/2, minLeaseBatch)
 	}
-	o.lastGrow = now
+	if adapt {
+		o.lastGrow = now
+	}
 	op := &leaseOp{o: o, need: it.take, seed: -1}
 	switch o.key.kind {
 	case itemRequests, itemTokens:

@@ -272,3 +272,26 @@ func TestFlushAndStatusBesideRenewingRequests(t *testing.T) {
 	require.Equal(t, admitted.Load()*1000, st.SpentMicros, "every admitted request's spend, given back at Close")
 	require.Equal(t, 400-admitted.Load(), st.Requests.Remaining)
 }
+
+// A budget's first lease is as large after seeding from the ledger as without: the call
+// made again once seeded is the same request's, not a lease that ran out.
+func TestSeedingDoesNotGrowTheFirstLease(t *testing.T) {
+	g := newGateways(t)
+	clk := newClock(t0)
+	lg := &ledger{}
+	a := g.leaseLimiter(t, Options{Now: clk.Now, Seeder: lg.Seeder})
+	b := g.leaseLimiter(t, Options{Now: clk.Now, Seeder: lg.Seeder})
+	c := Check{Scope: keyScope("k1"), Policy: Policy{Budget: budget(100_000, PeriodMonth)}}
+	admit(t, a, ask(0, 1000, c)).Settle(context.Background(), 0, 1000)
+	n := 0
+	for {
+		d, err := b.Reserve(context.Background(), ask(0, 1000, c))
+		require.NoError(t, err)
+		if d.Refused != nil {
+			break
+		}
+		n++
+		d.Reservation.Settle(context.Background(), 0, 1000)
+	}
+	require.Equal(t, 99-minLeaseBatch, n, "a holds its first batch, 4 requests' worth, and no more")
+}
