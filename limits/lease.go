@@ -323,7 +323,7 @@ func (b *leaseBook) reserve(ctx context.Context, r *Reservation, a Ask, now time
 		}
 		out, err := b.renewFor(ctx, r, short, granted, now)
 		if err != nil {
-			b.giveBack(r, granted, nil)
+			b.giveBack(r, granted)
 			var lc *errLeaseCall
 			if errors.As(err, &lc) {
 				b.l.markDown(lc.err)
@@ -335,7 +335,7 @@ func (b *leaseBook) reserve(ctx context.Context, r *Reservation, a Ask, now time
 			return Decision{}, err, true
 		}
 		if out == refused {
-			b.giveBack(r, granted, nil)
+			b.giveBack(r, granted)
 			b.refused.Add(1)
 			return Decision{Refused: r.refusal(a, now)}, nil, true
 		}
@@ -346,14 +346,14 @@ func (b *leaseBook) reserve(ctx context.Context, r *Reservation, a Ask, now time
 			return b.admitted(r, now), nil, true
 		}
 		if attempt == 3 {
-			b.giveBack(r, granted, nil)
+			b.giveBack(r, granted)
 			return Decision{}, errors.New("limits: leases kept changing under this request"), true
 		}
 	}
 }
 
 // giveBack returns what the items marked granted took, to their leases' unused.
-func (b *leaseBook) giveBack(r *Reservation, granted []bool, _ []int) {
+func (b *leaseBook) giveBack(r *Reservation, granted []bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for i := range r.items {
@@ -445,13 +445,10 @@ func (b *leaseBook) renewFor(ctx context.Context, r *Reservation, short []int, g
 			case op.status == 1:
 				out = refused
 				it.refused = true
-				switch it.kind {
-				case itemRequests, itemTokens:
-					it.wait = op.v2
-				case itemSlot:
-					it.wait = op.v2
-				case itemBudget:
+				if it.kind == itemBudget {
 					it.held = max(op.v2, 0)
+				} else {
+					it.wait = op.v2
 				}
 			case op.status == 2:
 				it.needSeed = true
@@ -500,7 +497,6 @@ func (b *leaseBook) opFor(o *leaseObj, it *item, now time.Time, adapt bool) *lea
 	case itemRequests, itemTokens:
 		op.desired = o.batch * max(it.take, 1)
 		op.give, o.unused = o.unused, 0
-		op.sentGive = op.give
 	case itemSlot:
 		op.need, op.desired = 1, o.batch
 		op.keep, op.last = o.inflight, o.last
@@ -705,7 +701,7 @@ func (b *leaseBook) upkeepOnce(mode upkeepMode) bool {
 		}
 		keepSpare = min(keepSpare, max(o.unused, 0))
 		excess := o.unused != keepSpare
-		due := now.Sub(o.lastSent) >= life/3 && (o.inflight > 0 || o.last > 0 || o.unused > 0 || o.pending > 0)
+		due := now.Sub(o.lastSent) >= life/3 && o.holdsInRedis()
 		push := o.pending > 0 && (mode != upkeepTick || now.Sub(o.lastSent) >= time.Second)
 		if !excess && !due && !push {
 			continue

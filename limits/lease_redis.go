@@ -186,10 +186,7 @@ type leaseOp struct {
 	status     int64
 	granted    int64
 	v1, v2     int64
-	answered   bool
-	sentGive   int64 // what give moved out of the lease, to put back if the call fails
-	sentLast   int64
-	sentUnused int64
+	sentUnused int64 // what the call took out of unused, to put back if nothing changed
 }
 
 // leaseArgs are the keys and arguments of one leaseScript call carrying ops.
@@ -216,9 +213,10 @@ func (rc *redisCounters) leaseArgs(gw string, ops []*leaseOp, now, life int64) (
 	return keys, args
 }
 
-// renew sends ops (and says in how many calls), grouped so that each call touches one scope's keys when the client is
-// a cluster's (one slot each), else in one call; the calls go through exec, so they carry
-// the queued settlements and share pipelines with other calls.
+// renew sends ops (and says in how many calls), grouped so that each call touches one
+// scope's keys when the client is a cluster's (one slot each), else in one call; the
+// calls go through execParts, so they carry the queued settlements and share pipelines
+// with other calls.
 func (rc *redisCounters) renew(ctx context.Context, gw string, ops []*leaseOp, now, life int64) (calls int, err error) {
 	groups := [][]*leaseOp{ops}
 	if _, cluster := rc.c.(*redis.ClusterClient); cluster && len(ops) > 1 {
@@ -242,37 +240,23 @@ func (rc *redisCounters) renew(ctx context.Context, gw string, ops []*leaseOp, n
 			groups[i] = g[:maxOpsPerCall]
 		}
 	}
-	errs := make([]error, len(groups))
-	run := func(i int) {
-		g := groups[i]
+	// Every call in one pipeline (execParts): one round trip, whichever nodes they go to.
+	parts := make([]*part, len(groups))
+	for i, g := range groups {
 		keys, args := rc.leaseArgs(gw, g, now, life)
-		v, err := rc.exec(ctx, leaseScript, keys, args, nil).Int64Slice()
+		parts[i] = &part{s: leaseScript, keys: keys, args: args}
+	}
+	rc.execParts(ctx, parts)
+	for i, g := range groups {
+		v, err := parts[i].res.Int64Slice()
 		if err == nil && len(v) != 4*len(g) {
 			err = fmt.Errorf("lease script answered %d values for %d ops", len(v), len(g))
 		}
 		if err != nil {
-			errs[i] = err
-			return
+			return len(groups), err
 		}
 		for j, op := range g {
 			op.status, op.granted, op.v1, op.v2 = v[4*j], v[4*j+1], v[4*j+2], v[4*j+3]
-			op.answered = true
-		}
-	}
-	if len(groups) == 1 {
-		run(0)
-	} else {
-		done := make(chan int, len(groups))
-		for i := range groups {
-			go func() { run(i); done <- i }()
-		}
-		for range groups {
-			<-done
-		}
-	}
-	for _, err := range errs {
-		if err != nil {
-			return len(groups), err
 		}
 	}
 	return len(groups), nil
