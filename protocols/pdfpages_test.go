@@ -5,12 +5,13 @@ import (
 	"compress/zlib"
 	"encoding/base64"
 	"fmt"
-	"github.com/stretchr/testify/require"
+	"math"
 	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard-gw/switchyard/internal/pdftest"
 )
@@ -163,14 +164,20 @@ func TestPDFPagesInflateIsBounded(t *testing.T) {
 
 // Counting holds no copy of the file: a 1 MB file costs the memory a 16 KB one does.
 func TestPDFPagesMemoryDoesNotGrowWithTheFile(t *testing.T) {
+	// The least of several runs: TotalAlloc counts the whole process, and whatever else
+	// allocates meanwhile (the runtime, another test) only ever adds to one run's figure.
 	used := func(file []byte) uint64 {
 		s := []byte(base64.StdEncoding.EncodeToString(file))
-		var before, after runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&before)
-		pdfPages(s, false, &pdfWork{inflateLeft: pdfInflateFloor})
-		runtime.ReadMemStats(&after)
-		return after.TotalAlloc - before.TotalAlloc
+		least := uint64(math.MaxUint64)
+		for range 7 {
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			pdfPages(s, false, &pdfWork{inflateLeft: pdfInflateFloor})
+			runtime.ReadMemStats(&after)
+			least = min(least, after.TotalAlloc-before.TotalAlloc)
+		}
+		return least
 	}
 	small := []byte("%PDF-1.7\n" + strings.Repeat("<</Type/Page>> 1 0 obj stream\nendstream ", 16<<10/40))
 	large := []byte("%PDF-1.7\n" + strings.Repeat("<</Type/Page>> 1 0 obj stream\nendstream ", 1<<20/40))
