@@ -914,10 +914,17 @@ func (rc *redisCounters) resync(ctx context.Context) error {
 	return nil
 }
 
+// requeue keeps what a resync could not put right for the next one. The reservations
+// noted while it ran come after those it gave back, and together they stay within
+// maxRelease: a Redis that fails every resync while requests go on would otherwise grow
+// the list by up to maxRelease each time, until the process runs out of memory.
 func (rc *redisCounters) requeue(release []*Reservation, stale map[string]struct{}) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
-	rc.release = append(rc.release, release...)
+	if len(release) > 0 {
+		release = release[:min(len(release), maxRelease)]
+		rc.release = append(release, rc.release[:min(len(rc.release), maxRelease-len(release))]...)
+	}
 	if len(stale) > 0 && rc.stale == nil {
 		rc.stale = make(map[string]struct{})
 	}

@@ -335,6 +335,49 @@ func TestRedisPauseResyncsReleasesAndSpend(t *testing.T) {
 	r.Settle(context.Background(), 0, 200)
 }
 
+// While Redis fails every resync and requests go on being released meanwhile, the
+// reservations kept for release once it answers stay within their bound: each failed
+// resync hands back what it took, and what was noted while it ran does not add to that
+// past the bound (it did: a failover test's gateway grew by the bound each retry, to the
+// machine's whole memory).
+func TestReleasesKeptThroughAnOutageStayWithinTheirBound(t *testing.T) {
+	g := newGateways(t)
+	l := g.limiter(t, Options{Timeout: 50 * time.Millisecond})
+	r := admit(t, l, ask(0, 1000, Check{Scope: keyScope("k-outage"), Policy: Policy{Concurrency: 5}}))
+	g.srv.Stop(t)
+	rc := l.redis
+	kept := func() int {
+		rc.mu.Lock()
+		defer rc.mu.Unlock()
+		return len(rc.release)
+	}
+	for range maxRelease {
+		rc.markStale(r, false, false)
+	}
+	require.Equal(t, maxRelease, kept())
+	noting := make(chan struct{})
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		close(noting)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				rc.markStale(r, false, false) // a request released while Redis is away
+			}
+		}
+	})
+	defer wg.Wait()
+	defer close(stop)
+	<-noting
+	for i := range 100 {
+		require.Error(t, rc.resync(context.Background()), "Redis is stopped")
+		require.LessOrEqual(t, kept(), maxRelease, "after %d failed resyncs", i+1)
+	}
+}
+
 // A settlement queued for Redis that fails (Redis refuses it, or does not answer) leaves
 // the spend in the ledger only: once Redis answers again, the budget's counter is seeded
 // from the ledger, and the next admission sees the ledger's spend, the failed request's
