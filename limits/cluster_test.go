@@ -78,6 +78,11 @@ func TestTwoGatewaysAdmitExactlyWhatFitsOnEveryRedis(t *testing.T) {
 	})
 }
 
+// maxBurst bounds a burst's requests: a failover runs in a second or two, some tens of
+// thousands of requests here, and one that never ends is a failure, not a reason to
+// go on.
+const maxBurst = 500_000
+
 // burstResult is what burst saw.
 type burstResult struct {
 	admitted       int64 // admissions in all
@@ -95,6 +100,7 @@ type burstResult struct {
 func burst(t *testing.T, gw []*Limiter, lg *ledger, clk *clock, checks []Check, duringBurst func()) burstResult {
 	var res burstResult
 	var admitted, inFlight, maxInFlight, errs, doneAt atomic.Int64
+	var overran atomic.Bool
 	doneAt.Store(-1)
 	var errOnce sync.Once
 	duringDone := make(chan struct{})
@@ -105,6 +111,12 @@ func burst(t *testing.T, gw []*Limiter, lg *ledger, clk *clock, checks []Check, 
 			l := gw[w%2]
 			for {
 				if at := doneAt.Load(); at >= 0 && admitted.Load() >= at+20 {
+					return
+				}
+				if admitted.Load()+errs.Load() > maxBurst {
+					// Something keeps the burst from ending: fail, rather than grow the
+					// ledger until the machine runs out of memory.
+					overran.Store(true)
 					return
 				}
 				d, err := l.Reserve(context.Background(), ask(0, 1000, checks...))
@@ -144,7 +156,9 @@ func burst(t *testing.T, gw []*Limiter, lg *ledger, clk *clock, checks []Check, 
 		})
 	}
 	wg.Wait()
+	trigger.Do(func() { close(duringDone) }) // never begun: nothing to wait for
 	<-duringDone
+	require.False(t, overran.Load(), "the burst never ended: %d admitted, %d errors (first: %v)", admitted.Load(), errs.Load(), res.firstErr)
 	res.admitted, res.maxInFlight, res.errs = admitted.Load(), maxInFlight.Load(), errs.Load()
 	res.admittedDuring = doneAt.Load() - res.admittedBefore
 	return res
