@@ -216,33 +216,65 @@ func testClusterFailoverMidBurstKeepsTheLimitsExact(t *testing.T, lease bool) {
 // the counters again. What the master had not yet sent its replica is lost
 // (asynchronous replication): the docs state it.
 func TestClusterMasterKilledGatewaysKeepAnswering(t *testing.T) {
-	inBothModes(t, testClusterMasterKilledGatewaysKeepAnswering)
+	inBothModes(t, func(t *testing.T, lease bool) {
+		c := redistest.StartCluster(t) // its own: failovers leave a shared one changing for a while
+		b := &backend{name: "cluster", client: func(t testing.TB) redis.UniversalClient { return newClusterClient(t, c) }, prefix: modePrefix("killed:", lease), lease: lease}
+		var replica *redistest.Server
+		testMasterKilledGatewaysKeepAnswering(t, b, keyScope("k-killed"), masterCrash{
+			inSync: func() { c.WaitHealthy(t) },
+			kill: func(scope Scope) {
+				master := c.MasterOf(t, "{"+scope.String()+"}")
+				replica = c.Kill(t, master)
+				t.Cleanup(func() {
+					// Leave the Cluster whole: the node comes back as the new master's replica.
+					master.Start(t)
+					c.WaitHealthy(t)
+				})
+			},
+			promote: func() { c.WaitPromoted(t, replica) },
+		})
+	})
 }
 
-func testClusterMasterKilledGatewaysKeepAnswering(t *testing.T, lease bool) {
-	c := redistest.StartCluster(t) // its own: failovers leave a shared one changing for a while
-	b := &backend{name: "cluster", client: func(t testing.TB) redis.UniversalClient { return newClusterClient(t, c) }, prefix: modePrefix("killed:", lease), lease: lease}
+// The same with Sentinel: the master killed, the Sentinels held back from promoting the
+// replica until the test has seen the outage, then let go.
+func TestSentinelMasterKilledGatewaysKeepAnswering(t *testing.T) {
+	inBothModes(t, func(t *testing.T, lease bool) {
+		s := redistest.StartSentinel(t)
+		b := &backend{name: "sentinel", client: func(t testing.TB) redis.UniversalClient { return newSentinelClient(t, s) }, prefix: modePrefix("skilled:", lease), lease: lease}
+		testMasterKilledGatewaysKeepAnswering(t, b, keyScope("k-skilled"), masterCrash{
+			inSync:  func() { s.WaitInSync(t) },
+			kill:    func(Scope) { s.Kill(t) },
+			promote: func() { s.WaitPromoted(t) },
+		})
+	})
+}
+
+// masterCrash is how a test crashes the master holding a scope's counters: inSync waits
+// until its replica has what it took, kill stops it at once, promote lets the replica
+// take its place and returns once it has.
+type masterCrash struct {
+	inSync  func()
+	kill    func(Scope)
+	promote func()
+}
+
+func testMasterKilledGatewaysKeepAnswering(t *testing.T, b *backend, scope Scope, crash masterCrash) {
+	lease := b.lease
 	clk := newClock(t0)
 	lg := &ledger{}
 	opts := Options{Now: clk.Now, Seeder: lg.Seeder, Timeout: 200 * time.Millisecond, RetryEvery: 20 * time.Millisecond}
 	gw := []*Limiter{b.limiter(t, opts), b.limiter(t, opts)}
-	rates := Check{Scope: keyScope("k-killed"), Policy: Policy{RPM: 1_000_000}}
-	spend := Check{Scope: keyScope("k-killed"), Policy: Policy{RPM: 1_000_000, Budget: budget(1_000_000, PeriodMonth)}}
+	rates := Check{Scope: scope, Policy: Policy{RPM: 1_000_000}}
+	spend := Check{Scope: scope, Policy: Policy{RPM: 1_000_000, Budget: budget(1_000_000, PeriodMonth)}}
 	for _, l := range gw {
 		admit(t, l, ask(0, 1, spend)).Settle(context.Background(), 0, 1)
 		lg.add(spend.Scope, clk.Now(), 1)
 		l.Flush()
 	}
 	// Counted, and copied to the replica: only then is it safe from the crash.
-	c.WaitHealthy(t)
-
-	master := c.MasterOf(t, "{"+rates.Scope.String()+"}")
-	replica := c.Kill(t, master)
-	t.Cleanup(func() {
-		// Leave the shared Cluster whole: the node comes back as the new master's replica.
-		master.Start(t)
-		c.WaitHealthy(t)
-	})
+	crash.inSync()
+	crash.kill(rates.Scope)
 	// Until the replica is promoted, every request is answered at once: rates counted
 	// locally, a budget refused as unavailable.
 	for _, l := range gw {
@@ -266,7 +298,7 @@ func testClusterMasterKilledGatewaysKeepAnswering(t *testing.T, lease bool) {
 		require.ErrorIs(t, err, ErrUnavailable)
 		require.True(t, l.down.Load())
 	}
-	c.WaitPromoted(t, replica)
+	crash.promote()
 	// Promoted: the gateways share the counters again, the spend counted before the
 	// crash (replicated) still there.
 	for _, l := range gw {

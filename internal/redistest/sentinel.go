@@ -45,10 +45,7 @@ func StartSentinel(t TB) *Sentinel {
 		}))
 	}
 	ctx := context.Background()
-	waitFor(t, "the replica in sync", func() bool {
-		info, err := nodeClient(t, s.Master).Info(ctx, "replication").Result()
-		return err == nil && strings.Contains(info, "connected_slaves:1") && replicasInSync(info)
-	})
+	s.WaitInSync(t)
 	waitFor(t, "every Sentinel knowing the replica and the others", func() bool {
 		for _, sn := range s.Sentinels {
 			sc := s.sentinelClient(t, sn)
@@ -64,6 +61,16 @@ func StartSentinel(t TB) *Sentinel {
 		return true
 	})
 	return s
+}
+
+// WaitInSync returns once the replica has everything the master took: what was written
+// before is then safe from the master's crash.
+func (s *Sentinel) WaitInSync(t TB) {
+	t.Helper()
+	waitFor(t, "the replica in sync", func() bool {
+		info, err := nodeClient(t, s.Master).Info(context.Background(), "replication").Result()
+		return err == nil && strings.Contains(info, "connected_slaves:1") && replicasInSync(info)
+	})
 }
 
 // Addrs are the Sentinels' host:port.
@@ -93,6 +100,41 @@ func (s *Sentinel) Failover(t TB) {
 	if err := s.sentinelClient(t, s.Sentinels[0]).Failover(ctx, MasterName).Err(); err != nil {
 		t.Fatalf("redis sentinel: %v", err)
 	}
+	s.waitPromoted(t)
+}
+
+// Kill stops the master at once (SIGKILL), as a crash. The Sentinels are first told to
+// wait ten minutes before they judge a master down, so that the replica takes over only
+// at WaitPromoted, and a test sees the outage for as long as it needs.
+func (s *Sentinel) Kill(t TB) {
+	t.Helper()
+	s.setDownAfter(t, "600000")
+	s.Master.stop()
+}
+
+// WaitPromoted lets the Sentinels judge the killed master down (after a second, as at
+// the start) and returns once they have promoted its replica, as Failover does; Master
+// and Replica swap.
+func (s *Sentinel) WaitPromoted(t TB) {
+	t.Helper()
+	s.setDownAfter(t, "1000")
+	s.waitPromoted(t)
+}
+
+func (s *Sentinel) setDownAfter(t TB, ms string) {
+	t.Helper()
+	for _, sn := range s.Sentinels {
+		if err := s.sentinelClient(t, sn).Set(context.Background(), MasterName, "down-after-milliseconds", ms).Err(); err != nil {
+			t.Fatalf("redis sentinel: %v", err)
+		}
+	}
+}
+
+// waitPromoted returns once the replica answers as a master and every Sentinel names it;
+// Master and Replica swap.
+func (s *Sentinel) waitPromoted(t TB) {
+	t.Helper()
+	ctx := context.Background()
 	promoted := s.Replica
 	waitFor(t, "the replica promoted and named master by every Sentinel", func() bool {
 		info, err := nodeClient(t, promoted).Info(ctx, "replication").Result()
