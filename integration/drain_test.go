@@ -205,6 +205,26 @@ type drainStream struct {
 	err            error
 }
 
+// startDrainStreams starts n streams through the gateway at base, every other one quick,
+// the shapes in turn, each tagged name-i-quick or name-i-long, and returns once every
+// one has its first event (all are in flight); done ends when all have ended.
+func startDrainStreams(ctx context.Context, t *testing.T, client *http.Client, base, name string, n int) ([]*drainStream, *sync.WaitGroup) {
+	streams := make([]*drainStream, n)
+	var committed sync.WaitGroup
+	done := new(sync.WaitGroup)
+	for i := range streams {
+		s := &drainStream{shape: shapes[i%len(shapes)].name, quick: i%2 == 0, tag: fmt.Sprintf("%s-%d-long", name, i)}
+		if s.quick {
+			s.tag = fmt.Sprintf("%s-%d-quick", name, i)
+		}
+		streams[i] = s
+		committed.Add(1)
+		done.Go(func() { runDrainStream(ctx, t, client, base, s, committed.Done) })
+	}
+	committed.Wait()
+	return streams, done
+}
+
 // runDrainStream streams one request; it calls committed once the first event came (or
 // the request failed), then reads to the end.
 func runDrainStream(ctx context.Context, t *testing.T, client *http.Client, base string, s *drainStream, committed func()) {
@@ -386,23 +406,7 @@ func TestSIGTERMDrainsTheGateway(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 0}}
-	streams := make([]*drainStream, drainStreams)
-	var committed, done sync.WaitGroup
-	for i := range streams {
-		s := &drainStream{shape: shapes[i%len(shapes)].name, quick: i%2 == 0}
-		s.tag = fmt.Sprintf("drain-%d-long", i)
-		if s.quick {
-			s.tag = fmt.Sprintf("drain-%d-quick", i)
-		}
-		streams[i] = s
-		committed.Add(1)
-		done.Add(1)
-		go func() {
-			defer done.Done()
-			runDrainStream(ctx, t, client, gw.base, s, committed.Done)
-		}()
-	}
-	committed.Wait() // every stream has its first event: all are in flight
+	streams, done := startDrainStreams(ctx, t, client, gw.base, "drain", drainStreams)
 
 	changes := make(chan readiness, 16)
 	go pollReadiness(ctx, gw.base+"/readyz", changes)
@@ -495,22 +499,7 @@ func TestReloadThatDropsTheRouteDrainsItsStreams(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	client := &http.Client{Transport: &http.Transport{}}
-	streams := make([]*drainStream, drainReloadStreams)
-	var committed, done sync.WaitGroup
-	for i := range streams {
-		s := &drainStream{shape: shapes[i%len(shapes)].name, quick: i%2 == 0, tag: fmt.Sprintf("reload-%d-long", i)}
-		if s.quick {
-			s.tag = fmt.Sprintf("reload-%d-quick", i)
-		}
-		streams[i] = s
-		committed.Add(1)
-		done.Add(1)
-		go func() {
-			defer done.Done()
-			runDrainStream(ctx, t, client, base, s, committed.Done)
-		}()
-	}
-	committed.Wait()
+	streams, done := startDrainStreams(ctx, t, client, base, "reload", drainReloadStreams)
 
 	// The new configuration keeps the site, without the gateway's route.
 	load, err := http.NewRequest("POST", admin+"/load", strings.NewReader(config(ports[0], ports[1], "\trespond \"moved\" 410")))

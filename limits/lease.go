@@ -95,29 +95,21 @@ func (o *leaseObj) fits(take int64) bool {
 
 func (o *leaseObj) take(it *item, now time.Time) {
 	o.lastUse = now
-	switch o.key.kind {
-	case itemRequests, itemTokens:
-		o.unused -= it.take
-	case itemSlot:
-		o.unused--
-		o.inflight++
-	case itemBudget:
-		o.unused -= it.take
-		o.inflight += it.take
-	}
+	o.move(it, 1)
 }
 
 // untake gives back what take took: for an ask refused by another of its limits.
-func (o *leaseObj) untake(it *item) {
-	switch o.key.kind {
-	case itemRequests, itemTokens:
-		o.unused += it.take
-	case itemSlot:
-		o.unused++
-		o.inflight--
-	case itemBudget:
-		o.unused += it.take
-		o.inflight -= it.take
+func (o *leaseObj) untake(it *item) { o.move(it, -1) }
+
+// move takes its share out of unused into use (sign 1), or puts it back (sign -1).
+func (o *leaseObj) move(it *item, sign int64) {
+	n := it.take
+	if o.key.kind == itemSlot {
+		n = 1
+	}
+	o.unused -= sign * n
+	if o.key.kind == itemSlot || o.key.kind == itemBudget {
+		o.inflight += sign * n
 	}
 }
 
@@ -168,11 +160,9 @@ func (l *Limiter) LeaseStats() LeaseStats {
 	return LeaseStats{Local: l.book.local.Load(), Renewals: l.book.renewals.Load(), Refused: l.book.refused.Load()}
 }
 
-// attach finds (or makes) the lease of each item of r; false when there are too many
-// leases to keep (the ask then goes to Redis as in exact mode).
+// attach finds (or makes) the lease of each item of r (under mu); false when there are
+// too many leases to keep (the ask then goes to Redis as in exact mode).
 func (b *leaseBook) attach(r *Reservation) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	if b.closed {
 		return false
 	}
@@ -222,11 +212,22 @@ func (b *leaseBook) holdFor(r *Reservation) []*leaseObj {
 		}
 	}
 	b.mu.Unlock()
+	lockCalls(objs)
+	return objs
+}
+
+// byID orders leases as every caller that holds several leases' calls takes them.
+func byID(objs []*leaseObj) {
 	slices.SortFunc(objs, func(x, y *leaseObj) int { return cmp.Compare(x.id, y.id) })
+}
+
+// lockCalls holds the calls about objs, taken in the order of their ids (so that two
+// callers never wait on each other); release lets them go.
+func lockCalls(objs []*leaseObj) {
+	byID(objs)
 	for _, o := range objs {
 		o.renewMu.Lock()
 	}
-	return objs
 }
 
 func (b *leaseBook) release(objs []*leaseObj) {
@@ -297,16 +298,19 @@ func (e *errLeaseCall) Error() string { return e.err.Error() }
 // reserve admits r through leases. handled is false when the ask must go the exact way
 // instead (Redis does not answer, or too many leases).
 func (b *leaseBook) reserve(ctx context.Context, r *Reservation, a Ask, now time.Time) (d Decision, err error, handled bool) {
+	b.mu.Lock()
 	if !b.attach(r) {
+		b.mu.Unlock()
 		return Decision{}, nil, false
 	}
-	b.mu.Lock()
 	short := b.takeAll(r, now, nil)
-	b.mu.Unlock()
 	if short == nil {
+		b.admitted(r, now)
+		b.mu.Unlock()
 		b.local.Add(1)
-		return b.admitted(r, now), nil, true
+		return r.decision(), nil, true
 	}
+	b.mu.Unlock()
 	if !b.l.sharedUsable(ctx) {
 		return Decision{}, nil, false
 	}
@@ -341,9 +345,12 @@ func (b *leaseBook) reserve(ctx context.Context, r *Reservation, a Ask, now time
 		}
 		b.mu.Lock()
 		short = b.takeAll(r, now, granted)
+		if short == nil {
+			b.admitted(r, now)
+		}
 		b.mu.Unlock()
 		if short == nil {
-			return b.admitted(r, now), nil, true
+			return r.decision(), nil, true
 		}
 		if attempt == 3 {
 			b.giveBack(r, granted)
@@ -364,10 +371,10 @@ func (b *leaseBook) giveBack(r *Reservation, granted []bool) {
 	}
 }
 
-// admitted is r's decision once every item has taken its share.
-func (b *leaseBook) admitted(r *Reservation, now time.Time) Decision {
+// admitted marks r admitted from its leases once every item has taken its share, and
+// sets what its answer tells of each allowance (under mu).
+func (b *leaseBook) admitted(r *Reservation, now time.Time) {
 	r.leased = true
-	b.mu.Lock()
 	for i := range r.items {
 		it := &r.items[i]
 		o := it.lo
@@ -383,8 +390,6 @@ func (b *leaseBook) admitted(r *Reservation, now time.Time) Decision {
 		it.after = int64(level)
 		it.reset = max(0, int64((float64(it.limit)-level)*minuteMicros/float64(it.limit)))
 	}
-	b.mu.Unlock()
-	return r.decision()
 }
 
 // renewFor asks Redis for the short items' leases, each granted its item's take
@@ -395,15 +400,8 @@ func (b *leaseBook) renewFor(ctx context.Context, r *Reservation, short []int, g
 	for _, i := range short {
 		objs = append(objs, r.items[i].lo)
 	}
-	slices.SortFunc(objs, func(x, y *leaseObj) int { return cmp.Compare(x.id, y.id) })
-	for _, o := range objs {
-		o.renewMu.Lock()
-	}
-	defer func() {
-		for _, o := range objs {
-			o.renewMu.Unlock()
-		}
-	}()
+	lockCalls(objs)
+	defer b.release(objs)
 	for seeding := 0; seeding < 3; seeding++ {
 		nowUS := now.UnixMicro()
 		var ops []*leaseOp
@@ -641,10 +639,6 @@ func (b *leaseBook) run(tick time.Duration) {
 	}
 }
 
-// upkeep gives back what leases hold beyond their share, everything beyond their
-// requests in flight once idle (or with all: at Close), adds the spend settled here to
-// Redis within a second, renews each lease well before it would lapse, and forgets
-// leases empty and idle for a minute.
 // What upkeep does beyond its rounds: add every spend settled here now (Flush), or
 // give back everything (Close).
 type upkeepMode uint8
@@ -655,6 +649,10 @@ const (
 	upkeepAll
 )
 
+// upkeep gives back what leases hold beyond their share, everything beyond their
+// requests in flight once idle (or with upkeepAll: at Close), adds the spend settled here
+// to Redis within a second, renews each lease well before it would lapse, and forgets
+// leases empty and idle for a minute.
 func (b *leaseBook) upkeep(mode upkeepMode) {
 	// A spend that found its counter absent goes again once, seeded from the ledger.
 	if b.upkeepOnce(mode) {
@@ -676,7 +674,7 @@ func (b *leaseBook) upkeepOnce(mode upkeepMode) bool {
 	for _, o := range b.objs {
 		objs = append(objs, o)
 	}
-	slices.SortFunc(objs, func(x, y *leaseObj) int { return cmp.Compare(x.id, y.id) })
+	byID(objs)
 	for _, o := range objs {
 		k := o.key
 		if o.renewing || b.objs[k] != o {

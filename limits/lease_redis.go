@@ -219,7 +219,7 @@ func (rc *redisCounters) leaseArgs(gw string, ops []*leaseOp, now, life int64) (
 // with other calls.
 func (rc *redisCounters) renew(ctx context.Context, gw string, ops []*leaseOp, now, life int64) (calls int, err error) {
 	groups := [][]*leaseOp{ops}
-	if _, cluster := rc.c.(*redis.ClusterClient); cluster && len(ops) > 1 {
+	if rc.perScope && len(ops) > 1 {
 		groups = groups[:0]
 		byScope := make(map[Scope]int)
 		for _, op := range ops {

@@ -139,18 +139,21 @@ func (c *attemptClock) drain() {
 	c.cancel()
 }
 
-// watchDrain has the attempt ended by the request's Drain; unwatchDrain stops that once
-// the attempt is over.
-func (a *attempt) watchDrain() {
+// startAttemptClock starts the attempt's clock (awaiting the body, then idle at most
+// idle), which the request's Drain then watches to end the attempt; stopAttemptClock
+// stops both once the attempt is over.
+func (a *attempt) startAttemptClock(idle time.Duration, cancel context.CancelFunc) {
+	a.clock = startClock(awaitingBody, idle, cancel)
 	if a.req.Drain != nil {
 		a.req.Drain.watch(a.clock)
 	}
 }
 
-func (a *attempt) unwatchDrain() {
+func (a *attempt) stopAttemptClock() {
 	if a.req.Drain != nil {
 		a.req.Drain.unwatch(a.clock)
 	}
+	a.clock.stop()
 }
 
 // run makes the attempt and reports whether it committed an answer to the client.
@@ -227,7 +230,8 @@ func (a *attempt) send() bool {
 	length := upload.Length()
 	// The first-byte limit starts once the whole body has passed: at once for a body
 	// read whole.
-	a.clock = startClock(awaitingBody, idleLimit(cand), cancel)
+	a.startAttemptClock(idleLimit(cand), cancel)
+	defer a.stopAttemptClock()
 	var ended atomic.Bool
 	defer ended.Store(true)
 	clock := a.clock
@@ -236,9 +240,6 @@ func (a *attempt) send() bool {
 			clock.limitFirstByte(firstByteLimit(cand, p.Streamed()), a.deadline)
 		}
 	})
-	defer a.clock.stop()
-	a.watchDrain()
-	defer a.unwatchDrain()
 	// Every body the transport reads, a reopened one too, is watched for its delivery.
 	body := watchDelivery(upload, length, delivered, &opened)
 	reopenBody := func() (io.ReadCloser, error) {

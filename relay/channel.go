@@ -29,10 +29,8 @@ func (a *attempt) sendThroughChannel() bool {
 	}
 	attemptCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	a.clock = startClock(awaitingBody, idleLimit(cand), cancel)
-	defer a.clock.stop()
-	a.watchDrain()
-	defer a.unwatchDrain()
+	a.startAttemptClock(idleLimit(cand), cancel)
+	defer a.stopAttemptClock()
 	a.clock.limitFirstByte(firstByteLimit(cand, parsed.Streamed()), a.deadline)
 	// The whole body is with the upstream once the request is written: a client that
 	// leaves before its headers came cancels the call; after that the answer is read
