@@ -67,6 +67,17 @@ func TestBudgetHoldsAcrossTwoGatewaysSharingARedisCluster(t *testing.T) {
 	}
 }
 
+// The same through a primary watched by Sentinel, named by redis_sentinel with its
+// master name and the three Sentinels' URLs (carrying the primary's password), in the
+// default mode: the gateways find the primary through the Sentinels.
+func TestBudgetHoldsAcrossTwoGatewaysSharingARedisSentinel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the gateway and runs two of them with Redis Sentinel and PostgreSQL")
+	}
+	s := redistest.StartSentinel(t)
+	budgetHoldsAcrossTwoGateways(t, "redis_sentinel "+redistest.MasterName+" "+strings.Join(s.URLs(), " "), "")
+}
+
 func budgetAcrossARedisCluster(t *testing.T, mode string) {
 	rc := redistest.StartSecureCluster(t)
 	budgetHoldsAcrossTwoGateways(t, "redis_cluster "+strings.Join(rc.URLs()[:2], " ")+"\n\t\t\tredis_tls_ca "+rc.CAFile+"\n\t\t\tmode "+mode,
